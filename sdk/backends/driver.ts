@@ -1,0 +1,87 @@
+import type { Logger, ProgressListener } from "../logger.js";
+import type { Sandbox } from "../sandbox.js";
+
+/**
+ * Lifecycle of the backend object behind one workspace. Shared by the Pulumi provider and
+ * the runtime manager: neither knows a backend except through this interface.
+ */
+export type ManagedBy = "pulumi" | "runtime";
+
+/** Label / metadata keys stamped on every backend object. */
+export const LABELS = {
+  workspaceId: "agent-workspaces.workspace-id",
+  userId: "agent-workspaces.user-id",
+  agentId: "agent-workspaces.agent-id",
+  managedBy: "agent-workspaces.managed-by",
+} as const;
+
+export interface WorkspaceIdentity {
+  workspaceId: string;
+  userId?: string | undefined;
+  agentId?: string | undefined;
+  managedBy: ManagedBy;
+  /** User tags, stamped as extra labels / metadata where the backend has them. */
+  tags?: Record<string, string> | undefined;
+}
+
+export type BackendState = "running" | "paused" | "stopped";
+
+export interface BackendDescription {
+  workspaceId: string;
+  kind: string;
+  state: BackendState;
+  userId?: string | undefined;
+  agentId?: string | undefined;
+  managedBy?: ManagedBy | undefined;
+  tags: Record<string, string>;
+  /** Where it lives, e.g. { hostPath } or { containerId, containerName }. Plain strings, no secrets. */
+  location: Record<string, string>;
+}
+
+export interface DriverContext {
+  logger?: Logger;
+  onProgress?: ProgressListener;
+  signal?: AbortSignal;
+}
+
+export interface Driver {
+  readonly kind: string;
+  /** Creates the backend object, or adopts the one that already exists for this id (never a second copy). */
+  create(identity: WorkspaceIdentity, ctx?: DriverContext): Promise<BackendDescription>;
+  /** Reattach lookup by label / metadata / deterministic name; null when gone. */
+  find(workspaceId: string, ctx?: DriverContext): Promise<BackendDescription | null>;
+  /** Suspends; a no-op for backends that cannot pause. */
+  pause(workspaceId: string, ctx?: DriverContext): Promise<void>;
+  resume(workspaceId: string, ctx?: DriverContext): Promise<void>;
+  /** Removes the backend object; with deleteData also its persistent files. Missing is a no-op. */
+  destroy(workspaceId: string, options?: { deleteData?: boolean }, ctx?: DriverContext): Promise<void>;
+  /** Re-stamps tags in place where the backend allows it. */
+  updateTags?(workspaceId: string, tags: Record<string, string>, ctx?: DriverContext): Promise<void>;
+  /** Opens a Sandbox handle on a running workspace. */
+  connect(workspaceId: string, ctx?: DriverContext): Promise<Sandbox>;
+}
+
+export type EnsureOutcome = "created" | "reattached" | "resumed" | "recreated";
+
+/**
+ * The one ensure state machine: not found → create (or "recreated" when it was expected to
+ * exist); paused or stopped → resume; running → reattach. Errors propagate and create nothing.
+ */
+export async function ensureBackend(
+  driver: Driver,
+  identity: WorkspaceIdentity,
+  options: { expectExisting?: boolean } & DriverContext = {},
+): Promise<{ description: BackendDescription; outcome: EnsureOutcome }> {
+  const found = await driver.find(identity.workspaceId, options);
+  if (!found) {
+    const description = await driver.create(identity, options);
+    if (options.expectExisting)
+      options.logger?.warn("workspace was gone from its backend; recreated it", { workspaceId: identity.workspaceId, kind: driver.kind });
+    return { description, outcome: options.expectExisting ? "recreated" : "created" };
+  }
+  if (found.state !== "running") {
+    await driver.resume(identity.workspaceId, options);
+    return { description: { ...found, state: "running" }, outcome: "resumed" };
+  }
+  return { description: found, outcome: "reattached" };
+}

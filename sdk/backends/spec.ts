@@ -1,0 +1,58 @@
+import { z } from "zod";
+
+/**
+ * Backend options, one zod schema per backend kind: the single source of truth for
+ * workspace constructors, manager options, Pulumi inputs and HTTP bodies.
+ * Each backend folder owns its schema; this file only joins them.
+ */
+export const WORKSPACE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+export const WorkspaceIdSchema = z
+  .string()
+  .regex(WORKSPACE_ID_PATTERN, "workspace id must be 1-63 chars of [A-Za-z0-9_.-], starting with a letter or digit");
+
+const EnvSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "env names must be shell identifiers"), z.string());
+
+export const LocalBackendSchema = z.strictObject({
+  kind: z.literal("local"),
+  /** Host folder holding one sub-folder per workspace id. */
+  basedir: z.string().min(1).optional(),
+  /** Exact host folder for this one workspace (overrides basedir). */
+  path: z.string().min(1).optional(),
+});
+
+export const BubblewrapBackendSchema = z.strictObject({
+  kind: z.literal("bubblewrap"),
+  /** Host folder holding per-workspace folders (named by hashed ids, mode 0700). Omit for an ephemeral workspace. */
+  basedir: z.string().min(1).optional(),
+  /** "none" cuts the network (default); "host" shares the host's network namespace. */
+  network: z.enum(["none", "host"]).default("none"),
+  env: EnvSchema.optional(),
+  /** Extra read-only host paths visible inside the sandbox, e.g. a toolchain prefix. */
+  readOnlyPaths: z.array(z.string().startsWith("/")).optional(),
+});
+
+export const DockerBackendSchema = z.strictObject({
+  kind: z.literal("docker"),
+  /** Host folder holding per-workspace folders bind-mounted at /workspace. Omit for an ephemeral container. */
+  basedir: z.string().min(1).optional(),
+  /** Base image the workspace image is built FROM (must exist locally or be pullable). */
+  baseImage: z.string().min(1).default("agentws-base:bookworm"),
+  /** Node major version expected in the image for npx-based MCP servers (recorded in the image hash). */
+  nodeVersion: z.string().regex(/^\d+$/).optional(),
+  pythonPackages: z.array(z.string().min(1)).optional(),
+  npmPackages: z.array(z.string().min(1)).optional(),
+  env: EnvSchema.optional(),
+  /** "none" cuts the network; "bridge" is Docker's default network. */
+  network: z.enum(["none", "bridge"]).default("bridge"),
+  /** Docker engine socket; default DOCKER_HOST or /var/run/docker.sock. */
+  socketPath: z.string().min(1).optional(),
+});
+
+export const BackendSpecSchema = z.discriminatedUnion("kind", [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema]);
+
+export type LocalBackendSpec = z.infer<typeof LocalBackendSchema>;
+export type BubblewrapBackendSpec = z.infer<typeof BubblewrapBackendSchema>;
+export type DockerBackendSpec = z.infer<typeof DockerBackendSchema>;
+export type BackendSpec = z.infer<typeof BackendSpecSchema>;
+export type BackendKind = BackendSpec["kind"];
+export type BackendSpecInput = z.input<typeof BackendSpecSchema>;

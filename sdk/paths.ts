@@ -1,0 +1,45 @@
+import { posix } from "node:path";
+import { PathEscapeError } from "./errors.js";
+
+/**
+ * Checks a caller-supplied workspace-relative path before any I/O and returns it normalised
+ * ("" is the workspace root). Rejects absolute paths, `..` segments, backslashes and NUL bytes.
+ * Symlinks are resolved later, by the sandbox, against its root.
+ */
+export function checkRelativePath(path: string, field = "path"): string {
+  if (typeof path !== "string") throw new PathEscapeError(String(path), `(${field}) must be a string`);
+  if (path.includes("\0")) throw new PathEscapeError(path.replace(/\0/g, "\\0"), `(${field}) contains a NUL byte`);
+  if (path.includes("\\")) throw new PathEscapeError(path, `(${field}) contains a backslash; use '/' separators`);
+  if (path.startsWith("/")) throw new PathEscapeError(path, `(${field}) must be relative to the workspace root`);
+  const segments = path.split("/");
+  if (segments.includes("..")) throw new PathEscapeError(path, `(${field}) must not contain '..'`);
+  const normal = posix.normalize(path === "" ? "." : path);
+  return normal === "." ? "" : normal.replace(/\/+$/, "");
+}
+
+/**
+ * Maps a path as an agent sees it (absolute under `workdir`, or relative to it) to a
+ * workspace-relative path. Anything outside `workdir` is a PathEscapeError.
+ */
+export function toWorkspacePath(workdir: string, path: string, field = "path"): string {
+  if (typeof path === "string" && path.startsWith("/")) {
+    const root = workdir.replace(/\/+$/, "") || "/";
+    const normal = posix.normalize(path);
+    if (normal === root) return "";
+    const prefix = root === "/" ? "/" : `${root}/`;
+    if (!normal.startsWith(prefix)) throw new PathEscapeError(path, `(${field}) is outside the workspace ${root}`);
+    if (path.split("/").includes("..")) throw new PathEscapeError(path, `(${field}) must not contain '..'`);
+    return checkRelativePath(normal.slice(prefix.length), field);
+  }
+  return checkRelativePath(path, field);
+}
+
+/** Joins workspace-relative segments (already checked). */
+export function joinRel(...parts: string[]): string {
+  return parts.filter((p) => p !== "").join("/");
+}
+
+/** A name usable as one path segment: no separators, not `.`/`..`, not empty, no NUL. */
+export function isPlainName(name: string): boolean {
+  return typeof name === "string" && name !== "" && name !== "." && name !== ".." && !/[\\/\0]/.test(name);
+}

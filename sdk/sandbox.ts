@@ -1,0 +1,81 @@
+import type { Readable, Writable } from "node:stream";
+
+/**
+ * The handle `Workspace` needs from a backend: run processes and touch files. Every path is
+ * workspace-relative POSIX ("" = the root) and has already passed `checkRelativePath`;
+ * implementations still resolve symlinks against their root and refuse anything that leaves it.
+ */
+export interface Sandbox {
+  /** Backend kind, e.g. "local", "bubblewrap", "docker". */
+  readonly kind: string;
+  /** The workspace root as processes inside the sandbox see it (host path for Local, "/workspace" for containers). */
+  readonly workdir: string;
+  /** Whether files outlive the sandbox (false for ephemeral containers). */
+  readonly persistent: boolean;
+
+  /** Runs argv (never a shell string). Timeouts give `timedOut: true` and exitCode -1, not a throw. */
+  exec(argv: string[], options?: ExecOptions): Promise<ExecResult>;
+  /** Starts a long-lived process with piped stdio, e.g. a stdio MCP server. */
+  spawn(argv: string[], options?: SpawnOptions): SandboxProcess;
+
+  readFile(path: string, options?: { maxBytes?: number }): Promise<Buffer>;
+  /** Atomic (temp file + rename) and creates parent directories. Refuses to follow a symlink out of the root. */
+  writeFile(path: string, data: Uint8Array | string, options?: { mode?: number }): Promise<void>;
+  /** Appends in one write (O_APPEND where the backend has it), creating parents. */
+  appendFile(path: string, data: Uint8Array | string): Promise<void>;
+  /** Entries of a directory; NotFoundError when it is missing. */
+  list(path: string): Promise<FileInfo[]>;
+  /** null when missing. Does not follow a final symlink. */
+  stat(path: string): Promise<FileInfo | null>;
+  /** Recursive, missing is a no-op. */
+  remove(path: string): Promise<void>;
+  /** Recursive (mkdir -p). */
+  mkdir(path: string): Promise<void>;
+  /** Atomic rename within the workspace; fails with ConflictError when `to` exists. */
+  rename(from: string, to: string): Promise<void>;
+  /** Copies a host file or directory tree into the workspace at `to` (which must not exist). */
+  copyIn(hostPath: string, to: string): Promise<void>;
+
+  /** Releases client-side resources (not the backend object). */
+  close?(): Promise<void>;
+}
+
+export interface ExecOptions {
+  /** Workspace-relative working directory; default the root. */
+  cwd?: string;
+  env?: Record<string, string>;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  stdin?: Uint8Array | string;
+  /** Cap on captured stdout/stderr each; extra output is dropped and `truncated` set. Default 16 MiB. */
+  maxOutputBytes?: number;
+}
+
+export interface ExecResult {
+  exitCode: number;
+  stdout: Buffer;
+  stderr: Buffer;
+  timedOut: boolean;
+  truncated: boolean;
+}
+
+export interface SpawnOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+}
+
+export interface SandboxProcess {
+  readonly stdin: Writable;
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  /** Resolves with the exit code (null when killed by a signal). */
+  readonly exited: Promise<number | null>;
+  kill(): void;
+}
+
+export interface FileInfo {
+  name: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  mtimeMs: number;
+}

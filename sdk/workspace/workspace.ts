@@ -1,0 +1,230 @@
+import { randomUUID } from "node:crypto";
+import { z } from "zod";
+import { WorkspaceError, fromZodError } from "../errors.js";
+import { silentLogger, type Logger } from "../logger.js";
+import type { Sandbox } from "../sandbox.js";
+import { McpServerSpecSchema, type McpServerSpec } from "./mcp-spec.js";
+import { McpRegistry, type McpClientHandle } from "./mcp.js";
+import { SkillStore, type Skill, type SkillArchiveOptions } from "./skills.js";
+import { Offloader, type DataBlock, type Message, type ToolResult } from "./offload.js";
+import { createBuiltinTools, type WorkspaceTool } from "./tools/index.js";
+import { renderInstructions } from "./instructions.js";
+
+export const WorkspaceOptionsSchema = z.strictObject({
+  workspaceId: z.string().min(1).optional(),
+  defaultMcps: z.array(McpServerSpecSchema).optional(),
+  skillPaths: z.array(z.string().min(1)).optional(),
+  maxLiveStatefulMcps: z.number().int().positive().optional(),
+  /** Instruction template; `{workdir}` and `{backend}` are substituted. */
+  instructions: z.string().optional(),
+});
+export type WorkspaceOptions = z.input<typeof WorkspaceOptionsSchema> & { logger?: Logger };
+
+export interface Scope {
+  agentId?: string | undefined;
+  sessionId?: string | undefined;
+}
+
+/**
+ * A workspace written once over the Sandbox interface. Subclasses only say how to get a
+ * Sandbox (`provision`) and what to do with it on close (`teardown`).
+ */
+export abstract class Workspace implements AsyncDisposable {
+  readonly workspaceId: string;
+  protected readonly logger: Logger;
+  protected readonly options: z.output<typeof WorkspaceOptionsSchema>;
+  /** Human name of the backend used in instructions, e.g. "local", "Docker-based". */
+  protected abstract readonly backendLabel: string;
+
+  #sandbox: Sandbox | undefined;
+  #alive = false;
+  #initializing: Promise<void> | undefined;
+  #inFlight = 0;
+  #lastActivity = Date.now();
+  #skills: SkillStore | undefined;
+  #mcp: McpRegistry | undefined;
+  #offloader: Offloader | undefined;
+
+  constructor(options: WorkspaceOptions = {}) {
+    const { logger, ...rest } = options;
+    const parsed = WorkspaceOptionsSchema.safeParse(rest);
+    if (!parsed.success) throw fromZodError("options", parsed.error);
+    this.options = parsed.data;
+    this.workspaceId = parsed.data.workspaceId || randomUUID().replace(/-/g, "");
+    this.logger = logger ?? silentLogger;
+  }
+
+  /** Binds the backend: create, reattach or resume, and return the sandbox handle. */
+  protected abstract provision(): Promise<Sandbox>;
+  /** Called on close after MCP clients are closed. Default: release the handle. */
+  protected async teardown(sandbox: Sandbox): Promise<void> {
+    await sandbox.close?.();
+  }
+
+  get isAlive(): boolean {
+    return this.#alive;
+  }
+  /** The workspace root as the agent sees it. */
+  abstract get workdir(): string;
+  get defaultMcps(): McpServerSpec[] {
+    return this.options.defaultMcps ?? [];
+  }
+  get skillPaths(): string[] {
+    return this.options.skillPaths ?? [];
+  }
+
+  /** Operations currently running (the manager never evicts a busy workspace). */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+  /** Epoch ms of the last operation start or end. */
+  get lastActivityAt(): number {
+    return this.#lastActivity;
+  }
+  /** Marks activity without an operation (e.g. a manager hand-off). */
+  touch(): void {
+    this.#lastActivity = Date.now();
+  }
+
+  /** Every public operation runs through here: counts as activity and keeps the workspace busy. */
+  protected async track<T>(fn: () => Promise<T>): Promise<T> {
+    this.#inFlight++;
+    this.#lastActivity = Date.now();
+    try {
+      return await fn();
+    } finally {
+      this.#inFlight--;
+      this.#lastActivity = Date.now();
+    }
+  }
+
+  async initialize(): Promise<void> {
+    if (this.#alive) return;
+    // Concurrent initialize() calls share one provisioning.
+    this.#initializing ??= this.#doInitialize().finally(() => {
+      this.#initializing = undefined;
+    });
+    return this.#initializing;
+  }
+
+  async #doInitialize(): Promise<void> {
+    const sandbox = await this.provision();
+    try {
+      this.#sandbox = sandbox;
+      this.#skills = new SkillStore(sandbox, this.logger);
+      this.#offloader = new Offloader(sandbox, this.logger);
+      this.#mcp = new McpRegistry(sandbox, {
+        defaultMcps: this.defaultMcps,
+        maxLiveStateful: this.options.maxLiveStatefulMcps,
+        logger: this.logger,
+        onActivity: () => this.touch(),
+      });
+      await this.#mcp.restore();
+      await this.#skills.initialize(this.skillPaths);
+      this.#alive = true;
+    } catch (e) {
+      this.#sandbox = undefined;
+      await this.teardown(sandbox).catch((err: unknown) => this.logger.warn("teardown after failed initialize failed", { error: String(err) }));
+      throw e;
+    }
+  }
+
+  /** Idempotent. Closes live MCP clients, then lets the backend tear down (pause, release). */
+  async close(): Promise<void> {
+    if (this.#initializing) await this.#initializing.catch(() => undefined);
+    if (!this.#alive) return;
+    this.#alive = false;
+    const sandbox = this.#sandbox;
+    try {
+      await this.#mcp?.closeAll();
+    } catch (e) {
+      this.logger.warn("closing MCP clients failed", { error: String(e) });
+    }
+    if (sandbox) await this.teardown(sandbox);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  /** The live sandbox; throws `closed` when the workspace is not initialized. */
+  getBackend(): Sandbox {
+    if (!this.#sandbox || !this.#alive)
+      throw new WorkspaceError("closed", `${this.constructor.name} '${this.workspaceId}' is not initialized; call initialize() first`);
+    return this.#sandbox;
+  }
+
+  #parts(): { skills: SkillStore; mcp: McpRegistry; offloader: Offloader } {
+    this.getBackend();
+    return { skills: this.#skills!, mcp: this.#mcp!, offloader: this.#offloader! };
+  }
+
+  /** Deletes `.mcp`, skills/, sessions/ and data/; MCP clients are closed. Seeds are not re-applied. */
+  async reset(): Promise<void> {
+    return this.track(async () => {
+      const { skills, mcp } = this.#parts();
+      await mcp.reset();
+      await skills.reset();
+      const sandbox = this.getBackend();
+      await Promise.all(["sessions", "data"].map((p) => sandbox.remove(p)));
+    });
+  }
+
+  getInstructions(): string {
+    return renderInstructions(this.options.instructions, { backend: this.backendLabel, workdir: this.workdir });
+  }
+
+  /** Built-in shell, read, write, edit, glob and grep tools bound to this workspace. */
+  listTools(): WorkspaceTool[] {
+    const sandbox = this.getBackend();
+    return createBuiltinTools(sandbox, { track: (fn) => this.track(fn) });
+  }
+
+  // MCP
+  listMcps(scope: Scope = {}): Promise<McpClientHandle[]> {
+    return this.track(() => this.#parts().mcp.list(scope));
+  }
+  addMcp(spec: z.input<typeof McpServerSpecSchema>, scope: Scope = {}): Promise<void> {
+    return this.track(() => this.#parts().mcp.add(spec, scope));
+  }
+  removeMcp(name: string, scope: Scope = {}): Promise<void> {
+    return this.track(() => this.#parts().mcp.remove(name, scope));
+  }
+  /** Forgets one session: its MCP scope and sessions/<id>/. */
+  purgeSession(scope: { agentId?: string; sessionId: string }): Promise<void> {
+    return this.track(async () => {
+      const { mcp, offloader } = this.#parts();
+      await mcp.purge(scope);
+      await offloader.purgeSession(scope.sessionId);
+    });
+  }
+  /** Deletes the agent's skill partition. */
+  purgeAgent(scope: { agentId: string }): Promise<void> {
+    return this.track(() => this.#parts().skills.purgeAgent(scope.agentId));
+  }
+
+  // Skills
+  listSkills(scope: { agentId?: string } = {}): Promise<Skill[]> {
+    return this.track(() => this.#parts().skills.list(scope.agentId));
+  }
+  addSkill(skillPath: string, scope: { agentId?: string } = {}): Promise<Skill | undefined> {
+    return this.track(() => this.#parts().skills.add(skillPath, scope.agentId));
+  }
+  addSkillArchive(data: Uint8Array | AsyncIterable<Uint8Array>, options: SkillArchiveOptions & { agentId?: string }): Promise<Skill | undefined> {
+    return this.track(() => this.#parts().skills.addArchive(data, options));
+  }
+  removeSkill(name: string, scope: { agentId?: string } = {}): Promise<boolean> {
+    return this.track(() => this.#parts().skills.remove(name, scope.agentId));
+  }
+
+  // Offload
+  offloadContext(sessionId: string, messages: Message[]): Promise<string> {
+    return this.track(() => this.#parts().offloader.offloadContext(sessionId, messages));
+  }
+  offloadToolResult(sessionId: string, result: ToolResult): Promise<string> {
+    return this.track(() => this.#parts().offloader.offloadToolResult(sessionId, result));
+  }
+  offloadData(block: DataBlock): Promise<DataBlock> {
+    return this.track(() => this.#parts().offloader.offloadData(block));
+  }
+}
