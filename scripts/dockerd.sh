@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# A private Docker engine for tests and benchmarks: its own socket, data root and exec root, so it
+# never touches a system daemon. The data root is kept between runs (the image cache survives).
+# Usage: scripts/dockerd.sh start | stop | env | status
+# `start` and `env` print `export DOCKER_HOST=unix://...` on stdout: eval "$(scripts/dockerd.sh start)"
+set -euo pipefail
+STATE="${AGENTWS_DOCKER_DIR:-${AGENTWS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-workspaces}/docker}"
+SOCK="$STATE/docker.sock"
+PIDFILE="$STATE/dockerd.pid"
+# exec root must be short (unix socket paths are limited to 108 bytes) and on a local fs.
+EXEC_ROOT="${AGENTWS_DOCKER_EXEC_ROOT:-/run/agentws-docker}"
+log() { echo "[dockerd] $*" >&2; }
+
+running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+ready() { DOCKER_HOST="unix://$SOCK" docker version >/dev/null 2>&1; }
+
+case "${1:-}" in
+  start)
+    if running && ready; then log "already running (pid $(cat "$PIDFILE"))"; echo "export DOCKER_HOST=unix://$SOCK"; exit 0; fi
+    command -v dockerd >/dev/null || { log "dockerd missing: run scripts/setup-sandboxes.sh"; exit 1; }
+    mkdir -p "$STATE/data" "$EXEC_ROOT"
+    chmod 0700 "$STATE"
+    rm -f "$SOCK"
+    # The engine keeps running after this script exits; setsid detaches it from our session.
+    setsid dockerd \
+      --host "unix://$SOCK" \
+      --data-root "$STATE/data" \
+      --exec-root "$EXEC_ROOT" \
+      --pidfile "$PIDFILE" \
+      >"$STATE/dockerd.log" 2>&1 </dev/null &
+    for _ in $(seq 1 120); do
+      if ready; then log "ready on unix://$SOCK"; echo "export DOCKER_HOST=unix://$SOCK"; exit 0; fi
+      sleep 0.5
+    done
+    log "dockerd did not become ready; last log lines:"; tail -n 30 "$STATE/dockerd.log" >&2; exit 1
+    ;;
+  stop)
+    if running; then
+      pid="$(cat "$PIDFILE")"; kill "$pid"
+      for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+      log "stopped"
+    else log "not running"; fi
+    ;;
+  env) echo "export DOCKER_HOST=unix://$SOCK" ;;
+  status) if running && ready; then echo running; else echo stopped; exit 1; fi ;;
+  *) echo "usage: $0 start|stop|env|status" >&2; exit 2 ;;
+esac
