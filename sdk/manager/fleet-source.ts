@@ -1,0 +1,84 @@
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../fleet.js";
+import { InvalidArgumentError, UnavailableError, fromZodError } from "../errors.js";
+
+/**
+ * Reads the `workspaces` stack output (the FleetOutputsSchema contract in sdk/fleet.ts) from
+ * whatever shape the caller has:
+ * - the map itself, `{ <workspaceId>: FleetEntry }`;
+ * - plain stack outputs, `{ workspaces: <map>, ... }` (`pulumi stack output --json`);
+ * - Automation API outputs, `{ workspaces: { value: <map>, secret } , ... }`.
+ */
+export function parseFleetOutputs(outputs: unknown): FleetOutputs {
+  const parsed = FleetOutputsSchema.safeParse(unwrap(outputs));
+  if (!parsed.success) throw fromZodError(FLEET_OUTPUT_NAME, parsed.error);
+  return parsed.data;
+}
+
+function unwrap(outputs: unknown): unknown {
+  if (!isObject(outputs)) throw new InvalidArgumentError(FLEET_OUTPUT_NAME, "stack outputs must be a JSON object");
+  const named = outputs[FLEET_OUTPUT_NAME];
+  // A fleet map may itself hold a workspace whose id is "workspaces": that one has a backend.
+  if (!isObject(named) || "backend" in named) return outputs;
+  if ("value" in named && "secret" in named) return named.value;
+  return named;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Which stack to read. `workDir` is a Pulumi project folder; otherwise `projectName` names it. */
+export interface StackSelector {
+  stackName: string;
+  workDir?: string;
+  projectName?: string;
+  /** Extra environment for the Pulumi CLI, e.g. PULUMI_BACKEND_URL, PULUMI_CONFIG_PASSPHRASE. */
+  envVars?: Record<string, string>;
+  /** Pulumi home folder (plugins, credentials); default ~/.pulumi. */
+  pulumiHome?: string;
+}
+
+/** Loads a stack's outputs through the Automation API (needs the pulumi CLI on PATH). */
+export async function readStackOutputs(selector: StackSelector): Promise<FleetOutputs> {
+  if (!selector.stackName) throw new InvalidArgumentError("stackName", "is required");
+  // Loaded lazily: managers that never read a stack do not load the Pulumi SDK.
+  const { LocalWorkspace } = await import("@pulumi/pulumi/automation/index.js");
+  const opts = {
+    ...(selector.envVars ? { envVars: selector.envVars } : {}),
+    ...(selector.pulumiHome ? { pulumiHome: selector.pulumiHome } : {}),
+  };
+  let outputs: Record<string, unknown>;
+  try {
+    const stack = selector.workDir
+      ? await LocalWorkspace.selectStack({ stackName: selector.stackName, workDir: selector.workDir }, opts)
+      : await LocalWorkspace.selectStack(
+          {
+            stackName: selector.stackName,
+            projectName: requireProject(selector.projectName),
+            // Only outputs are read; the program never runs.
+            program: async () => undefined,
+          },
+          opts,
+        );
+    outputs = await stack.outputs();
+  } catch (e) {
+    if (e instanceof InvalidArgumentError) throw e;
+    throw new UnavailableError(
+      `could not read outputs of stack '${selector.stackName}': ${firstLine(e)}; check the stack name, the backend (PULUMI_BACKEND_URL) and that the pulumi CLI is on PATH`,
+      { cause: e },
+    );
+  }
+  if (!(FLEET_OUTPUT_NAME in outputs))
+    throw new InvalidArgumentError(FLEET_OUTPUT_NAME, `stack '${selector.stackName}' has no '${FLEET_OUTPUT_NAME}' output; export the WorkspaceFleet's outputs under that name`);
+  return parseFleetOutputs(outputs);
+}
+
+function requireProject(projectName: string | undefined): string {
+  if (!projectName) throw new InvalidArgumentError("projectName", "is required when workDir is not given");
+  return projectName;
+}
+
+function firstLine(e: unknown): string {
+  const text = e instanceof Error ? e.message : String(e);
+  return text.split("\n").find((l) => l.trim())?.trim().slice(0, 300) ?? "unknown error";
+}

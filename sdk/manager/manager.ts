@@ -1,0 +1,493 @@
+import { z } from "zod";
+import type { EnsureOutcome, ManagedBy } from "../backends/driver.js";
+import { ConflictError, InvalidArgumentError, WorkspaceError, fromZodError } from "../errors.js";
+import type { FleetEntry, FleetOutputs } from "../fleet.js";
+import { silentLogger, type Logger } from "../logger.js";
+import { ManagerEvents, errorCode, errorMessage, type EvictReason, type ManagerEventListener } from "./events.js";
+import { parseFleetOutputs, readStackOutputs, type StackSelector } from "./fleet-source.js";
+import { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, checkWorkspaceId, newWorkspaceId, sessionWorkspaceId } from "./ids.js";
+import { PrewarmSchema, WarmPool, type PoolStats } from "./pool.js";
+import { SingleFlight } from "./single-flight.js";
+
+/**
+ * What the manager needs from a workspace. `Workspace` (sdk/workspace) satisfies it; the manager
+ * depends on nothing else, so it can be tested and reused without the whole facade.
+ */
+export interface ManagedWorkspace {
+  readonly workspaceId: string;
+  /** Operations running now; a busy workspace is never evicted. */
+  readonly inFlight: number;
+  /** Epoch ms of the last operation start or end. */
+  readonly lastActivityAt: number;
+  touch(): void;
+  /** Binds the backend (create, reattach or resume). Idempotent. */
+  initialize(): Promise<void>;
+  /** Releases the workspace; sandbox backends pause here. Idempotent. */
+  close(): Promise<void>;
+  /** What initialize() did to the backend, when the workspace knows (ensureBackend's outcome). */
+  readonly ensureOutcome?: EnsureOutcome | undefined;
+}
+
+/** Who a workspace is built for; handed to the backend manager's factory. */
+export interface ManagedIdentity {
+  workspaceId: string;
+  userId: string | undefined;
+  agentId: string | undefined;
+  /** "pulumi" for ids the stack declared, "runtime" for ids this manager created on demand. */
+  managedBy: ManagedBy;
+  /** The stack's entry when the id was declared: reattach to it, never create a second one. */
+  declared?: FleetEntry | undefined;
+}
+
+export type WorkspaceFactory<W extends ManagedWorkspace> = (identity: ManagedIdentity) => W | Promise<W>;
+
+/** How a backend behaves under the manager; fixed by each backend manager, not by its users. */
+export interface BackendProfile {
+  /** Backend kind this manager serves ("local", "docker", ...); fleet entries of other kinds are refused. */
+  kind?: string | undefined;
+  /** "pause": close() suspends the backend (sandboxes); "close": it just releases it (local folders). */
+  eviction: "pause" | "close";
+  /** "background": a sweeper runs every sweepInterval; "lazy": requests trigger the sweep, at most once per sweepInterval. */
+  sweep: "background" | "lazy";
+}
+
+export const ManagerOptionsSchema = z.object({
+  isolation: z.enum(ISOLATION_POLICIES as [IsolationPolicy, ...IsolationPolicy[]]).default(IsolationPolicy.PER_AGENT),
+  /** Idle seconds before a workspace is paused (or closed) and dropped from the cache. */
+  ttl: z.number().positive().default(3600),
+  /** Seconds between idle sweeps. */
+  sweepInterval: z.number().positive().default(300),
+  prewarm: PrewarmSchema.optional(),
+  /** Skip fleet entries of other backend kinds instead of refusing the fleet. */
+  ignoreOtherBackends: z.boolean().default(false),
+});
+export type ManagerOptions = z.input<typeof ManagerOptionsSchema> & {
+  logger?: Logger;
+  onEvent?: ManagerEventListener;
+};
+
+export interface WorkspaceManagerInit<W extends ManagedWorkspace> extends ManagerOptions {
+  factory: WorkspaceFactory<W>;
+  profile?: Partial<BackendProfile>;
+  /** The stack's `workspaces` output (any shape parseFleetOutputs accepts). */
+  fleet?: unknown;
+}
+
+export interface ManagerStats {
+  cached: number;
+  provisioning: number;
+  closing: number;
+  declared: number;
+  pool: PoolStats | undefined;
+}
+
+export interface SweepResult {
+  scanned: number;
+  evicted: number;
+  /** Expired by the clock but running an operation: kept. */
+  busy: number;
+}
+
+interface Entry<W> {
+  readonly ws: W;
+  readonly ttlMs: number;
+  /** Owner recorded at creation; another user asking for this id is refused. */
+  readonly userId: string | undefined;
+}
+
+/**
+ * Serves `getWorkspace(userId, agentId, sessionId, workspaceId?)`: maps the call to an id by the
+ * isolation policy, returns the cached workspace (a map lookup), or provisions it once however
+ * many callers ask at the same time, evicts idle ones and keeps a warm pool.
+ *
+ * Extension point (the whole of it): a backend manager is a subclass whose constructor validates
+ * its own options and calls
+ *   super({ ...managerOptions, factory: (identity) => new XWorkspace({ workspaceId: identity.workspaceId, ... }),
+ *           profile: { kind: "x", eviction: "pause", sweep: "background" } })
+ * The factory builds an uninitialized workspace for that exact id (the manager initializes it and
+ * closes it on failure); it must stamp `identity.managedBy` / user / agent on the backend object
+ * and, when `identity.declared` is set, reattach rather than create. Optionally override
+ * `outcomeOf` (how a provisioning is reported) and `disposePooled` (what happens to warm members
+ * nobody claimed). Everything else (cache, single flight, TTL, pool, fleet) lives here.
+ */
+export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> implements AsyncDisposable {
+  readonly #factory: WorkspaceFactory<W>;
+  readonly #profile: BackendProfile;
+  readonly #ttlMs: number;
+  readonly #sweepMs: number;
+  readonly #ignoreOtherBackends: boolean;
+  readonly #events: ManagerEvents;
+  protected readonly logger: Logger;
+
+  #isolation: IsolationPolicy;
+  readonly #live = new Map<string, Entry<W>>();
+  readonly #flights = new SingleFlight<string, Entry<W>>();
+  readonly #closing = new Map<string, Promise<void>>();
+  #fleet = new Map<string, FleetEntry>();
+  readonly #pool: WarmPool<W> | undefined;
+  #sweeper: NodeJS.Timeout | undefined;
+  /** Lazy sweeping: epoch ms of the next sweep a request may trigger; undefined for background sweeping. */
+  #nextLazySweep: number | undefined;
+  #started = false;
+  #disposed: Promise<void> | undefined;
+  /** Derived ids by (policy, user, agent, session): a hit should not pay for hashing. Cleared wholesale when large. */
+  readonly #derived = new Map<string, string>();
+
+  constructor(init: WorkspaceManagerInit<W>) {
+    const { factory, profile, fleet, logger, onEvent, ...rest } = init;
+    if (typeof factory !== "function") throw new InvalidArgumentError("factory", "must be a function building a workspace for an identity");
+    const parsed = ManagerOptionsSchema.safeParse(rest);
+    if (!parsed.success) throw fromZodError("options", parsed.error);
+    const o = parsed.data;
+    this.#factory = factory;
+    this.#profile = { eviction: "close", sweep: "background", ...profile };
+    this.#isolation = o.isolation;
+    this.#ttlMs = o.ttl * 1000;
+    this.#sweepMs = o.sweepInterval * 1000;
+    this.#ignoreOtherBackends = o.ignoreOtherBackends;
+    this.logger = logger ?? silentLogger;
+    this.#events = new ManagerEvents(this.logger);
+    if (onEvent) this.#events.on(onEvent);
+    if (this.#profile.sweep === "lazy") this.#nextLazySweep = Date.now() + this.#sweepMs;
+    if (o.prewarm && o.prewarm.size > 0) this.#pool = this.#createPool(o.prewarm);
+    if (fleet !== undefined) this.loadFleet(fleet);
+  }
+
+  /** A manager knowing the workspaces a stack declared, from its outputs as plain JSON (no CLI needed). */
+  static fromOutputs<M, O>(this: new (options: O) => M, outputs: unknown, options: O): M {
+    const manager = new this(options);
+    (manager as WorkspaceManager).loadFleet(outputs);
+    return manager;
+  }
+
+  /** Same as fromOutputs, reading the outputs of a stack through the Pulumi Automation API. */
+  static async fromStack<M, O>(this: new (options: O) => M, selector: StackSelector, options: O): Promise<M> {
+    const outputs = await readStackOutputs(selector);
+    const manager = new this(options);
+    (manager as WorkspaceManager).loadFleet(outputs);
+    return manager;
+  }
+
+  get isolation(): IsolationPolicy {
+    return this.#isolation;
+  }
+  /** Changes how new calls map to ids; workspaces already cached or on disk keep theirs. */
+  set isolation(policy: IsolationPolicy) {
+    if (!ISOLATION_POLICIES.includes(policy)) throw new InvalidArgumentError("isolation", `must be one of ${ISOLATION_POLICIES.join(", ")}`);
+    this.#isolation = policy;
+  }
+
+  /** Subscribes to create / reattach / resume / pause / evict / pool / error events; returns the unsubscribe. */
+  onEvent(listener: ManagerEventListener): () => void {
+    return this.#events.on(listener);
+  }
+
+  /** Replaces the declared fleet. Cached workspaces are left as they are. */
+  loadFleet(outputs: unknown): FleetOutputs {
+    const fleet = parseFleetOutputs(outputs);
+    const next = new Map<string, FleetEntry>();
+    for (const [id, entry] of Object.entries(fleet)) {
+      if (this.#profile.kind !== undefined && entry.backend.kind !== this.#profile.kind) {
+        if (this.#ignoreOtherBackends) continue;
+        throw new InvalidArgumentError(
+          `workspaces.${id}.backend.kind`,
+          `is '${entry.backend.kind}' but this manager serves '${this.#profile.kind}' workspaces; use the ${entry.backend.kind} manager or set ignoreOtherBackends`,
+        );
+      }
+      next.set(id, entry);
+    }
+    this.#fleet = next;
+    return fleet;
+  }
+
+  /** The fleet entry for a declared id. */
+  declared(workspaceId: string): FleetEntry | undefined {
+    return this.#fleet.get(workspaceId);
+  }
+
+  /** The id a call maps to: the explicit id, else the policy's (PER_SESSION hashes the session; see ids.ts). */
+  resolveWorkspaceId(userId: string, agentId: string, sessionId?: string, workspaceId?: string): string {
+    if (workspaceId !== undefined) return checkWorkspaceId(workspaceId);
+    if (this.#isolation === IsolationPolicy.PER_SESSION) return sessionWorkspaceId({ userId, agentId, sessionId });
+    return assignWorkspaceId({ userId, agentId }, this.#isolation);
+  }
+
+  /** The reference's assign_workspace_id under this manager's policy (PER_SESSION mints a fresh id). */
+  assignWorkspaceId(owner: { userId: string; agentId: string; sessionId?: string }): string {
+    return assignWorkspaceId(owner, this.#isolation);
+  }
+
+  /**
+   * The initialized workspace for this call. A cached one costs a map lookup; a missing one is
+   * provisioned once for all concurrent callers (different ids in parallel); a failure is not
+   * cached and reaches every waiter.
+   */
+  async getWorkspace(userId: string, agentId: string, sessionId?: string, workspaceId?: string): Promise<W> {
+    const id = workspaceId ?? this.#derive(userId, agentId, sessionId);
+    const entry = this.#live.get(id);
+    if (entry !== undefined && (entry.userId === userId || !entry.userId || !userId)) {
+      entry.ws.touch();
+      if (this.#nextLazySweep !== undefined && entry.ws.lastActivityAt >= this.#nextLazySweep) void this.#lazySweep();
+      return entry.ws;
+    }
+    return this.#miss(id, userId, agentId, workspaceId !== undefined);
+  }
+
+  /**
+   * A new workspace with a fresh id, handed off from the warm pool when a member is ready (else
+   * provisioned now). Keep `workspaceId` (e.g. with the session) and pass it to getWorkspace later.
+   */
+  async claimWorkspace(owner: { userId?: string; agentId?: string } = {}): Promise<W> {
+    this.#checkOpen();
+    const started = performance.now();
+    const member = this.#pool?.claim();
+    if (member !== undefined) {
+      // The idle clock starts at the hand-off, not when the member was built.
+      member.touch();
+      this.#live.set(member.workspaceId, { ws: member, ttlMs: this.#ttlMs, userId: owner.userId || undefined });
+      this.#events.emit({ type: "pool-hit", workspaceId: member.workspaceId, durationMs: performance.now() - started });
+      return member;
+    }
+    const identity: ManagedIdentity = { workspaceId: newWorkspaceId(), userId: owner.userId, agentId: owner.agentId, managedBy: "runtime" };
+    if (this.#pool) this.#events.emit({ type: "pool-miss", workspaceId: identity.workspaceId, durationMs: performance.now() - started });
+    this.start();
+    return (await this.#flights.run(identity.workspaceId, () => this.#provision(identity))).ws;
+  }
+
+  /** The cached workspace for an id, without provisioning or touching it. */
+  peek(workspaceId: string): W | undefined {
+    return this.#live.get(workspaceId)?.ws;
+  }
+
+  /** Ids of the cached workspaces. */
+  cachedIds(): string[] {
+    return [...this.#live.keys()];
+  }
+
+  stats(): ManagerStats {
+    return {
+      cached: this.#live.size,
+      provisioning: this.#flights.size,
+      closing: this.#closing.size,
+      declared: this.#fleet.size,
+      pool: this.#pool?.stats(),
+    };
+  }
+
+  /** Closes (pausing where the backend can) and drops one workspace; unknown ids are a no-op. */
+  async close(workspaceId: string): Promise<void> {
+    const flight = this.#flights.get(workspaceId);
+    if (flight) await flight.catch(() => undefined);
+    const entry = this.#live.get(workspaceId);
+    if (entry) await this.#evict(workspaceId, entry, "close");
+    else await this.#closing.get(workspaceId);
+  }
+
+  /** Closes every cached workspace in parallel. Background work keeps running (see asyncDispose). */
+  async closeAll(): Promise<void> {
+    await this.#closeAll("close");
+  }
+
+  /** Starts background work: the idle sweeper (sandbox backends) and the warm pool. Idempotent. */
+  start(): void {
+    if (this.#started || this.#disposed) return;
+    this.#started = true;
+    if (this.#profile.sweep === "background") {
+      this.#sweeper = setInterval(() => void this.sweep(), this.#sweepMs);
+      // The sweeper alone never keeps a process alive.
+      this.#sweeper.unref();
+    }
+    this.#pool?.refill();
+  }
+
+  /** Evicts every idle workspace now (TTL passed, no operation in flight). */
+  async sweep(now = Date.now()): Promise<SweepResult> {
+    const result: SweepResult = { scanned: this.#live.size, evicted: 0, busy: 0 };
+    let evictions: Promise<void>[] | undefined;
+    for (const [id, entry] of this.#live) {
+      const ws = entry.ws;
+      if (now - ws.lastActivityAt <= entry.ttlMs) continue;
+      if (ws.inFlight > 0) {
+        result.busy++;
+        continue;
+      }
+      (evictions ??= []).push(this.#evict(id, entry, "idle"));
+    }
+    if (evictions) {
+      result.evicted = evictions.length;
+      await Promise.all(evictions);
+    }
+    return result;
+  }
+
+  /** Stops the sweeper and the pool, then closes every cached workspace in parallel. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.#disposed ??= (async () => {
+      if (this.#sweeper) clearInterval(this.#sweeper);
+      this.#sweeper = undefined;
+      await this.#pool?.stop();
+      await this.#closeAll("dispose");
+    })();
+    return this.#disposed;
+  }
+
+  /** How a finished provisioning is reported. Default: the workspace's own ensure outcome, else declared → reattached, else created. */
+  protected outcomeOf(ws: W, identity: ManagedIdentity): EnsureOutcome {
+    return ws.ensureOutcome ?? (identity.declared ? "reattached" : "created");
+  }
+
+  /** Disposes a warm member nobody claimed. Default: close it. */
+  protected async disposePooled(ws: W): Promise<void> {
+    await ws.close();
+  }
+
+  #derive(userId: string, agentId: string, sessionId: string | undefined): string {
+    const key = `${this.#isolation}\u0000${userId}\u0000${agentId}\u0000${this.#isolation === IsolationPolicy.PER_SESSION ? (sessionId ?? "") : ""}`;
+    let id = this.#derived.get(key);
+    if (id === undefined) {
+      id = this.resolveWorkspaceId(userId, agentId, sessionId);
+      if (this.#derived.size >= 50_000) this.#derived.clear();
+      this.#derived.set(key, id);
+    }
+    return id;
+  }
+
+  async #miss(id: string, userId: string, agentId: string, explicit: boolean): Promise<W> {
+    this.#checkOpen();
+    if (this.#nextLazySweep !== undefined && Date.now() >= this.#nextLazySweep) void this.#lazySweep();
+    if (explicit) checkWorkspaceId(id);
+    const owner = userId || undefined;
+    const cached = this.#live.get(id);
+    if (cached) throw this.#ownerConflict(id);
+    const declared = this.#fleet.get(id);
+    if (declared?.userId && owner && declared.userId !== owner) throw this.#ownerConflict(id);
+    this.start();
+    const entry = await this.#flights.run(id, () =>
+      this.#provision({
+        workspaceId: id,
+        userId: declared?.userId ?? owner,
+        agentId: declared?.agentId ?? (agentId || undefined),
+        managedBy: declared?.managedBy ?? "runtime",
+        declared,
+      }),
+    );
+    // A concurrent caller may have started this flight for another user.
+    if (entry.userId && owner && entry.userId !== owner) throw this.#ownerConflict(id);
+    return entry.ws;
+  }
+
+  #ownerConflict(id: string): ConflictError {
+    return new ConflictError(`workspace '${id}' belongs to another user; workspace ids are never shared between users`, {
+      field: "userId",
+      details: { workspaceId: id },
+    });
+  }
+
+  #checkOpen(): void {
+    if (this.#disposed) throw new WorkspaceError("closed", "the workspace manager was disposed; create a new one");
+  }
+
+  async #provision(identity: ManagedIdentity): Promise<Entry<W>> {
+    const id = identity.workspaceId;
+    // An eviction of this id still pausing: let it finish, then resume.
+    const closing = this.#closing.get(id);
+    if (closing) await closing;
+    const ws = await this.#build(identity);
+    ws.touch();
+    const entry: Entry<W> = { ws, ttlMs: ttlOf(identity.declared, this.#ttlMs), userId: identity.userId };
+    this.#live.set(id, entry);
+    return entry;
+  }
+
+  /** Factory + initialize, reported; a half-built workspace is closed, never cached. */
+  async #build(identity: ManagedIdentity, source: "cold" | "pool" = "cold"): Promise<W> {
+    const started = performance.now();
+    let ws: W | undefined;
+    try {
+      ws = await this.#factory(identity);
+      if (ws.workspaceId !== identity.workspaceId)
+        throw new WorkspaceError("internal", `the factory built workspace '${ws.workspaceId}' when asked for '${identity.workspaceId}'`);
+      await ws.initialize();
+    } catch (e) {
+      if (ws) await ws.close().catch((err: unknown) => this.logger.warn("closing a workspace after a failed initialize failed", { workspaceId: identity.workspaceId, error: String(err) }));
+      const error =
+        e instanceof WorkspaceError
+          ? e
+          : new WorkspaceError("provision_failed", `workspace '${identity.workspaceId}' could not be provisioned: ${errorMessage(e)}`, { cause: e });
+      this.#events.emit({
+        type: "error",
+        workspaceId: identity.workspaceId,
+        phase: source === "pool" ? "pool" : "provision",
+        code: errorCode(error),
+        message: error.message,
+        durationMs: performance.now() - started,
+      });
+      throw error;
+    }
+    const outcome = this.outcomeOf(ws, identity);
+    this.#events.emit({
+      type: outcome === "reattached" ? "reattach" : outcome === "resumed" ? "resume" : "create",
+      workspaceId: identity.workspaceId,
+      userId: identity.userId,
+      agentId: identity.agentId,
+      managedBy: identity.managedBy,
+      source,
+      ...(outcome === "recreated" ? { recreated: true } : {}),
+      durationMs: performance.now() - started,
+    });
+    return ws;
+  }
+
+  #evict(id: string, entry: Entry<W>, reason: EvictReason): Promise<void> {
+    // Dropped synchronously: a request arriving from now on provisions afresh, after this close.
+    this.#live.delete(id);
+    const closing = (async () => {
+      const started = performance.now();
+      const idleMs = Date.now() - entry.ws.lastActivityAt;
+      const pausing = this.#profile.eviction === "pause";
+      let ok = true;
+      try {
+        await entry.ws.close();
+      } catch (e) {
+        ok = false;
+        this.#events.emit({ type: "error", workspaceId: id, phase: pausing ? "pause" : "close", code: errorCode(e), message: errorMessage(e), durationMs: performance.now() - started });
+      }
+      const durationMs = performance.now() - started;
+      if (ok && pausing) this.#events.emit({ type: "pause", workspaceId: id, durationMs });
+      this.#events.emit({ type: "evict", workspaceId: id, reason, paused: ok && pausing, idleMs, durationMs });
+    })();
+    const previous = this.#closing.get(id);
+    const tracked = previous ? Promise.all([previous, closing]).then(() => undefined) : closing;
+    this.#closing.set(id, tracked);
+    void tracked.finally(() => {
+      if (this.#closing.get(id) === tracked) this.#closing.delete(id);
+    });
+    return tracked;
+  }
+
+  async #closeAll(reason: EvictReason): Promise<void> {
+    await this.#flights.settled();
+    const evictions = [...this.#live].map(([id, entry]) => this.#evict(id, entry, reason));
+    await Promise.all([...evictions, ...this.#closing.values()]);
+  }
+
+  async #lazySweep(): Promise<void> {
+    const now = Date.now();
+    this.#nextLazySweep = now + this.#sweepMs;
+    await this.sweep(now);
+  }
+
+  #createPool(options: z.output<typeof PrewarmSchema>): WarmPool<W> {
+    return new WarmPool<W>(options, {
+      build: () => this.#build({ workspaceId: newWorkspaceId(), userId: undefined, agentId: undefined, managedBy: "runtime" }, "pool"),
+      dispose: (ws) => this.disposePooled(ws),
+      onReady: (ws, durationMs) => this.#events.emit({ type: "pool-ready", workspaceId: ws.workspaceId, durationMs }),
+      onError: () => undefined, // #build already reported it
+      logger: this.logger,
+    });
+  }
+}
+
+function ttlOf(declared: FleetEntry | undefined, fallbackMs: number): number {
+  return declared?.ttlSeconds !== undefined ? declared.ttlSeconds * 1000 : fallbackMs;
+}
