@@ -19,8 +19,12 @@ export interface Sandbox {
   spawn(argv: string[], options?: SpawnOptions): SandboxProcess;
 
   readFile(path: string, options?: { maxBytes?: number }): Promise<Buffer>;
-  /** Atomic (temp file + rename) and creates parent directories. Refuses to follow a symlink out of the root. */
-  writeFile(path: string, data: Uint8Array | string, options?: { mode?: number }): Promise<void>;
+  /**
+   * Atomic (temp file + rename) and creates parent directories. Refuses to follow a symlink out of the root.
+   * With `exclusive`, fails with ConflictError when `path` exists, decided atomically (no check-then-write),
+   * so concurrent writers can claim distinct names.
+   */
+  writeFile(path: string, data: Uint8Array | string, options?: { mode?: number; exclusive?: boolean }): Promise<void>;
   /** Appends in one write (O_APPEND where the backend has it), creating parents. */
   appendFile(path: string, data: Uint8Array | string): Promise<void>;
   /** Entries of a directory; NotFoundError when it is missing. */

@@ -95,16 +95,23 @@ export class LocalSandbox implements Sandbox {
     }
   }
 
-  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number } = {}): Promise<void> {
+  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
     const p = await this.hostPath(rel);
     await this.#refuseSymlink(p, rel);
     await fs.mkdir(path.dirname(p), { recursive: true });
     const tmp = `${p}.tmp-${randomBytes(6).toString("hex")}`;
     try {
       await fs.writeFile(tmp, data, { mode: options.mode ?? 0o644, flag: "wx" });
-      await fs.rename(tmp, p);
+      if (options.exclusive) {
+        // link() publishes the complete file and fails with EEXIST atomically, unlike rename().
+        await fs.link(tmp, p);
+        await fs.rm(tmp, { force: true });
+      } else {
+        await fs.rename(tmp, p);
+      }
     } catch (e) {
       await fs.rm(tmp, { force: true });
+      if ((e as NodeJS.ErrnoException)?.code === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: rel, cause: e });
       throw mapFsError(e, rel);
     }
   }

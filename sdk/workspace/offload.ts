@@ -1,0 +1,304 @@
+import { createHash, randomUUID } from "node:crypto";
+import path from "node:path";
+import { InvalidArgumentError, isWorkspaceError } from "../errors.js";
+import type { Logger } from "../logger.js";
+import type { Sandbox } from "../sandbox.js";
+
+/**
+ * Offloading: big context and tool results go to `sessions/<session>/`, base64 payloads to
+ * `data/<sha256 of the base64 text><ext>`. Shapes and key order follow the reference's JSON
+ * (snake_case fields, as they are written to disk).
+ */
+export interface UrlSource {
+  type: "url";
+  url: string;
+  media_type: string;
+}
+export interface Base64Source {
+  type: "base64";
+  data: string;
+  media_type: string;
+}
+export interface TextBlock {
+  type: "text";
+  text: string;
+  id?: string;
+  created_at?: string;
+  finished_at?: string | null;
+}
+export interface DataBlock {
+  type: "data";
+  id?: string;
+  source: UrlSource | Base64Source;
+  name?: string | null;
+  created_at?: string;
+  finished_at?: string | null;
+}
+/** Any other block (tool_use, tool_result, thinking, hint…) passes through untouched. */
+export interface OtherBlock {
+  type: string;
+  [key: string]: unknown;
+}
+export type ContentBlock = TextBlock | DataBlock | OtherBlock;
+
+export interface Message {
+  name?: string;
+  content: string | ContentBlock[];
+  role: string;
+  id?: string;
+  metadata?: Record<string, unknown> | null;
+  created_at?: string;
+  usage?: unknown;
+  finished_at?: string | null;
+  finished_reason?: string | null;
+  structured_output?: unknown;
+  error?: unknown;
+}
+
+export interface ToolResult {
+  /** The tool call id; names the file. */
+  id: string;
+  name?: string;
+  output: string | ContentBlock[];
+  state?: string;
+}
+
+const MESSAGE_KEYS = ["name", "content", "role", "id", "metadata", "created_at", "usage", "finished_at", "finished_reason", "structured_output", "error"];
+const TEXT_KEYS = ["type", "text", "id", "created_at", "finished_at"];
+const DATA_KEYS = ["type", "id", "source", "name", "created_at", "finished_at"];
+const SOURCE_KEYS = ["type", "url", "data", "media_type"];
+
+/**
+ * Python's `mimetypes.guess_extension` for the media types agents send (CPython 3.11 table);
+ * anything else is `.bin`. Parameters (`; charset=…`) are ignored.
+ */
+const EXTENSIONS: Record<string, string> = {
+  "text/plain": ".txt",
+  "text/markdown": ".md",
+  "text/html": ".html",
+  "text/csv": ".csv",
+  "text/css": ".css",
+  "image/png": ".png",
+  "image/jpeg": ".jpg",
+  "image/webp": ".webp",
+  "image/gif": ".gif",
+  "image/bmp": ".bmp",
+  "image/svg+xml": ".svg",
+  "application/pdf": ".pdf",
+  "application/json": ".json",
+  "application/zip": ".zip",
+  "audio/mpeg": ".mp3",
+  "video/mp4": ".mp4",
+};
+
+export function extensionFor(mediaType: string): string {
+  return EXTENSIONS[mediaType.split(";")[0]!.trim().toLowerCase()] ?? ".bin";
+}
+
+const SAFE_ID = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/;
+
+/**
+ * Session and tool-result ids become one path segment. An id made only of `[A-Za-z0-9_.-]`
+ * (not starting with `.`, at most 128 chars) is used as is; any other id has every other
+ * character replaced by `_`, a leading `.` replaced, is cut to 64 chars, and gets `-` plus the
+ * first 12 hex digits of its SHA-256, so two different unsafe ids never share a folder.
+ */
+export function sanitizeId(id: string, field: string): string {
+  if (typeof id !== "string" || id === "") throw new InvalidArgumentError(field, "must be a non-empty string");
+  if (SAFE_ID.test(id)) return id;
+  const cleaned = id.replace(/[^A-Za-z0-9_.-]/g, "_").replace(/^\./, "_").slice(0, 64);
+  return `${cleaned}-${createHash("sha256").update(id, "utf8").digest("hex").slice(0, 12)}`;
+}
+
+export class Offloader {
+  readonly #sandbox: Sandbox;
+  readonly #logger: Logger;
+  /** Serialises name picking per session folder in this process; `exclusive` writes cover other processes. */
+  readonly #naming = new Map<string, Promise<void>>();
+
+  constructor(sandbox: Sandbox, logger: Logger) {
+    this.#sandbox = sandbox;
+    this.#logger = logger;
+  }
+
+  /**
+   * Appends the messages to `sessions/<session>/context.jsonl`, one compact JSON line each, in a
+   * single append (concurrent calls never lose lines). Base64 data blocks are moved to `data/`
+   * first, at any depth of the content (the input is not mutated).
+   */
+  async offloadContext(sessionId: string, messages: Message[]): Promise<string> {
+    const sid = sanitizeId(sessionId, "sessionId");
+    if (!Array.isArray(messages)) throw new InvalidArgumentError("messages", "must be an array of messages");
+    const rel = `sessions/${sid}/context.jsonl`;
+    const lines: string[] = [];
+    for (const [i, message] of messages.entries()) {
+      if (message === null || typeof message !== "object" || Array.isArray(message))
+        throw new InvalidArgumentError(`messages[${i}]`, "must be a message object");
+      const copy = structuredClone(message) as unknown as Record<string, unknown>;
+      if (Array.isArray(copy.content)) copy.content = await this.#offloadBlocks(copy.content);
+      lines.push(JSON.stringify(orderMessage(copy)));
+    }
+    if (lines.length > 0) await this.#sandbox.appendFile(rel, `${lines.join("\n")}\n`);
+    return this.#agentPath(rel);
+  }
+
+  /**
+   * Writes the tool output as flat text to `sessions/<session>/tool_result-<id>.txt`, or
+   * `tool_result-<id>(1).txt`, `(2)`… when taken. Names are claimed with create-exclusive writes.
+   */
+  async offloadToolResult(sessionId: string, result: ToolResult): Promise<string> {
+    const sid = sanitizeId(sessionId, "sessionId");
+    if (result === null || typeof result !== "object") throw new InvalidArgumentError("result", "must be a tool result object");
+    const tid = sanitizeId(result.id, "result.id");
+    const body = await this.#renderToolOutput(result.output);
+    const dir = `sessions/${sid}`;
+    const rel = await this.#serialPerFolder(dir, () => this.#claim(dir, `tool_result-${tid}`, body));
+    this.#logger.debug("offloaded a tool result", { path: rel, chars: body.length });
+    return this.#agentPath(rel);
+  }
+
+  /**
+   * Stores a base64 data block under `data/` (once per content) and returns a new block pointing at
+   * `workspace:///data/<hash><ext>`. Blocks that already carry a URL are returned unchanged.
+   */
+  async offloadData(block: DataBlock): Promise<DataBlock> {
+    if (block === null || typeof block !== "object" || block.type !== "data" || typeof block.source !== "object" || block.source === null)
+      throw new InvalidArgumentError("block", "must be a data block ({type: 'data', source: {...}})");
+    const source = block.source;
+    if (source.type !== "base64") return block;
+    if (typeof source.data !== "string") throw new InvalidArgumentError("block.source.data", "must be a base64 string");
+    if (typeof source.media_type !== "string" || source.media_type === "") throw new InvalidArgumentError("block.source.media_type", "must be a media type, e.g. 'image/png'");
+    const bytes = decodeBase64(source.data);
+    const file = `${createHash("sha256").update(source.data, "utf8").digest("hex")}${extensionFor(source.media_type)}`;
+    const rel = `data/${file}`;
+    if (!(await this.#sandbox.stat(rel))) {
+      try {
+        await this.#sandbox.writeFile(rel, bytes, { exclusive: true });
+      } catch (e) {
+        // A concurrent offload of the same content got there first: same bytes, nothing to do.
+        if (!isWorkspaceError(e, "conflict")) throw e;
+      }
+    }
+    return {
+      type: "data",
+      id: block.id ?? randomUUID().replace(/-/g, ""),
+      source: { type: "url", url: `workspace:///data/${file}`, media_type: source.media_type },
+      name: block.name ?? null,
+      created_at: new Date().toISOString(),
+      finished_at: block.finished_at ?? null,
+    };
+  }
+
+  /** Deletes `sessions/<session>/`. */
+  async purgeSession(sessionId: string): Promise<void> {
+    if (!sessionId) return;
+    await this.#sandbox.remove(`sessions/${sanitizeId(sessionId, "sessionId")}`);
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  async #claim(dir: string, stem: string, body: string): Promise<string> {
+    for (let n = 0; n < 100_000; n++) {
+      const rel = `${dir}/${stem}${n === 0 ? "" : `(${n})`}.txt`;
+      if (await this.#sandbox.stat(rel)) continue;
+      try {
+        await this.#sandbox.writeFile(rel, body, { exclusive: true });
+        return rel;
+      } catch (e) {
+        if (!isWorkspaceError(e, "conflict")) throw e;
+      }
+    }
+    throw new InvalidArgumentError("result.id", `too many tool results named '${stem}' in ${dir}`);
+  }
+
+  async #serialPerFolder<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.#naming.get(key) ?? Promise.resolve();
+    let release!: () => void;
+    const tail = previous.then(() => new Promise<void>((resolve) => (release = resolve)));
+    this.#naming.set(key, tail);
+    await previous;
+    try {
+      return await fn();
+    } finally {
+      release();
+      if (this.#naming.get(key) === tail) this.#naming.delete(key);
+    }
+  }
+
+  async #renderToolOutput(output: ToolResult["output"]): Promise<string> {
+    if (typeof output === "string") return output;
+    if (!Array.isArray(output)) throw new InvalidArgumentError("result.output", "must be a string or an array of blocks");
+    let body = "";
+    for (const block of output) {
+      if (isText(block)) body += block.text;
+      else if (isData(block)) {
+        const stored = block.source.type === "base64" ? await this.offloadData(block) : block;
+        const url = stored.source.type === "url" ? stored.source.url : "";
+        body += `<data url='${url}' name='${stored.name ?? "None"}' media_type='${stored.source.media_type}'/>`;
+      }
+    }
+    return body;
+  }
+
+  async #offloadBlocks(blocks: unknown[]): Promise<unknown[]> {
+    const out: unknown[] = [];
+    for (const block of blocks) out.push(await this.#offloadValue(block));
+    return out;
+  }
+
+  /** Base64 data blocks anywhere inside content (e.g. in a tool_result block's output) move to data/. */
+  async #offloadValue(value: unknown): Promise<unknown> {
+    if (Array.isArray(value)) return this.#offloadBlocks(value);
+    if (value === null || typeof value !== "object") return value;
+    if (isData(value) && value.source.type === "base64") return this.offloadData(value);
+    const obj = value as Record<string, unknown>;
+    for (const key of Object.keys(obj)) if (key !== "metadata") obj[key] = await this.#offloadValue(obj[key]);
+    return obj;
+  }
+
+  #agentPath(rel: string): string {
+    return path.posix.join(this.#sandbox.workdir, rel);
+  }
+
+}
+
+function isText(b: unknown): b is TextBlock {
+  return typeof b === "object" && b !== null && (b as TextBlock).type === "text" && typeof (b as TextBlock).text === "string";
+}
+
+function isData(b: unknown): b is DataBlock {
+  const source = (b as DataBlock | null)?.source;
+  return typeof b === "object" && b !== null && (b as DataBlock).type === "data" && typeof source === "object" && source !== null;
+}
+
+/** Standard base64, whitespace allowed, padding optional. Anything else is an error, not silently dropped. */
+function decodeBase64(text: string): Buffer {
+  const compact = text.replace(/\s+/g, "");
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.replace(/=+$/, "").length % 4 === 1)
+    throw new InvalidArgumentError("block.source.data", "is not valid base64 (standard alphabet A-Z a-z 0-9 + /)");
+  return Buffer.from(compact, "base64");
+}
+
+/** Known keys first in the reference's order, then any others as given. Undefined keys are dropped. */
+function ordered(obj: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of keys) if (obj[k] !== undefined) out[k] = obj[k];
+  for (const k of Object.keys(obj)) if (!(k in out) && obj[k] !== undefined) out[k] = obj[k];
+  return out;
+}
+
+function orderBlock(block: unknown): unknown {
+  if (isText(block)) return ordered(block as unknown as Record<string, unknown>, TEXT_KEYS);
+  if (isData(block)) {
+    const b = ordered(block as unknown as Record<string, unknown>, DATA_KEYS);
+    b.source = ordered(block.source as unknown as Record<string, unknown>, SOURCE_KEYS);
+    return b;
+  }
+  return block;
+}
+
+function orderMessage(message: Record<string, unknown>): Record<string, unknown> {
+  const out = ordered(message, MESSAGE_KEYS);
+  if (Array.isArray(out.content)) out.content = out.content.map(orderBlock);
+  return out;
+}

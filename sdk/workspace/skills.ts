@@ -1,0 +1,433 @@
+import { randomBytes } from "node:crypto";
+import { promises as fs } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { InvalidArgumentError, NotFoundError, isWorkspaceError } from "../errors.js";
+import type { Logger } from "../logger.js";
+import { isPlainName } from "../paths.js";
+import type { FileInfo, Sandbox } from "../sandbox.js";
+import { DEFAULT_MAX_EXTRACTED_BYTES, extractArchive, inputLimitFor, spoolInput, type ArchiveFormat } from "./archive.js";
+import { parseSkillMarkdown, type SkillManifest } from "./frontmatter.js";
+import {
+  INDEX_FILE,
+  SEED_PARTITION,
+  freeSkillName,
+  parseIndex,
+  partitionName,
+  sanitizeSkillDirName,
+  serializeIndex,
+  skillHash,
+  type SkillIndex,
+} from "./skill-index.js";
+
+/** A skill as an agent sees it. */
+export interface Skill {
+  /** Agent-facing name: the front-matter name, with " (1)", " (2)"… when another skill has it. */
+  name: string;
+  description: string;
+  /** Skill folder as the agent sees it: `<workdir>/skills/<partition>/<dir>`. */
+  dir: string;
+  /** SKILL.md body after the front matter, trimmed. */
+  markdown: string;
+  /** SKILL.md modification time, epoch milliseconds. */
+  updatedAt: number;
+}
+
+export interface SkillArchiveOptions {
+  format: ArchiveFormat;
+  /** Preferred folder name (a plain name); default the sanitised front-matter name. */
+  dirName?: string;
+  /** Refuse archives whose content is larger. Default 500 MiB. */
+  maxExtractedBytes?: number;
+  agentId?: string;
+}
+
+const SKILLS = "skills";
+const SKILL_FILE = "SKILL.md";
+const LEGACY_INDEX = ".skills";
+
+/** Same key → one writer at a time, across every store of this process (two Workspace objects may share a folder). */
+const locks = new Map<string, Promise<void>>();
+
+/**
+ * Skills in `skills/<partition>/<dir>/SKILL.md`, one partition per agent ("default" for none),
+ * each with an `.index` (content-hash dedup, name-clash suffixes) kept exactly like the
+ * reference's LocalWorkspace, but over the Sandbox interface so every backend keeps it.
+ * A partition starts as a copy of `skills/.seed`, made on first use and published by an
+ * atomic rename so concurrent first uses end with one copy.
+ *
+ * Reconciliation (a folder added or removed behind the index's back) is decided by comparing the
+ * partition listing with the index, not by `skills_dir_mtime`: index writes are atomic renames
+ * that themselves change the folder mtime. The field is still written for compatibility.
+ */
+export class SkillStore {
+  readonly #sandbox: Sandbox;
+  readonly #logger: Logger;
+  /** Partitions known to exist; per store, so a re-initialized workspace checks again. */
+  readonly #equipped = new Set<string>();
+
+  constructor(sandbox: Sandbox, logger: Logger) {
+    this.#sandbox = sandbox;
+    this.#logger = logger;
+  }
+
+  /** Creates `skills/`, migrates the pre-partition layout, and seeds `skill_paths` into `.seed` (deduplicated). */
+  async initialize(skillPaths: string[]): Promise<void> {
+    await this.#sandbox.mkdir(SKILLS);
+    await this.#migrateLegacyLayout();
+    const seedRel = `${SKILLS}/${SEED_PARTITION}`;
+    await this.#sandbox.mkdir(seedRel);
+    if (skillPaths.length === 0) return;
+    await this.#withLock(SEED_PARTITION, async () => {
+      const index = await this.#loadIndex(seedRel);
+      let changed = await this.#reconcile(seedRel, index);
+      for (const raw of skillPaths) {
+        try {
+          const result = await this.#install(hostPath(raw), seedRel, index);
+          if (result.added) changed = true;
+        } catch (e) {
+          if (!isWorkspaceError(e, "invalid_argument") && !isWorkspaceError(e, "not_found")) throw e;
+          this.#logger.warn("skipping invalid seed skill", { path: raw, error: (e as Error).message });
+        }
+      }
+      if (changed) await this.#saveIndex(seedRel, index);
+    });
+  }
+
+  async list(agentId?: string): Promise<Skill[]> {
+    const partition = partitionName(agentId);
+    await this.#equip(partition);
+    const rel = `${SKILLS}/${partition}`;
+    const index = await this.#withLock(partition, async () => {
+      const idx = await this.#loadIndex(rel);
+      if (await this.#reconcile(rel, idx)) await this.#saveIndex(rel, idx);
+      return idx;
+    });
+    const loaded = await Promise.all(
+      [...index.entries].map(async ([dir, entry]) => {
+        const file = `${rel}/${dir}/${SKILL_FILE}`;
+        const [text, info] = await Promise.all([this.#readText(file), this.#sandbox.stat(file)]);
+        if (text === undefined || !info) return undefined;
+        const parsed = parseSkillMarkdown(text);
+        if (!parsed.ok) {
+          this.#logger.warn("skipping skill with an invalid SKILL.md", { file, problem: parsed.problem });
+          return undefined;
+        }
+        return this.#skill(rel, dir, entry.skillName, parsed.manifest, info.mtimeMs);
+      }),
+    );
+    return loaded.filter((s): s is Skill => s !== undefined);
+  }
+
+  /**
+   * Copies a host skill folder into the partition. Returns the new skill, or undefined when a
+   * skill with the same SKILL.md content is already there (nothing is copied then).
+   */
+  async add(hostSkillPath: string, agentId?: string): Promise<Skill | undefined> {
+    if (typeof hostSkillPath !== "string" || hostSkillPath === "") throw new InvalidArgumentError("skillPath", "must be a non-empty host path");
+    const partition = partitionName(agentId);
+    return this.#addFolder(hostPath(hostSkillPath), partition);
+  }
+
+  /**
+   * Installs a zip / tar / tar.gz skill: unpacked on the host into a temporary folder (checked
+   * before anything is written), its root found (the archive root or its first folder holding
+   * SKILL.md), then installed like add(). A failed install leaves nothing behind.
+   */
+  async addArchive(data: Uint8Array | AsyncIterable<Uint8Array>, options: SkillArchiveOptions): Promise<Skill | undefined> {
+    const { format, dirName, agentId } = options ?? ({} as SkillArchiveOptions);
+    if (format !== "zip" && format !== "tar" && format !== "tar.gz")
+      throw new InvalidArgumentError("format", `'${String(format)}' is not supported; use "zip", "tar" or "tar.gz"`);
+    if (dirName !== undefined && (!isPlainName(dirName) || sanitizeSkillDirName(dirName) === ""))
+      throw new InvalidArgumentError("dirName", `'${String(dirName)}' must be a plain folder name without path separators`);
+    const limit = options.maxExtractedBytes ?? DEFAULT_MAX_EXTRACTED_BYTES;
+    if (!Number.isSafeInteger(limit) || limit <= 0) throw new InvalidArgumentError("maxExtractedBytes", "must be a positive integer");
+    const partition = partitionName(agentId);
+
+    const work = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-skill-"));
+    try {
+      const archive = path.join(work, "archive");
+      const out = path.join(work, "out");
+      await fs.mkdir(out);
+      await spoolInput(data, archive, inputLimitFor(limit));
+      await extractArchive(archive, format, out, limit);
+      await fs.rm(archive, { force: true });
+      const root = await findSkillRoot(out);
+      const label = root === out ? "the archive root" : `the archive folder '${path.basename(root)}'`;
+      return await this.#addFolder(root, partition, { label, dirName });
+    } finally {
+      await fs.rm(work, { recursive: true, force: true });
+    }
+  }
+
+  /** Removes a skill by its agent-facing name. False (and a warning) when there is none. */
+  async remove(name: string, agentId?: string): Promise<boolean> {
+    const partition = partitionName(agentId);
+    await this.#equip(partition);
+    const rel = `${SKILLS}/${partition}`;
+    return this.#withLock(partition, async () => {
+      const index = await this.#loadIndex(rel);
+      const changed = await this.#reconcile(rel, index);
+      const dir = [...index.entries].find(([, e]) => e.skillName === name)?.[0];
+      if (dir === undefined) {
+        if (changed) await this.#saveIndex(rel, index);
+        this.#logger.warn("skill not found; nothing removed", { name, partition, available: [...index.entries.values()].map((e) => e.skillName) });
+        return false;
+      }
+      await this.#sandbox.remove(`${rel}/${dir}`);
+      index.entries.delete(dir);
+      await this.#saveIndex(rel, index);
+      return true;
+    });
+  }
+
+  /** Deletes the agent's partition; it is copied from the seed again on next use. */
+  async purgeAgent(agentId: string): Promise<void> {
+    if (!agentId) return;
+    const partition = partitionName(agentId);
+    await this.#withLock(partition, async () => {
+      await this.#sandbox.remove(`${SKILLS}/${partition}`);
+      this.#equipped.delete(partition);
+    });
+  }
+
+  /** Deletes `skills/` entirely; seeds are not re-applied until the next initialize(). */
+  async reset(): Promise<void> {
+    await this.#sandbox.remove(SKILLS);
+    this.#equipped.clear();
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  async #addFolder(hostDir: string, partition: string, opts: { label?: string; dirName?: string | undefined } = {}): Promise<Skill | undefined> {
+    await this.#equip(partition);
+    const rel = `${SKILLS}/${partition}`;
+    return this.#withLock(partition, async () => {
+      await this.#sandbox.mkdir(rel);
+      const index = await this.#loadIndex(rel);
+      const reconciled = await this.#reconcile(rel, index);
+      const result = await this.#install(hostDir, rel, index, opts);
+      if (!result.added) {
+        if (reconciled) await this.#saveIndex(rel, index);
+        this.#logger.debug("skill already installed (same SKILL.md content)", { path: hostDir, partition, dir: result.dir });
+        return undefined;
+      }
+      await this.#saveIndex(rel, index);
+      const info = await this.#sandbox.stat(`${rel}/${result.dir}/${SKILL_FILE}`);
+      return this.#skill(rel, result.dir, result.name, result.manifest, info?.mtimeMs ?? Date.now());
+    });
+  }
+
+  /** Validates, dedups by hash, names, copies via a hidden staging folder, and records in `index`. */
+  async #install(
+    hostDir: string,
+    rel: string,
+    index: SkillIndex,
+    opts: { label?: string | undefined; dirName?: string | undefined } = {},
+  ): Promise<{ added: false; dir: string } | { added: true; dir: string; name: string; manifest: SkillManifest }> {
+    const { text, manifest, realDir } = await readHostSkill(hostDir, opts.label);
+    const hash = skillHash(text);
+    for (const [dir, entry] of index.entries) if (entry.hash === hash) return { added: false, dir };
+
+    const name = freeSkillName(manifest.name, new Set([...index.entries.values()].map((e) => e.skillName)));
+    const base = sanitizeSkillDirName(opts.dirName ?? manifest.name) || "skill";
+    let dir = base;
+    // A folder on disk that the index does not know also counts as taken (reference fault 31).
+    for (let i = 1; index.entries.has(dir) || (await this.#sandbox.stat(`${rel}/${dir}`)); i++) dir = `${base}_${i}`;
+
+    const staging = `${rel}/.adding-${randomBytes(6).toString("hex")}`;
+    try {
+      await this.#sandbox.copyIn(realDir, staging);
+      await this.#sandbox.rename(staging, `${rel}/${dir}`);
+    } catch (e) {
+      await this.#sandbox.remove(staging).catch(() => undefined);
+      throw e;
+    }
+    index.entries.set(dir, { hash, skillName: name });
+    return { added: true, dir, name, manifest };
+  }
+
+  /** Brings the index in line with the folders on disk. True when it changed. */
+  async #reconcile(rel: string, index: SkillIndex): Promise<boolean> {
+    let entries: FileInfo[];
+    try {
+      entries = await this.#sandbox.list(rel);
+    } catch (e) {
+      if (isWorkspaceError(e, "not_found")) entries = [];
+      else throw e;
+    }
+    const dirs = new Set(entries.filter((e) => e.type === "dir" && !e.name.startsWith(".")).map((e) => e.name));
+    let changed = false;
+    for (const dir of [...index.entries.keys()])
+      if (!dirs.has(dir)) {
+        index.entries.delete(dir);
+        changed = true;
+      }
+    const fresh = [...dirs].filter((d) => !index.entries.has(d)).sort();
+    for (const dir of fresh) {
+      const text = await this.#readText(`${rel}/${dir}/${SKILL_FILE}`);
+      if (text === undefined) continue;
+      const parsed = parseSkillMarkdown(text);
+      if (!parsed.ok) {
+        this.#logger.warn("ignoring a skill folder with an invalid SKILL.md", { dir: `${rel}/${dir}`, problem: parsed.problem });
+        continue;
+      }
+      const hash = skillHash(text);
+      if ([...index.entries.values()].some((e) => e.hash === hash)) continue;
+      const name = freeSkillName(parsed.manifest.name, new Set([...index.entries.values()].map((e) => e.skillName)));
+      index.entries.set(dir, { hash, skillName: name });
+      changed = true;
+    }
+    return changed;
+  }
+
+  async #loadIndex(rel: string): Promise<SkillIndex> {
+    return parseIndex(await this.#readText(`${rel}/${INDEX_FILE}`));
+  }
+
+  async #saveIndex(rel: string, index: SkillIndex): Promise<void> {
+    const info = await this.#sandbox.stat(rel);
+    index.mtime = (info?.mtimeMs ?? 0) / 1000;
+    await this.#sandbox.writeFile(`${rel}/${INDEX_FILE}`, serializeIndex(index));
+  }
+
+  async #readText(rel: string): Promise<string | undefined> {
+    try {
+      return (await this.#sandbox.readFile(rel)).toString("utf8");
+    } catch (e) {
+      if (isWorkspaceError(e, "not_found") || isWorkspaceError(e, "invalid_argument")) return undefined;
+      throw e;
+    }
+  }
+
+  /** Makes sure the partition exists, copying the seed on first use (atomic publish, race-safe). */
+  async #equip(partition: string): Promise<void> {
+    if (this.#equipped.has(partition)) return;
+    const rel = `${SKILLS}/${partition}`;
+    if (!(await this.#sandbox.stat(rel))) {
+      const staging = `${SKILLS}/.equipping-${randomBytes(6).toString("hex")}`;
+      try {
+        await this.#copyTree(`${SKILLS}/${SEED_PARTITION}`, staging);
+        await this.#sandbox.rename(staging, rel);
+      } catch (e) {
+        await this.#sandbox.remove(staging).catch(() => undefined);
+        // Losing the race to a concurrent equip is fine; anything else is not.
+        if (!(await this.#sandbox.stat(rel))) throw e;
+      }
+    }
+    this.#equipped.add(partition);
+  }
+
+  /** Copies a workspace folder to a new place through the Sandbox interface; links are skipped. */
+  async #copyTree(from: string, to: string): Promise<void> {
+    await this.#sandbox.mkdir(to);
+    let entries: FileInfo[];
+    try {
+      entries = await this.#sandbox.list(from);
+    } catch (e) {
+      if (isWorkspaceError(e, "not_found")) return;
+      throw e;
+    }
+    await Promise.all(
+      entries.map(async (e) => {
+        if (e.type === "dir") await this.#copyTree(`${from}/${e.name}`, `${to}/${e.name}`);
+        else if (e.type === "file") await this.#sandbox.writeFile(`${to}/${e.name}`, await this.#sandbox.readFile(`${from}/${e.name}`));
+      }),
+    );
+  }
+
+  /** Pre-partition layout: skill folders and `.skills` directly in skills/ move into skills/.seed. */
+  async #migrateLegacyLayout(): Promise<void> {
+    try {
+      const entries = await this.#sandbox.list(SKILLS);
+      const moves: Array<[string, string]> = [];
+      for (const e of entries) {
+        if (e.name === SEED_PARTITION) continue;
+        if (e.name === LEGACY_INDEX && e.type === "file") moves.push([e.name, INDEX_FILE]);
+        else if (e.type === "dir" && (await this.#sandbox.stat(`${SKILLS}/${e.name}/${SKILL_FILE}`))?.type === "file") moves.push([e.name, e.name]);
+      }
+      if (moves.length === 0) return;
+      await this.#sandbox.mkdir(`${SKILLS}/${SEED_PARTITION}`);
+      let moved = 0;
+      for (const [from, to] of moves) {
+        try {
+          await this.#sandbox.rename(`${SKILLS}/${from}`, `${SKILLS}/${SEED_PARTITION}/${to}`);
+          moved++;
+        } catch (e) {
+          this.#logger.warn("could not migrate a legacy skill entry", { entry: from, error: (e as Error).message });
+        }
+      }
+      this.#logger.info("migrated legacy skills into skills/.seed", { count: moved });
+    } catch (e) {
+      this.#logger.warn("legacy skill migration failed", { error: (e as Error).message });
+    }
+  }
+
+  async #withLock<T>(partition: string, fn: () => Promise<T>): Promise<T> {
+    const key = `${this.#sandbox.kind}\0${this.#sandbox.workdir}\0${partition}`;
+    const previous = locks.get(key) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    const tail = previous.then(() => mine);
+    locks.set(key, tail);
+    await previous;
+    try {
+      return await fn();
+    } finally {
+      release();
+      if (locks.get(key) === tail) locks.delete(key);
+    }
+  }
+
+  #skill(rel: string, dir: string, name: string, manifest: SkillManifest, mtimeMs: number): Skill {
+    return {
+      name,
+      description: manifest.description,
+      dir: path.posix.join(this.#sandbox.workdir, rel, dir),
+      markdown: manifest.markdown,
+      updatedAt: mtimeMs,
+    };
+  }
+}
+
+/** `~` expanded, made absolute. */
+function hostPath(p: string): string {
+  const expanded = p === "~" ? os.homedir() : p.startsWith("~/") ? path.join(os.homedir(), p.slice(2)) : p;
+  return path.resolve(expanded);
+}
+
+/**
+ * Reads and validates `<dir>/SKILL.md` on the host. Errors name the file and the missing field.
+ * `label` describes an archive folder instead of a host path (the temp path means nothing to callers).
+ */
+async function readHostSkill(dir: string, label?: string): Promise<{ text: string; manifest: SkillManifest; realDir: string }> {
+  const field = label ? "archive" : "skillPath";
+  const where = label ? `in ${label}` : `at '${dir}'`;
+  const invalid = (why: string) => new InvalidArgumentError(field, `invalid skill ${where}: ${why}`);
+  let realDir: string;
+  try {
+    realDir = await fs.realpath(dir);
+  } catch {
+    throw new NotFoundError(`skill folder '${dir}'`, { field });
+  }
+  if (!(await fs.stat(realDir)).isDirectory()) throw invalid("not a folder");
+  const file = path.join(realDir, SKILL_FILE);
+  const shown = label ? SKILL_FILE : file;
+  const info = await fs.lstat(file).catch(() => null);
+  if (!info) throw invalid(`${shown} not found (a skill is a folder with a SKILL.md whose front matter has 'name' and 'description')`);
+  if (info.isSymbolicLink()) throw invalid(`${shown} is a symlink; put the real file in the skill folder`);
+  if (!info.isFile()) throw invalid(`${shown} is not a regular file`);
+  const text = await fs.readFile(file, "utf8");
+  const parsed = parseSkillMarkdown(text);
+  if (!parsed.ok) throw invalid(`${shown} ${parsed.problem}`);
+  return { text, manifest: parsed.manifest, realDir };
+}
+
+/** The extraction folder itself when it holds SKILL.md, else its first sub-folder (by name) that does. */
+async function findSkillRoot(out: string): Promise<string> {
+  const isFile = async (p: string) => (await fs.lstat(p).catch(() => null))?.isFile() ?? false;
+  if (await isFile(path.join(out, SKILL_FILE))) return out;
+  const children = (await fs.readdir(out, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name).sort();
+  for (const child of children) if (await isFile(path.join(out, child, SKILL_FILE))) return path.join(out, child);
+  throw new InvalidArgumentError("archive", "contains no SKILL.md (expected at the archive root or in one top-level folder)");
+}
