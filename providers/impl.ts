@@ -1,0 +1,178 @@
+import { ensureBackend, type BackendDescription, type Driver, type WorkspaceIdentity } from "../sdk/backends/driver.js";
+import { BackendSpecSchema, type BackendSpec } from "../sdk/backends/spec.js";
+import { silentLogger, type Logger } from "../sdk/logger.js";
+import type { McpServerSpec } from "../sdk/workspace/mcp-spec.js";
+import { diffWorkspace } from "./diff.js";
+import { checkInputs, plain, type CheckFailure } from "./inputs.js";
+
+/**
+ * The WorkspaceResource provider's real logic. It runs inside Pulumi's dynamic-provider
+ * process, loaded by the tiny serialized shim in provider.ts, so it is versioned with the
+ * installed package rather than frozen into state. Drivers load lazily per call.
+ */
+export const OUTPUTS_SCHEMA_VERSION = 1;
+
+type Props = Record<string, unknown>;
+
+/** Stack config the engine hands every dynamic provider (whole config, secrets unwrapped). */
+let stackCredentials: Record<string, string> = {};
+let logger: Logger = silentLogger;
+
+export interface ProviderConfig {
+  get(key: string): string | undefined;
+}
+
+export const workspaceProviderImpl = {
+  /** Reads `agentws:credentials` (a JSON object, set as a secret) once per deployment. */
+  async configure(config: ProviderConfig): Promise<void> {
+    const raw = config.get("agentws:credentials");
+    stackCredentials = {};
+    if (!raw) return;
+    try {
+      const parsed: unknown = JSON.parse(raw);
+      if (parsed && typeof parsed === "object" && !Array.isArray(parsed))
+        for (const [k, v] of Object.entries(parsed)) if (typeof v === "string") stackCredentials[k] = v;
+    } catch {
+      // Never quote the value: it is a secret.
+      throw new Error("stack config agentws:credentials must be a JSON object of strings (set it with `pulumi config set --secret --path`)");
+    }
+  },
+
+  async check(_olds: Props, news: Props): Promise<{ inputs: Props; failures: CheckFailure[] }> {
+    return checkInputs(news);
+  },
+
+  async diff(_id: string, olds: Props, news: Props) {
+    const d = diffWorkspace(olds, news);
+    return { changes: d.changes, replaces: d.replaces, deleteBeforeReplace: d.deleteBeforeReplace };
+  },
+
+  async create(inputs: Props): Promise<{ id: string; outs: Props }> {
+    const spec = parseBackend(inputs.backend);
+    const identity = identityOf(inputs);
+    const driver = await loadDriverFor(spec);
+    const { description } = await ensureBackend(driver, identity, driverContext(inputs));
+    const outs = outputsOf(inputs, description);
+    try {
+      await initializeSeeds(driver, description, inputs);
+    } catch (e) {
+      // The backend object exists: report it with its id so it lands in state and can be deleted.
+      throw { id: identity.workspaceId, properties: outs, reasons: [`workspace '${identity.workspaceId}' was created but initializing its layout or seeds failed: ${messageOf(e)}`] };
+    }
+    return { id: identity.workspaceId, outs };
+  },
+
+  async read(id: string, props: Props = {}): Promise<{ id?: string; props?: Props; inputs?: Props }> {
+    const spec = parseBackend(props.backend, "backend (from state)");
+    const driver = await loadDriverFor(spec);
+    const workspaceId = typeof props.workspaceId === "string" ? props.workspaceId : id;
+    const found = await driver.find(workspaceId, driverContext(props));
+    // Gone out of band: no id tells the engine to drop it, so `refresh` shows the drift and `up` recreates.
+    if (!found) return {};
+    const outs = outputsOf(props, found);
+    return { id, props: outs, inputs: inputsOf(props) };
+  },
+
+  async update(_id: string, olds: Props, news: Props): Promise<{ outs: Props }> {
+    const spec = parseBackend(news.backend);
+    const identity = identityOf(news);
+    const driver = await loadDriverFor(spec);
+    const d = diffWorkspace(olds, news);
+    const touched = new Set(d.fields.map((f) => f.path.split(".")[0]));
+    const { description } = await ensureBackend(driver, identity, { ...driverContext(news), expectExisting: true });
+    if (touched.has("tags")) await driver.updateTags?.(identity.workspaceId, identity.tags ?? {}, driverContext(news));
+    if (touched.has("skillPaths") || touched.has("defaultMcps")) await initializeSeeds(driver, description, news);
+    return { outs: outputsOf(news, { ...description, tags: identity.tags ?? {} }) };
+  },
+
+  async delete(id: string, props: Props): Promise<void> {
+    const spec = parseBackend(props.backend, "backend (from state)");
+    const driver = await loadDriverFor(spec);
+    const workspaceId = typeof props.workspaceId === "string" ? props.workspaceId : id;
+    await driver.destroy(workspaceId, { deleteData: props.deleteData === true }, driverContext(props));
+  },
+};
+
+/** Lets a host process (the CLI, tests) route provider diagnostics; never receives secret values. */
+export function setProviderLogger(next: Logger): void {
+  logger = next;
+}
+
+async function loadDriverFor(spec: BackendSpec): Promise<Driver> {
+  const { loadDriver } = await import("../sdk/backends/index.js");
+  return loadDriver(spec);
+}
+
+async function initializeSeeds(driver: Driver, description: BackendDescription, inputs: Props): Promise<void> {
+  const { initializeWorkspace } = await import("./seed.js");
+  await initializeWorkspace(
+    driver,
+    description,
+    { skillPaths: inputs.skillPaths as string[] | undefined, defaultMcps: inputs.defaultMcps as McpServerSpec[] | undefined },
+    logger,
+  );
+}
+
+/**
+ * Parses a backend spec. State written by an older provider may carry fields this version no
+ * longer knows: those are dropped (so delete and refresh still work) rather than failing.
+ */
+export function parseBackend(value: unknown, field = "backend"): BackendSpec {
+  let candidate = value;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const r = BackendSpecSchema.safeParse(candidate);
+    if (r.success) return r.data;
+    const unknownKeys = r.error.issues.flatMap((i) => (i.code === "unrecognized_keys" && i.path.length === 0 ? i.keys : []));
+    if (!unknownKeys.length || !candidate || typeof candidate !== "object") {
+      const first = r.error.issues[0];
+      throw new Error(`${field}${first?.path.length ? `.${first.path.join(".")}` : ""}: ${first?.message ?? "invalid backend spec"}`);
+    }
+    candidate = Object.fromEntries(Object.entries(candidate).filter(([k]) => !unknownKeys.includes(k)));
+  }
+  throw new Error(`${field}: invalid backend spec`);
+}
+
+function identityOf(inputs: Props): WorkspaceIdentity {
+  const str = (v: unknown) => (typeof v === "string" ? v : undefined);
+  const workspaceId = str(inputs.workspaceId);
+  if (!workspaceId) throw new Error("workspaceId: missing from the resource's inputs; run `pulumi up` so check can derive it");
+  return {
+    workspaceId,
+    userId: str(inputs.userId),
+    agentId: str(inputs.agentId),
+    managedBy: "pulumi",
+    tags: (inputs.tags as Record<string, string> | undefined) ?? undefined,
+  };
+}
+
+/** Driver context; credentials ride along for backends that need them (never logged). */
+function driverContext(inputs: Props): { logger: Logger; credentials: Record<string, string> } {
+  const own = inputs.credentials && typeof inputs.credentials === "object" ? (inputs.credentials as Record<string, string>) : {};
+  return { logger, credentials: { ...stackCredentials, ...own } };
+}
+
+const INPUT_KEYS = ["workspaceId", "userId", "agentId", "backend", "skillPaths", "defaultMcps", "tags", "ttlSeconds", "deleteData", "credentials"] as const;
+
+function inputsOf(props: Props): Props {
+  const out: Props = {};
+  for (const k of INPUT_KEYS) if (props[k] !== undefined) out[k] = props[k];
+  if (props.__provider !== undefined) out.__provider = props.__provider;
+  return plain(out);
+}
+
+/** Full outputs: the inputs plus what the backend reports. Plain JSON only. */
+function outputsOf(inputs: Props, description: BackendDescription): Props {
+  const { __provider: _p, ...rest } = inputsOf(inputs);
+  return plain({
+    ...rest,
+    schemaVersion: OUTPUTS_SCHEMA_VERSION,
+    kind: description.kind,
+    managedBy: "pulumi",
+    state: description.state,
+    location: { ...description.location },
+  });
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}

@@ -1,0 +1,8 @@
+/** Pulumi layer: one dynamic resource per workspace, a fleet component, and the diff logic. */
+export { WorkspaceResource, WORKSPACE_MODULE, WORKSPACE_TYPE, type WorkspaceResourceArgs } from "./resource.js";
+export { WorkspaceFleet, loadFleetFile, FleetFileSchema, type WorkspaceFleetArgs } from "./fleet.js";
+export { workspaceProvider } from "./provider.js";
+export { workspaceProviderImpl, parseBackend, setProviderLogger, OUTPUTS_SCHEMA_VERSION } from "./impl.js";
+export { diffWorkspace, stableJson, type WorkspaceDiff, type FieldChange, type ChangeKind } from "./diff.js";
+export { checkInputs, defaultWorkspaceId, UNKNOWN, type CheckFailure } from "./inputs.js";
+export { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../sdk/fleet.js";

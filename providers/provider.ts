@@ -1,0 +1,46 @@
+import type * as pulumi from "@pulumi/pulumi";
+
+/**
+ * The serialized dynamic provider. Pulumi stores this object's source as `__provider` in state
+ * and runs it in its own process, so it captures nothing but a loader: every method imports
+ * the installed package's implementation (impl.ts, compiled JS) through the package's own
+ * name, which resolves from the program directory. Provider logic therefore ships with the
+ * package, and delete/refresh of old state run the current code rather than a frozen copy.
+ *
+ * The loader is built with `new Function` on purpose: bundlers and test runners rewrite a
+ * literal dynamic import into helpers that cannot be serialized.
+ */
+const loadImpl = new Function("return import('agent-workspaces/providers')") as () => Promise<typeof import("./index.js")>;
+
+type Props = Record<string, unknown>;
+
+export const workspaceProvider: pulumi.dynamic.ResourceProvider = {
+  async configure(req) {
+    const { workspaceProviderImpl } = await loadImpl();
+    await workspaceProviderImpl.configure(req.config);
+  },
+  async check(olds: Props, news: Props) {
+    const { workspaceProviderImpl } = await loadImpl();
+    return workspaceProviderImpl.check(olds, news);
+  },
+  async diff(id: string, olds: Props, news: Props) {
+    const { workspaceProviderImpl } = await loadImpl();
+    return workspaceProviderImpl.diff(id, olds, news);
+  },
+  async create(inputs: Props) {
+    const { workspaceProviderImpl } = await loadImpl();
+    return workspaceProviderImpl.create(inputs);
+  },
+  async read(id: string, props?: Props) {
+    const { workspaceProviderImpl } = await loadImpl();
+    return workspaceProviderImpl.read(id, props);
+  },
+  async update(id: string, olds: Props, news: Props) {
+    const { workspaceProviderImpl } = await loadImpl();
+    return workspaceProviderImpl.update(id, olds, news);
+  },
+  async delete(id: string, props: Props) {
+    const { workspaceProviderImpl } = await loadImpl();
+    await workspaceProviderImpl.delete(id, props);
+  },
+};

@@ -1,0 +1,143 @@
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { homedir } from "node:os";
+import { delimiter, dirname, isAbsolute, join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import {
+  LocalWorkspace,
+  PulumiCommand,
+  type EngineEvent,
+  type PulumiFn,
+  type Stack,
+} from "@pulumi/pulumi/automation/index.js";
+import { parse as parseYaml } from "yaml";
+import { buildModel, type PreviewModel, type StepLike } from "./preview-model.js";
+
+/**
+ * Drives the Pulumi engine through the Automation API with an inline program, so only the
+ * `pulumi` CLI and the npm-shipped dynamic-provider host are needed (no Node language host).
+ */
+export interface EngineOptions {
+  /** Folder holding Pulumi.yaml (or where one is written) and node_modules; the provider process runs here. */
+  workDir: string;
+  stackName: string;
+  /** Inline program; default: the default export of Pulumi.yaml's `main`. */
+  program?: PulumiFn;
+  /** Project name when workDir has no Pulumi.yaml. */
+  projectName?: string;
+  /** Default: $PULUMI_BACKEND_URL, else Pulumi.yaml backend.url, else file://<workDir>/.agentws/state. */
+  backendUrl?: string;
+  /** Default: $PULUMI_HOME (else Pulumi's own default). Tests pass a temp dir. */
+  pulumiHome?: string;
+  /** Default: $PULUMI_CONFIG_PASSPHRASE, else "" (local stacks). */
+  passphrase?: string;
+  /** Extra environment for the CLI and the provider process. */
+  env?: Record<string, string>;
+  /** Folder holding `pulumi` (and pulumi-resource-pulumi-nodejs); default: PATH, then the toolchain cache. */
+  pulumiBinDir?: string;
+}
+
+export interface ProjectFile {
+  name: string;
+  main?: string;
+  stackConfigDir?: string;
+  backend?: { url?: string };
+}
+
+export function readProjectFile(dir: string): ProjectFile | undefined {
+  for (const f of ["Pulumi.yaml", "Pulumi.yml"]) {
+    const p = join(dir, f);
+    if (existsSync(p)) return parseYaml(readFileSync(p, "utf8")) as ProjectFile;
+  }
+  return undefined;
+}
+
+/** Finds the folder with a usable `pulumi`: an explicit dir, PATH, then the toolchain script's cache. */
+export function findPulumiBinDir(explicit?: string): string | undefined {
+  const candidates = [explicit, ...(process.env.PATH ?? "").split(delimiter)];
+  for (const d of candidates) if (d && existsSync(join(d, "pulumi"))) return d;
+  const cacheRoot = join(process.env.AGENTWS_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "agent-workspaces"));
+  if (existsSync(cacheRoot))
+    for (const d of readdirSync(cacheRoot).filter((n) => n.startsWith("pulumi-")).sort().reverse()) {
+      const bin = join(cacheRoot, d, "bin");
+      if (existsSync(join(bin, "pulumi"))) return bin;
+    }
+  return undefined;
+}
+
+/** Loads the stack program: the default export (a function) of Pulumi.yaml's main, or its named exports. */
+export async function loadProgram(workDir: string, project: ProjectFile | undefined): Promise<PulumiFn> {
+  const main = resolve(workDir, project?.main ?? "index.js");
+  if (!existsSync(main)) throw new Error(`stack program ${main} not found; run \`npm run build\` (Pulumi.yaml main points at compiled JS)`);
+  return async () => {
+    const mod = (await import(pathToFileURL(main).href)) as { default?: unknown } & Record<string, unknown>;
+    if (typeof mod.default === "function") return (await (mod.default as () => unknown)()) as Record<string, unknown> | void;
+    const { default: _d, ...named } = mod;
+    return named;
+  };
+}
+
+export async function openStack(options: EngineOptions): Promise<Stack> {
+  const workDir = resolve(options.workDir);
+  const project = readProjectFile(workDir);
+  const binDir = findPulumiBinDir(options.pulumiBinDir);
+  if (!binDir) throw new Error("no `pulumi` CLI found: run scripts/pulumi-toolchain.sh (builds one offline) or install Pulumi");
+  const backendUrl = options.backendUrl ?? process.env.PULUMI_BACKEND_URL ?? project?.backend?.url ?? pathToFileURL(join(workDir, ".agentws", "state")).href;
+  if (backendUrl.startsWith("file://")) {
+    const { mkdirSync } = await import("node:fs");
+    mkdirSync(new URL(backendUrl).pathname, { recursive: true });
+  }
+  const env: Record<string, string> = {
+    PULUMI_BACKEND_URL: backendUrl,
+    PULUMI_SKIP_UPDATE_CHECK: "true",
+    PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
+    PULUMI_CONFIG_PASSPHRASE: options.passphrase ?? process.env.PULUMI_CONFIG_PASSPHRASE ?? "",
+    PATH: [binDir, dirname(process.execPath), process.env.PATH ?? ""].join(delimiter),
+    ...options.env,
+  };
+  if (process.env.PULUMI_CONFIG_PASSPHRASE_FILE && options.passphrase === undefined && process.env.PULUMI_CONFIG_PASSPHRASE === undefined) {
+    delete env.PULUMI_CONFIG_PASSPHRASE;
+    env.PULUMI_CONFIG_PASSPHRASE_FILE = process.env.PULUMI_CONFIG_PASSPHRASE_FILE;
+  }
+  const pulumiHome = options.pulumiHome ?? process.env.PULUMI_HOME;
+  const pulumiCommand = await PulumiCommand.get({ root: dirname(binDir), skipVersionCheck: true });
+  const program = options.program ?? (await loadProgram(workDir, project));
+  const projectName = project?.name ?? options.projectName;
+  if (!projectName) throw new Error(`no Pulumi.yaml in ${workDir} and no projectName given`);
+  return LocalWorkspace.createOrSelectStack(
+    { stackName: options.stackName, projectName, program },
+    {
+      workDir,
+      pulumiCommand,
+      envVars: env,
+      ...(pulumiHome ? { pulumiHome } : {}),
+      ...(project ? {} : { projectSettings: { name: projectName, runtime: "nodejs" as const } }),
+    },
+  );
+}
+
+/** Turns engine events into the same step shape `pulumi preview --json` gives. */
+export class StepCollector {
+  readonly steps: StepLike[] = [];
+  readonly diagnostics: { severity?: string; message?: string }[] = [];
+  readonly onEvent = (e: EngineEvent): void => {
+    const m = e.resourcePreEvent?.metadata;
+    if (m)
+      this.steps.push({
+        op: m.op,
+        urn: m.urn,
+        type: m.type,
+        oldInputs: m.old?.inputs as Record<string, unknown> | undefined,
+        oldOutputs: m.old?.outputs as Record<string, unknown> | undefined,
+        newInputs: m.new?.inputs as Record<string, unknown> | undefined,
+        replaceKeys: m.keys,
+      });
+    if (e.diagnosticEvent) this.diagnostics.push({ severity: e.diagnosticEvent.severity, message: e.diagnosticEvent.message });
+  };
+  model(): PreviewModel {
+    return buildModel(this.steps, this.diagnostics);
+  }
+}
+
+export function isAbsoluteFileUrlOrPath(p: string): boolean {
+  return p.startsWith("file://") || isAbsolute(p);
+}

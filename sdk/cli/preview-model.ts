@@ -1,0 +1,148 @@
+import { diffWorkspace } from "../../providers/diff.js";
+
+/**
+ * A preview reduced to what a reviewer needs: one row per workspace with its operation and the
+ * changed fields. Built from `pulumi preview --json` or from Automation API engine events.
+ */
+export type WorkspaceOp = "create" | "update" | "replace" | "delete";
+
+export interface WorkspaceChange {
+  op: WorkspaceOp;
+  /** Workspace id, or the resource name when the id is not known yet. */
+  workspaceId: string;
+  kind: string;
+  /** Changed field paths, sorted; replacements flagged. Values never included. */
+  fields: { path: string; replace: boolean }[];
+}
+
+export interface PreviewModel {
+  changes: WorkspaceChange[];
+  unchanged: number;
+  /** Non-workspace resources that change (components, other resources), by operation. */
+  other: Record<string, number>;
+  errors: string[];
+}
+
+export const WORKSPACE_TYPE_TOKEN = "pulumi-nodejs:dynamic/agentws:Workspace";
+const SECRET_SIG = "4dabf18193072939515e22adb298388d";
+
+/** One step as both `pulumi preview --json` and engine events describe it. */
+export interface StepLike {
+  op: string;
+  urn: string;
+  type?: string;
+  oldInputs?: Record<string, unknown> | undefined;
+  newInputs?: Record<string, unknown> | undefined;
+  oldOutputs?: Record<string, unknown> | undefined;
+  replaceKeys?: string[] | undefined;
+}
+
+const REPLACE_OPS = new Set(["replace", "create-replacement", "delete-replaced", "discard-replaced"]);
+const SKIP_OPS = new Set(["same", "read", "refresh", "read-replacement", "import", "import-replacement"]);
+
+export function buildModel(steps: StepLike[], diagnostics: { severity?: string; message?: string }[] = []): PreviewModel {
+  const byUrn = new Map<string, StepLike[]>();
+  for (const s of steps) byUrn.set(s.urn, [...(byUrn.get(s.urn) ?? []), s]);
+  const model: PreviewModel = { changes: [], unchanged: 0, other: {}, errors: [] };
+  for (const [urn, group] of byUrn) {
+    const ops = new Set(group.map((s) => s.op));
+    const op: WorkspaceOp | "same" | undefined = [...ops].some((o) => REPLACE_OPS.has(o))
+      ? "replace"
+      : ops.has("create")
+        ? "create"
+        : ops.has("delete")
+          ? "delete"
+          : ops.has("update")
+            ? "update"
+            : [...ops].every((o) => SKIP_OPS.has(o))
+              ? "same"
+              : undefined;
+    const type = group[0]?.type ?? typeFromUrn(urn);
+    if (type !== WORKSPACE_TYPE_TOKEN) {
+      if (op && op !== "same" && type !== "pulumi:pulumi:Stack") model.other[op] = (model.other[op] ?? 0) + 1;
+      continue;
+    }
+    if (!op || op === "same") {
+      model.unchanged++;
+      continue;
+    }
+    const merged = {
+      oldInputs: group.find((s) => s.oldInputs)?.oldInputs ?? group.find((s) => s.oldOutputs)?.oldOutputs,
+      newInputs: group.find((s) => s.newInputs)?.newInputs,
+      replaceKeys: group.flatMap((s) => s.replaceKeys ?? []),
+    };
+    model.changes.push({
+      op,
+      workspaceId: str(merged.newInputs?.workspaceId) ?? str(merged.oldInputs?.workspaceId) ?? nameFromUrn(urn),
+      kind: kindOf(merged.newInputs) ?? kindOf(merged.oldInputs) ?? "?",
+      fields: op === "update" || op === "replace" ? fieldsOf(merged.oldInputs ?? {}, merged.newInputs ?? {}, merged.replaceKeys) : [],
+    });
+  }
+  for (const d of diagnostics) if (d.severity === "error" && d.message) model.errors.push(d.message.trim());
+  model.changes.sort((a, b) => ORDER.indexOf(a.op) - ORDER.indexOf(b.op) || a.workspaceId.localeCompare(b.workspaceId));
+  return model;
+}
+
+export const ORDER: WorkspaceOp[] = ["create", "update", "replace", "delete"];
+
+function fieldsOf(olds: Record<string, unknown>, news: Record<string, unknown>, replaceKeys: string[]): { path: string; replace: boolean }[] {
+  const d = diffWorkspace(redactSecrets(olds) as Record<string, unknown>, redactSecrets(news) as Record<string, unknown>);
+  const replaces = new Set([...d.replaces, ...replaceKeys]);
+  const fields = d.fields.map((f) => ({ path: f.path, replace: f.replace && [...replaces].some((r) => f.path === r || f.path.startsWith(`${r}.`) || r === "backend.kind") }));
+  // The engine may name a replacement our diff cannot see (e.g. replaceOnChanges); keep it visible.
+  for (const r of replaces) if (!fields.some((f) => f.path === r || f.path.startsWith(`${r}.`))) fields.push({ path: r, replace: true });
+  return fields.sort((a, b) => a.path.localeCompare(b.path));
+}
+
+/** Secret values (wire form or the engine's "[secret]" mask) compare as equal opaque tokens. */
+export function redactSecrets(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(redactSecrets);
+  if (v && typeof v === "object") {
+    if (SECRET_SIG in v) return "[secret]";
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, redactSecrets(x)]));
+  }
+  return v;
+}
+
+function kindOf(inputs: Record<string, unknown> | undefined): string | undefined {
+  const b = inputs?.backend;
+  return b && typeof b === "object" ? str((b as Record<string, unknown>).kind) : undefined;
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === "string" && v !== "[secret]" ? v : undefined;
+}
+
+function typeFromUrn(urn: string): string {
+  const parts = urn.split("::");
+  const t = parts[2] ?? "";
+  return t.split("$").at(-1) ?? t;
+}
+
+function nameFromUrn(urn: string): string {
+  return urn.split("::").at(-1) ?? urn;
+}
+
+/** Steps from a `pulumi preview --json` document. */
+export function stepsFromPreviewJson(doc: unknown): { steps: StepLike[]; diagnostics: { severity?: string; message?: string }[] } {
+  const d = (doc ?? {}) as { steps?: unknown[]; diagnostics?: { severity?: string; message?: string }[] };
+  const steps = (d.steps ?? []).map((raw) => {
+    const s = raw as {
+      op: string;
+      urn: string;
+      oldState?: { type?: string; inputs?: Record<string, unknown>; outputs?: Record<string, unknown> };
+      newState?: { type?: string; inputs?: Record<string, unknown> };
+      replaceReasons?: string[];
+    };
+    return {
+      op: s.op,
+      urn: s.urn,
+      type: s.newState?.type ?? s.oldState?.type ?? typeFromUrn(s.urn),
+      oldInputs: s.oldState?.inputs,
+      oldOutputs: s.oldState?.outputs,
+      newInputs: s.newState?.inputs,
+      replaceKeys: s.replaceReasons,
+    };
+  });
+  return { steps, diagnostics: d.diagnostics ?? [] };
+}
