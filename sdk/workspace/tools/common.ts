@@ -1,0 +1,76 @@
+import { posix } from "node:path";
+import { z } from "zod";
+import { fromZodError } from "../../errors.js";
+import { toWorkspacePath } from "../../paths.js";
+import type { Sandbox } from "../../sandbox.js";
+
+export interface ToolResult {
+  ok: boolean;
+  output: string;
+  metadata?: Record<string, unknown>;
+}
+
+/**
+ * A built-in tool. `execute` validates its input (a bad field is an InvalidArgumentError naming
+ * it; a path leaving the workspace is a PathEscapeError) and otherwise reports outcomes, failures
+ * included, as a result the model can read.
+ */
+export interface WorkspaceTool {
+  name: string;
+  description: string;
+  inputSchema: z.ZodType;
+  /** JSON Schema of the input, for models. */
+  jsonSchema: Record<string, unknown>;
+  execute(input: unknown): Promise<ToolResult>;
+}
+
+export type Track = <T>(fn: () => Promise<T>) => Promise<T>;
+
+export interface ToolContext {
+  sandbox: Sandbox;
+  track: Track;
+}
+
+export const OUTPUT_CAP = 30_000;
+export const TRUNCATION_SUFFIX = "\n... (output truncated)";
+
+export function defineTool<S extends z.ZodType>(
+  ctx: ToolContext,
+  def: { name: string; description: string; inputSchema: S; run: (input: z.output<S>) => Promise<ToolResult> },
+): WorkspaceTool {
+  return {
+    name: def.name,
+    description: def.description,
+    inputSchema: def.inputSchema,
+    jsonSchema: z.toJSONSchema(def.inputSchema, { io: "input" }) as Record<string, unknown>,
+    execute: (input) =>
+      ctx.track(async () => {
+        const parsed = def.inputSchema.safeParse(input ?? {});
+        if (!parsed.success) throw fromZodError(def.name, parsed.error);
+        return def.run(parsed.data);
+      }),
+  };
+}
+
+/** Cuts text at the 30 000-character cap with the reference's suffix. */
+export function capOutput(text: string, cap = OUTPUT_CAP): { text: string; truncated: boolean } {
+  if (text.length <= cap) return { text, truncated: false };
+  return { text: text.slice(0, cap) + TRUNCATION_SUFFIX, truncated: true };
+}
+
+/** A path as the agent gives it (absolute under workdir, or workspace-relative) → checked relative + absolute forms. */
+export function resolvePath(sandbox: Sandbox, path: string, field: string): { rel: string; abs: string } {
+  const rel = toWorkspacePath(sandbox.workdir, path, field);
+  return { rel, abs: absPath(sandbox, rel) };
+}
+
+export function absPath(sandbox: Sandbox, rel: string): string {
+  return rel === "" ? sandbox.workdir : posix.join(sandbox.workdir, rel);
+}
+
+export function normalizeNewlines(text: string): string {
+  return text.replace(/\r\n?/g, "\n");
+}
+
+/** Maximum size Read/Edit load into memory. */
+export const MAX_TEXT_BYTES = 32 * 1024 * 1024;

@@ -1,0 +1,95 @@
+import { posix } from "node:path";
+import { z } from "zod";
+import { PathEscapeError } from "../../errors.js";
+import { toWorkspacePath } from "../../paths.js";
+import type { Sandbox } from "../../sandbox.js";
+import { absPath, capOutput, defineTool, resolvePath, type ToolContext, type WorkspaceTool } from "./common.js";
+import { MAX_WALK_ENTRIES, hasMagic, isDirectory, join, listDir, segmentRegExp } from "./walk.js";
+
+export const GlobInputSchema = z.object({
+  pattern: z.string().min(1, "pattern must not be empty").describe("Glob pattern, e.g. '**/*.ts' or 'src/*.json' (supports *, ?, [..] and **)."),
+  path: z.string().optional().describe("Directory to search in (default: the workspace root)."),
+});
+
+/** Glob: matching files under a base directory, newest first. Never leaves the workspace. */
+export function globTool(ctx: ToolContext): WorkspaceTool {
+  return defineTool(ctx, {
+    name: "Glob",
+    description: "Finds files by glob pattern (*, ?, **) under a directory of the workspace (default: its root), newest first.",
+    inputSchema: GlobInputSchema,
+    run: async ({ pattern, path }) => {
+      const base = resolvePath(ctx.sandbox, path ?? "", "path");
+      let relPattern = pattern;
+      let baseRel = base.rel;
+      if (pattern.startsWith("/")) {
+        // An absolute pattern must itself lie in the workspace; it then replaces the base.
+        relPattern = toWorkspacePath(ctx.sandbox.workdir, pattern, "pattern");
+        baseRel = "";
+      } else if (pattern.split("/").includes("..")) {
+        throw new PathEscapeError(pattern, "(pattern) must not contain '..'");
+      }
+      if (!(await isDirectory(ctx.sandbox, baseRel))) return { ok: false, output: `Directory not found: ${absPath(ctx.sandbox, baseRel)}` };
+      const { matches, truncated } = await globFiles(ctx.sandbox, baseRel, relPattern);
+      if (matches.length === 0) return { ok: true, output: `No files found matching pattern: ${pattern}`, metadata: { count: 0 } };
+      matches.sort((x, y) => y.mtimeMs - x.mtimeMs || (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
+      const capped = capOutput(matches.map((m) => absPath(ctx.sandbox, m.path)).join("\n"));
+      return { ok: true, output: capped.text, metadata: { count: matches.length, truncated: capped.truncated || truncated } };
+    },
+  });
+}
+
+export interface GlobMatch {
+  path: string;
+  mtimeMs: number;
+}
+
+/**
+ * Files under `base` matching `pattern` (relative to base), Python-glob style: wildcards do not
+ * match names starting with '.' unless the segment does, `**` spans directories, and symlinked
+ * directories are not entered (no loops, no way out).
+ */
+export async function globFiles(sandbox: Sandbox, base: string, pattern: string): Promise<{ matches: GlobMatch[]; truncated: boolean }> {
+  const segments = posix.normalize(pattern).split("/").filter((s) => s !== "" && s !== ".");
+  const found = new Map<string, GlobMatch>();
+  const seen = new Set<string>();
+  let visited = 0;
+  let truncated = false;
+
+  const walk = async (dir: string, i: number): Promise<void> => {
+    const key = `${dir}\0${i}`;
+    if (seen.has(key) || truncated) return;
+    seen.add(key);
+    const segment = segments[i];
+    if (segment === undefined) return;
+    const last = i === segments.length - 1;
+    if (segment === "**") {
+      // `**` = zero or more non-hidden directories; as the last segment, every file below.
+      const entries = await listDir(sandbox, dir);
+      if (!entries) return;
+      visited += entries.length;
+      if (visited > MAX_WALK_ENTRIES) return void (truncated = true);
+      if (last) {
+        for (const e of entries)
+          if (e.type !== "dir" && !e.name.startsWith(".")) found.set(join(dir, e.name), { path: join(dir, e.name), mtimeMs: e.mtimeMs });
+      } else await walk(dir, i + 1);
+      for (const e of entries) if (e.type === "dir" && !e.name.startsWith(".")) await walk(join(dir, e.name), i);
+      return;
+    }
+    const entries = await listDir(sandbox, dir);
+    if (!entries) return;
+    visited += entries.length;
+    if (visited > MAX_WALK_ENTRIES) return void (truncated = true);
+    const re = hasMagic(segment) ? segmentRegExp(segment) : null;
+    for (const e of entries) {
+      const matches = re ? re.test(e.name) && (!e.name.startsWith(".") || segment.startsWith(".")) : e.name === segment;
+      if (!matches) continue;
+      const p = join(dir, e.name);
+      if (last) {
+        if (e.type !== "dir") found.set(p, { path: p, mtimeMs: e.mtimeMs });
+      } else if (e.type === "dir") await walk(p, i + 1);
+    }
+  };
+
+  if (segments.length > 0) await walk(base, 0);
+  return { matches: [...found.values()], truncated };
+}

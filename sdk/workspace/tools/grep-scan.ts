@@ -1,0 +1,185 @@
+import { posix } from "node:path";
+import type { Sandbox } from "../../sandbox.js";
+import { absPath } from "./common.js";
+import { MAX_COLUMNS, VCS_DIRS, splitGlobs, type GrepInput } from "./grep.js";
+import { MAX_WALK_ENTRIES, join, listDir, segmentRegExp } from "./walk.js";
+
+/** Files bigger than this are skipped by the scan (ripgrep would stream them). */
+const MAX_SCAN_FILE_BYTES = 16 * 1024 * 1024;
+
+/** A few ripgrep file types; anything else is reported as unknown, as rg does. */
+const TYPES: Record<string, string[]> = {
+  js: ["js", "jsx", "mjs", "cjs", "vue"],
+  ts: ["ts", "tsx", "mts", "cts"],
+  py: ["py", "pyi"],
+  rust: ["rs"],
+  go: ["go"],
+  java: ["java"],
+  c: ["c", "h"],
+  cpp: ["cpp", "cc", "cxx", "hpp", "hh", "hxx", "h", "inl"],
+  md: ["md", "markdown", "mdx", "mkd"],
+  markdown: ["md", "markdown", "mdx", "mkd"],
+  json: ["json"],
+  yaml: ["yaml", "yml"],
+  toml: ["toml"],
+  sh: ["sh", "bash", "zsh", "ksh"],
+  html: ["html", "htm"],
+  css: ["css", "scss", "sass", "less"],
+  txt: ["txt"],
+  sql: ["sql"],
+  xml: ["xml"],
+  ruby: ["rb"],
+  php: ["php"],
+};
+
+/**
+ * A ripgrep emulation over the Sandbox file API for sandboxes without `rg`: same output shapes
+ * (`path:line:text`, `path-line-context`, `--` between groups, `path:count`), hidden files searched,
+ * VCS directories and binary files skipped, symlinks not followed below the search root.
+ */
+export async function scanGrep(sandbox: Sandbox, input: GrepInput, target: string, isDir: boolean): Promise<{ lines: string[] } | { error: string }> {
+  const flags = `g${input["-i"] || input.case_insensitive ? "i" : ""}m${input.multiline ? "s" : ""}`;
+  let re: RegExp;
+  try {
+    re = new RegExp(input.pattern, flags);
+  } catch (e) {
+    return { error: `ripgrep error (code 2): regex parse error: ${(e as Error).message}` };
+  }
+  let types: string[] | undefined;
+  if (input.type) {
+    types = TYPES[input.type];
+    if (!types) return { error: `ripgrep error (code 2): unrecognized file type: ${input.type}` };
+  }
+  const globs = splitGlobs(input.glob).map(compileGlob);
+  const files = isDir ? await listFiles(sandbox, target) : [target];
+  const out: string[] = [];
+  for (const file of files) {
+    const rel = isDir ? (target === "" ? file : file.slice(target.length + 1)) : posix.basename(file);
+    if (isDir && !passesFilters(rel, types, globs)) continue;
+    let data: Buffer;
+    try {
+      data = await sandbox.readFile(file, { maxBytes: MAX_SCAN_FILE_BYTES });
+    } catch {
+      continue;
+    }
+    if (data.subarray(0, 8192).includes(0)) continue;
+    const shown = absPath(sandbox, file);
+    const prefix = isDir ? shown : undefined;
+    out.push(...searchText(data.toString("utf8"), re, input, shown, prefix));
+  }
+  return { lines: input.output_mode === "content" ? out : out.sort() };
+}
+
+/** `prefix` is the path printed before each line (omitted when a single file is searched, as rg does). */
+function searchText(text: string, re: RegExp, input: GrepInput, shown: string, prefix: string | undefined): string[] {
+  const lines = text.split("\n");
+  if (lines[lines.length - 1] === "") lines.pop();
+  // Matching line numbers (0-based) and match counts per line.
+  const hits = new Map<number, number>();
+  if (input.multiline) {
+    const starts: number[] = [];
+    let pos = 0;
+    for (const l of lines) (starts.push(pos), (pos += l.length + 1));
+    const lineOf = (offset: number) => {
+      let lo = 0;
+      let hi = starts.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (starts[mid]! <= offset) lo = mid;
+        else hi = mid - 1;
+      }
+      return lo;
+    };
+    re.lastIndex = 0;
+    for (const m of text.matchAll(re)) {
+      const first = lineOf(m.index);
+      const last = lineOf(m.index + Math.max(0, m[0].length - 1));
+      for (let l = first; l <= last && l < lines.length; l++) hits.set(l, (hits.get(l) ?? 0) + (l === first ? 1 : 0));
+    }
+  } else {
+    lines.forEach((line, i) => {
+      const n = [...line.matchAll(re)].length;
+      if (n > 0) hits.set(i, n);
+    });
+  }
+  if (hits.size === 0) return [];
+  if (input.output_mode === "files_with_matches") return [shown];
+  if (input.output_mode === "count") return [prefix ? `${prefix}:${hits.size}` : String(hits.size)];
+
+  const before = input.context ?? input["-C"] ?? input["-B"] ?? 0;
+  const after = input.context ?? input["-C"] ?? input["-A"] ?? 0;
+  const visible = new Set<number>();
+  for (const l of hits.keys()) for (let k = Math.max(0, l - before); k <= Math.min(lines.length - 1, l + after); k++) visible.add(k);
+  const order = [...visible].sort((a, b) => a - b);
+  const out: string[] = [];
+  let previous = -2;
+  for (const l of order) {
+    if (previous >= 0 && l > previous + 1) out.push("--");
+    previous = l;
+    const isMatch = hits.has(l);
+    const sep = isMatch ? ":" : "-";
+    let body = lines[l]!.replace(/\r$/, "");
+    if (body.length > MAX_COLUMNS) body = isMatch ? `[Omitted long line with ${hits.get(l)} matches]` : "[Omitted long context line]";
+    out.push(`${prefix ? `${prefix}${sep}` : ""}${input["-n"] ? `${l + 1}${sep}` : ""}${body}`);
+  }
+  return out;
+}
+
+async function listFiles(sandbox: Sandbox, root: string): Promise<string[]> {
+  const files: string[] = [];
+  let visited = 0;
+  const walk = async (dir: string): Promise<void> => {
+    const entries = await listDir(sandbox, dir);
+    if (!entries) return;
+    visited += entries.length;
+    if (visited > MAX_WALK_ENTRIES) return;
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      const p = join(dir, e.name);
+      if (e.type === "dir") {
+        if (!VCS_DIRS.includes(e.name)) await walk(p);
+      } else if (e.type === "file") files.push(p);
+    }
+  };
+  await walk(root);
+  return files;
+}
+
+interface CompiledGlob {
+  negate: boolean;
+  re: RegExp;
+  /** No '/' in the glob: it matches the base name at any depth (gitignore style). */
+  basename: boolean;
+}
+
+function compileGlob(glob: string): CompiledGlob {
+  const negate = glob.startsWith("!");
+  const body = negate ? glob.slice(1) : glob;
+  const basename = !body.includes("/");
+  const alternatives = expandBraces(body.replace(/^\//, ""));
+  const res = alternatives.map((alt) =>
+    alt
+      .split("/")
+      .map((seg) => (seg === "**" ? "(?:.*/)?" : segmentRegExp(seg).source.slice(1, -1) + "/"))
+      .join("")
+      .replace(/\/$/, "")
+      .replace(/\(\?:\.\*\/\)\?$/, ".*"),
+  );
+  return { negate, basename, re: new RegExp(`^(?:${res.join("|")})$`, "s") };
+}
+
+function expandBraces(glob: string): string[] {
+  const m = /\{([^{}]*)\}/.exec(glob);
+  if (!m) return [glob];
+  return m[1]!.split(",").flatMap((alt) => expandBraces(glob.slice(0, m.index) + alt + glob.slice(m.index + m[0].length)));
+}
+
+function passesFilters(rel: string, types: string[] | undefined, globs: CompiledGlob[]): boolean {
+  const name = posix.basename(rel);
+  if (types && !types.includes(posix.extname(name).slice(1).toLowerCase())) return false;
+  // As in ripgrep: the last matching glob decides; with any positive glob, a file must match one.
+  let decision: boolean | undefined;
+  for (const g of globs) if (g.re.test(g.basename ? name : rel)) decision = !g.negate;
+  if (decision !== undefined) return decision;
+  return !globs.some((g) => !g.negate);
+}

@@ -1,0 +1,142 @@
+import { z } from "zod";
+import type { Sandbox } from "../../sandbox.js";
+import { capOutput, defineTool, resolvePath, type ToolContext, type ToolResult, type WorkspaceTool } from "./common.js";
+import { scanGrep } from "./grep-scan.js";
+import { isDirectory } from "./walk.js";
+
+export const GREP_TIMEOUT_MS = 30_000;
+export const GREP_DEFAULT_HEAD_LIMIT = 250;
+export const VCS_DIRS = [".git", ".svn", ".hg", ".bzr", ".jj", ".sl"];
+export const MAX_COLUMNS = 500;
+
+const count = z.number().int().min(0);
+export const GrepInputSchema = z.object({
+  pattern: z.string().min(1, "pattern must not be empty").describe("Regular expression to search for."),
+  path: z.string().optional().describe("File or directory to search (default: the workspace root)."),
+  output_mode: z
+    .enum(["content", "files_with_matches", "count"])
+    .default("files_with_matches")
+    .describe("content: matching lines; files_with_matches (default): file paths; count: matches per file."),
+  glob: z.string().optional().describe("Only search files matching these globs, e.g. '*.ts' or '*.{ts,tsx}' (space/comma separated)."),
+  type: z.string().optional().describe("Only search files of this ripgrep type, e.g. 'js', 'py', 'rust'."),
+  "-A": count.optional().describe("Lines of context after each match (content mode)."),
+  "-B": count.optional().describe("Lines of context before each match (content mode)."),
+  "-C": count.optional().describe("Lines of context around each match (content mode)."),
+  context: count.optional().describe("Same as -C."),
+  "-n": z.boolean().default(true).describe("Show line numbers (content mode; default true)."),
+  "-i": z.boolean().optional().describe("Case-insensitive search."),
+  case_insensitive: z.boolean().optional().describe("Same as -i."),
+  multiline: z.boolean().optional().describe("Let patterns span lines ('.' matches newlines)."),
+  head_limit: count.default(GREP_DEFAULT_HEAD_LIMIT).describe(`Return at most this many lines/entries (default ${GREP_DEFAULT_HEAD_LIMIT}; 0 = no limit).`),
+  offset: count.default(0).describe("Skip this many lines/entries first (for paging)."),
+});
+export type GrepInput = z.output<typeof GrepInputSchema>;
+
+export type GrepEngine = "auto" | "rg" | "scan";
+
+const rgAvailable = new WeakMap<Sandbox, Promise<boolean>>();
+
+/** Whether `rg` runs in the sandbox (probed once per sandbox). */
+export function hasRipgrep(sandbox: Sandbox): Promise<boolean> {
+  let probe = rgAvailable.get(sandbox);
+  if (!probe) {
+    probe = sandbox.exec(["rg", "--version"], { timeoutMs: 10_000 }).then(
+      (r) => r.exitCode === 0,
+      () => false,
+    );
+    rgAvailable.set(sandbox, probe);
+  }
+  return probe;
+}
+
+/** Grep: ripgrep inside the sandbox when it has one, else an equivalent scan over the Sandbox file API. */
+export function grepTool(ctx: ToolContext, engine: GrepEngine = "auto"): WorkspaceTool {
+  return defineTool(ctx, {
+    name: "Grep",
+    description:
+      "Searches file contents with a regular expression (ripgrep syntax) under a path of the workspace (default: its root). " +
+      "output_mode selects matching lines, file paths (default) or counts; head_limit/offset page through results.",
+    inputSchema: GrepInputSchema,
+    run: async (input) => {
+      const target = resolvePath(ctx.sandbox, input.path ?? "", "path");
+      const st = target.rel === "" ? null : await ctx.sandbox.stat(target.rel);
+      if (target.rel !== "" && !st) return { ok: false, output: `Path does not exist: ${target.abs}` };
+      // Also the confinement check for a symlinked target (rg would follow it): throws path_escape.
+      const isDir = await isDirectory(ctx.sandbox, target.rel);
+      const useRg = engine === "rg" || (engine === "auto" && (await hasRipgrep(ctx.sandbox)));
+      let lines: string[];
+      if (useRg) {
+        const r = await runRipgrep(ctx.sandbox, input, target.abs);
+        if ("error" in r) return { ok: false, output: r.error };
+        lines = r.lines;
+      } else {
+        const r = await scanGrep(ctx.sandbox, input, target.rel, isDir);
+        if ("error" in r) return { ok: false, output: r.error };
+        lines = r.lines;
+      }
+      return paginate(lines, input, useRg ? "rg" : "scan");
+    },
+  });
+}
+
+/** The reference's argv, verbatim. */
+export function ripgrepArgv(input: GrepInput, searchPath: string): string[] {
+  const argv = ["rg", "--hidden"];
+  for (const d of VCS_DIRS) argv.push("--glob", `!${d}`);
+  argv.push("--max-columns", String(MAX_COLUMNS));
+  if (input.multiline) argv.push("-U", "--multiline-dotall");
+  if (input["-i"] || input.case_insensitive) argv.push("-i");
+  if (input.output_mode === "files_with_matches") argv.push("-l");
+  else if (input.output_mode === "count") argv.push("-c");
+  if (input.output_mode === "content") {
+    if (input["-n"]) argv.push("-n");
+    if (input.context !== undefined) argv.push("-C", String(input.context));
+    else if (input["-C"] !== undefined) argv.push("-C", String(input["-C"]));
+    else {
+      if (input["-B"] !== undefined) argv.push("-B", String(input["-B"]));
+      if (input["-A"] !== undefined) argv.push("-A", String(input["-A"]));
+    }
+  }
+  if (input.pattern.startsWith("-")) argv.push("-e");
+  argv.push(input.pattern);
+  if (input.type) argv.push("--type", input.type);
+  for (const g of splitGlobs(input.glob)) argv.push("--glob", g);
+  argv.push(searchPath);
+  return argv;
+}
+
+/** Whitespace-separated; commas also separate unless the piece has a {…} alternation. */
+export function splitGlobs(glob: string | undefined): string[] {
+  if (!glob) return [];
+  const out: string[] = [];
+  for (const piece of glob.split(/\s+/).filter(Boolean)) {
+    if (piece.includes("{") && piece.includes("}")) out.push(piece);
+    else out.push(...piece.split(",").filter(Boolean));
+  }
+  return out;
+}
+
+async function runRipgrep(sandbox: Sandbox, input: GrepInput, searchPath: string): Promise<{ lines: string[] } | { error: string }> {
+  const r = await sandbox.exec(ripgrepArgv(input, searchPath), { cwd: "", timeoutMs: GREP_TIMEOUT_MS, maxOutputBytes: 16 * 1024 * 1024 });
+  if (r.timedOut) return { error: `Ripgrep search timed out after ${GREP_TIMEOUT_MS / 1000} seconds. Try a more specific path or pattern.` };
+  if (r.exitCode !== 0 && r.exitCode !== 1) return { error: `ripgrep error (code ${r.exitCode}): ${r.stderr.toString("utf8").trim()}` };
+  return { lines: splitOutput(r.stdout.toString("utf8"), input.output_mode) };
+}
+
+function splitOutput(stdout: string, mode: GrepInput["output_mode"]): string[] {
+  const lines = stdout.split("\n");
+  if (lines[lines.length - 1] === "") lines.pop();
+  // rg searches in parallel, so file order varies run to run; path and count listings are sorted.
+  return mode === "content" ? lines : lines.sort();
+}
+
+function paginate(lines: string[], input: GrepInput, engine: string): ToolResult {
+  if (lines.length === 0) return { ok: true, output: `No matches found for pattern: ${input.pattern}`, metadata: { total: 0, engine } };
+  const { head_limit: limit, offset } = input;
+  const page = lines.slice(offset, limit > 0 ? offset + limit : undefined);
+  const truncated = limit > 0 && lines.length - offset > limit;
+  let text = page.join("\n");
+  if (truncated || offset > 0) text += `\n\n[Showing results with pagination = limit: ${limit}${offset > 0 ? `, offset: ${offset}` : ""}]`;
+  const capped = capOutput(text);
+  return { ok: true, output: capped.text, metadata: { total: lines.length, engine, truncated: truncated || capped.truncated } };
+}

@@ -1,0 +1,39 @@
+import { z } from "zod";
+import { MAX_TEXT_BYTES, defineTool, resolvePath, type ToolContext, type WorkspaceTool } from "./common.js";
+import { unifiedDiff } from "./diff.js";
+import { failure } from "./read.js";
+
+export const WriteInputSchema = z.object({
+  file_path: z.string().min(1, "file_path must not be empty").describe("Absolute path of the file (under the workspace), or a workspace-relative path."),
+  content: z.string().describe("The full new content of the file."),
+});
+
+/** Write: replaces (or creates, with parents) a file atomically; the result carries a unified diff. */
+export function writeTool(ctx: ToolContext): WorkspaceTool {
+  return defineTool(ctx, {
+    name: "Write",
+    description: "Writes a file in the workspace, creating parent directories and replacing any existing content.",
+    inputSchema: WriteInputSchema,
+    run: async ({ file_path, content }) => {
+      const { rel, abs } = resolvePath(ctx.sandbox, file_path, "file_path");
+      if (rel === "") return { ok: false, output: `${abs} is the workspace root, not a file` };
+      const st = await ctx.sandbox.stat(rel);
+      if (st?.type === "dir") return { ok: false, output: `${abs} is a directory, not a file` };
+      let before = "";
+      if (st) {
+        try {
+          before = (await ctx.sandbox.readFile(rel, { maxBytes: MAX_TEXT_BYTES })).toString("utf8");
+        } catch (e) {
+          return failure(e, abs);
+        }
+      }
+      await ctx.sandbox.writeFile(rel, content);
+      const lines = content.split("\n").length;
+      return {
+        ok: true,
+        output: `The file ${abs} has been written successfully (${lines} lines).`,
+        metadata: { diff: unifiedDiff(before, content, st ? abs : "/dev/null", abs), file_path: abs, occurrences: 1 },
+      };
+    },
+  });
+}
