@@ -29,6 +29,10 @@ export const BubblewrapBackendSchema = z.strictObject({
   env: EnvSchema.optional(),
   /** Extra read-only host paths visible inside the sandbox, e.g. a toolchain prefix. */
   readOnlyPaths: z.array(z.string().startsWith("/")).optional(),
+  /** Extra Python packages (pip specifiers), installed once per workspace with the host's python3, reinstalled when the list changes. */
+  pythonPackages: z.array(z.string().min(1)).optional(),
+  /** Extra npm packages, installed once per workspace with the host's npm, reinstalled when the list changes. */
+  npmPackages: z.array(z.string().min(1)).optional(),
 });
 
 export const DockerBackendSchema = z.strictObject({
@@ -46,6 +50,10 @@ export const DockerBackendSchema = z.strictObject({
   network: z.enum(["none", "bridge"]).default("bridge"),
   /** Docker engine socket; default DOCKER_HOST or /var/run/docker.sock. */
   socketPath: z.string().min(1).optional(),
+  /** Host paths bind-mounted read-only at the same path inside the container, e.g. a toolchain or a repo. */
+  readOnlyPaths: z.array(z.string().startsWith("/")).optional(),
+  /** Host PEM file added to the image's trust store (registries behind a TLS-inspecting proxy); its content is part of the image hash. */
+  caCertificates: z.string().startsWith("/").optional(),
 });
 
 export const BackendSpecSchema = z.discriminatedUnion("kind", [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema]);

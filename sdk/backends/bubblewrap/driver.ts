@@ -1,0 +1,287 @@
+import { spawn as spawnChild } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { promises as fs } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { NotFoundError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import type { BackendDescription, Driver, DriverContext, ManagedBy, WorkspaceIdentity } from "../driver.js";
+import { BubblewrapBackendSchema, WorkspaceIdSchema, type BubblewrapBackendSpec } from "../spec.js";
+import { BubblewrapSandbox, BWRAP_ENV_MOUNT } from "./sandbox.js";
+import { assertInside, ephemeralBasedir, hashedName, mkdirPrivate } from "./paths.js";
+
+/** What the driver records per workspace (the "backend object" of a host-folder backend). */
+interface IndexRecord {
+  workspaceId: string;
+  userId?: string | undefined;
+  agentId?: string | undefined;
+  managedBy: ManagedBy;
+  tags: Record<string, string>;
+  /** Folder relative to basedir: <h(user)>/<h(workspace)>. */
+  folder: string;
+  createdAt: string;
+}
+
+let probe: Promise<void> | undefined;
+
+/**
+ * Bubblewrap lifecycle: a per-workspace host folder under `basedir` (named from hashed ids, 0700,
+ * checked not to escape basedir) plus an index record carrying the identity labels. There is no
+ * long-lived process to pause: pause and resume are no-ops, and every exec is a fresh bwrap.
+ */
+export class BubblewrapDriver implements Driver {
+  readonly kind = "bubblewrap";
+  readonly spec: BubblewrapBackendSpec;
+  readonly persistent: boolean;
+  readonly #basedir: string;
+
+  constructor(spec: Partial<BubblewrapBackendSpec> = {}) {
+    const parsed = BubblewrapBackendSchema.safeParse({ kind: "bubblewrap", ...spec });
+    if (!parsed.success) throw fromZodError("backend", parsed.error);
+    this.spec = parsed.data;
+    this.persistent = this.spec.basedir !== undefined;
+    this.#basedir = path.resolve(this.spec.basedir ?? ephemeralBasedir());
+  }
+
+  get basedir(): string {
+    return this.#basedir;
+  }
+
+  async create(identity: WorkspaceIdentity, ctx: DriverContext = {}): Promise<BackendDescription> {
+    const id = checkId(identity.workspaceId);
+    await ensureBwrap();
+    const existing = await this.find(id);
+    if (existing) return existing;
+    await mkdirPrivate(this.#basedir);
+    const folder = `${hashedName(identity.userId ?? "")}/${hashedName(id)}`;
+    const host = path.join(this.#basedir, folder);
+    await mkdirPrivate(host);
+    await assertInside(this.#basedir, host, "workspace folder");
+    const record: IndexRecord = {
+      workspaceId: id,
+      userId: identity.userId,
+      agentId: identity.agentId,
+      managedBy: identity.managedBy,
+      tags: identity.tags ?? {},
+      folder,
+      createdAt: new Date().toISOString(),
+    };
+    // Two racing creators write the same record to the same deterministic folder: one workspace.
+    await writeAtomic(this.#indexPath(id), JSON.stringify(record, null, 2));
+    ctx.logger?.info("bubblewrap workspace folder created", { workspaceId: id, hostPath: host });
+    await this.#ensurePackages(id, ctx);
+    return this.#describe(record);
+  }
+
+  async find(workspaceId: string): Promise<BackendDescription | null> {
+    const record = await this.#read(checkId(workspaceId));
+    if (!record) return null;
+    const host = path.join(this.#basedir, record.folder);
+    if (!(await fs.stat(host).catch(() => null))?.isDirectory()) return null;
+    return this.#describe(record);
+  }
+
+  async pause(): Promise<void> {
+    // Nothing runs between commands; spawned MCP servers are stopped by the workspace on close.
+  }
+
+  async resume(): Promise<void> {}
+
+  async destroy(workspaceId: string, options: { deleteData?: boolean } = {}): Promise<void> {
+    const id = checkId(workspaceId);
+    const record = await this.#read(id);
+    await fs.rm(this.#indexPath(id), { force: true });
+    // Without deleteData the folder stays: a later create adopts it (same deterministic name).
+    if (record && (options.deleteData || !this.persistent)) {
+      const host = path.join(this.#basedir, record.folder);
+      if (await fs.lstat(host).catch(() => null)) await assertInside(this.#basedir, host, "workspace folder");
+      await fs.rm(host, { recursive: true, force: true });
+      await fs.rm(this.#envDir(id), { recursive: true, force: true });
+    }
+  }
+
+  async updateTags(workspaceId: string, tags: Record<string, string>): Promise<void> {
+    const id = checkId(workspaceId);
+    const record = await this.#read(id);
+    if (!record) throw new NotFoundError(`bubblewrap workspace '${id}'`, { field: "workspaceId" });
+    await writeAtomic(this.#indexPath(id), JSON.stringify({ ...record, tags }, null, 2));
+  }
+
+  async connect(workspaceId: string, ctx: DriverContext = {}): Promise<BubblewrapSandbox> {
+    const id = checkId(workspaceId);
+    await ensureBwrap();
+    const record = await this.#read(id);
+    if (!record) throw new NotFoundError(`bubblewrap workspace '${id}' (create it first)`, { field: "workspaceId" });
+    const host = await assertInside(this.#basedir, path.join(this.#basedir, record.folder), "workspace folder");
+    await this.#ensurePackages(id, ctx);
+    const envDir = this.#envDir(id);
+    const hasEnv = !!(await fs.stat(envDir).catch(() => null));
+    const hostTmp = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-bwrap-tmp-"));
+    await fs.chmod(hostTmp, 0o700);
+    return BubblewrapSandbox.open({
+      hostRoot: host,
+      hostTmp,
+      ownsTmp: true,
+      hostEnvDir: hasEnv ? envDir : undefined,
+      network: this.spec.network,
+      env: this.spec.env,
+      readOnlyPaths: this.spec.readOnlyPaths,
+      persistent: this.persistent,
+    });
+  }
+
+  /** Host folder of a workspace (tests, CLI). */
+  async hostPath(workspaceId: string): Promise<string | null> {
+    const record = await this.#read(checkId(workspaceId));
+    return record ? path.join(this.#basedir, record.folder) : null;
+  }
+
+  #indexPath(id: string): string {
+    return path.join(this.#basedir, ".agentws", "index", `${hashedName(id)}.json`);
+  }
+  #envDir(id: string): string {
+    return path.join(this.#basedir, ".agentws", "env", hashedName(id));
+  }
+
+  async #read(id: string): Promise<IndexRecord | null> {
+    let text: string;
+    try {
+      text = await fs.readFile(this.#indexPath(id), "utf8");
+    } catch {
+      return null;
+    }
+    try {
+      const r = JSON.parse(text) as IndexRecord;
+      if (r.workspaceId !== id || typeof r.folder !== "string") throw new Error("identity mismatch");
+      return r;
+    } catch (e) {
+      throw new WorkspaceError("internal", `bubblewrap index record for '${id}' is corrupt (${this.#indexPath(id)}); remove it to re-adopt the folder`, { cause: e });
+    }
+  }
+
+  #describe(r: IndexRecord): BackendDescription {
+    return {
+      workspaceId: r.workspaceId,
+      kind: this.kind,
+      state: "running",
+      userId: r.userId,
+      agentId: r.agentId,
+      managedBy: r.managedBy,
+      tags: r.tags ?? {},
+      location: { hostPath: path.join(this.#basedir, r.folder), network: this.spec.network },
+    };
+  }
+
+  /**
+   * Installs the spec's extra packages into <basedir>/.agentws/env/<h(id)> (mounted read-only at
+   * /opt/agentws), once per package list: a stamp holds the hash of the list, so a change reinstalls.
+   * The install runs inside bubblewrap with the network shared, whatever the workspace's own setting.
+   */
+  async #ensurePackages(id: string, ctx: DriverContext): Promise<void> {
+    const py = this.spec.pythonPackages ?? [];
+    const npm = this.spec.npmPackages ?? [];
+    if (py.length === 0 && npm.length === 0) return;
+    const envDir = this.#envDir(id);
+    const stamp = createHash("sha256").update(JSON.stringify({ py, npm })).digest("hex");
+    if ((await fs.readFile(path.join(envDir, ".stamp"), "utf8").catch(() => "")) === stamp) return;
+    await mkdirPrivate(path.dirname(envDir));
+    const staging = `${envDir}.staging-${randomBytes(4).toString("hex")}`;
+    await mkdirPrivate(staging);
+    const tmp = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-bwrap-install-"));
+    try {
+      const steps: string[][] = [];
+      if (py.length) steps.push(["python3", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--target", `${BWRAP_ENV_MOUNT}/python`, ...py]);
+      if (npm.length) steps.push(["npm", "install", "--no-audit", "--no-fund", "--prefix", `${BWRAP_ENV_MOUNT}/npm`, ...npm]);
+      for (const [i, step] of steps.entries()) {
+        ctx.onProgress?.({ phase: "packages", message: `installing ${step[0] === "npm" ? "npm" : "Python"} packages`, fraction: i / steps.length });
+        const argv = installArgv(staging, tmp, step);
+        const res = await run("bwrap", argv, 15 * 60_000, ctx.signal);
+        if (res.code !== 0)
+          throw new WorkspaceError("provision_failed", `installing extra packages failed (exit ${res.code}) for: ${step.slice(-(step[0] === "npm" ? npm.length : py.length)).join(" ")}\n${res.output.slice(-2000)}`, {
+            field: step[0] === "npm" ? "npmPackages" : "pythonPackages",
+          });
+      }
+      await fs.writeFile(path.join(staging, ".stamp"), stamp);
+      await fs.rm(envDir, { recursive: true, force: true });
+      await fs.rename(staging, envDir);
+      ctx.onProgress?.({ phase: "packages", message: "extra packages installed", fraction: 1 });
+    } finally {
+      await fs.rm(staging, { recursive: true, force: true });
+      await fs.rm(tmp, { recursive: true, force: true });
+    }
+  }
+}
+
+function checkId(id: string): string {
+  const r = WorkspaceIdSchema.safeParse(id);
+  if (!r.success) throw fromZodError("workspaceId", r.error);
+  return r.data;
+}
+
+async function writeAtomic(file: string, text: string): Promise<void> {
+  await mkdirPrivate(path.dirname(file));
+  const tmp = `${file}.tmp-${randomBytes(6).toString("hex")}`;
+  await fs.writeFile(tmp, text, { mode: 0o600 });
+  await fs.rename(tmp, file);
+}
+
+function installArgv(envDir: string, tmp: string, step: string[]): string[] {
+  const a = ["--die-with-parent", "--new-session", "--unshare-all", "--share-net", "--proc", "/proc", "--dev", "/dev"];
+  a.push("--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc");
+  for (const p of ["/bin", "/sbin", "/lib", "/lib64"]) a.push("--ro-bind-try", p, p);
+  a.push("--bind", envDir, BWRAP_ENV_MOUNT, "--bind", tmp, "/tmp", "--clearenv");
+  const env: Record<string, string> = {
+    HOME: "/tmp",
+    PATH: "/usr/local/bin:/usr/bin:/bin",
+    LANG: "C.UTF-8",
+    npm_config_cache: "/tmp/npm-cache",
+    PIP_CACHE_DIR: "/tmp/pip-cache",
+  };
+  // Registry settings and CA bundles of the host carry over (a proxy with its own CA, a mirror).
+  for (const k of ["PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CERT", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "npm_config_registry", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"])
+    if (process.env[k]) env[k] = process.env[k]!;
+  for (const [k, v] of Object.entries(env)) a.push("--setenv", k, v);
+  a.push("--chdir", "/tmp", "--", ...step);
+  return a;
+}
+
+function run(cmd: string, argv: string[], timeoutMs: number, signal?: AbortSignal): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawnChild(cmd, argv, { stdio: ["ignore", "pipe", "pipe"], detached: true });
+    let output = "";
+    const add = (c: Buffer) => {
+      output = (output + c.toString()).slice(-8000);
+    };
+    child.stdout.on("data", add);
+    child.stderr.on("data", add);
+    const kill = () => {
+      try {
+        if (child.pid) process.kill(-child.pid, "SIGKILL");
+      } catch {
+        /* already gone */
+      }
+    };
+    const timer = setTimeout(kill, timeoutMs);
+    signal?.addEventListener("abort", kill, { once: true });
+    child.once("error", (e) => resolve({ code: 127, output: String(e) }));
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", kill);
+      resolve({ code: code ?? -1, output });
+    });
+  });
+}
+
+/** Smoke probe, once per process: bwrap exists and can create the namespaces it needs. */
+export function ensureBwrap(): Promise<void> {
+  probe ??= run("bwrap", ["--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"], 10_000).then((r) => {
+    if (r.code !== 0) {
+      probe = undefined;
+      throw new UnavailableError(
+        r.code === 127
+          ? "bubblewrap (bwrap) is not installed; install it (apt-get install bubblewrap, or scripts/setup-sandboxes.sh)"
+          : `bubblewrap cannot create its namespaces here (exit ${r.code}): ${r.output.trim().slice(0, 500)}; allow unprivileged user namespaces or run as root`,
+      );
+    }
+  });
+  return probe;
+}

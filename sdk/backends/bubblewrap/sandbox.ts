@@ -1,0 +1,242 @@
+import { spawn as spawnChild, type ChildProcess } from "node:child_process";
+import { existsSync, lstatSync, readlinkSync, promises as fs } from "node:fs";
+import path from "node:path";
+import { NotFoundError, UnavailableError, WorkspaceError } from "../../errors.js";
+import type { ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import { checkRelativePath } from "../../paths.js";
+import { collectOutput } from "../../util/process.js";
+import { LocalSandbox } from "../local/sandbox.js";
+
+export const BWRAP_WORKDIR = "/workspace";
+
+export interface BubblewrapSandboxOptions {
+  /** Host folder mounted read-write at /workspace. */
+  hostRoot: string;
+  /** Host folder mounted read-write at /tmp (shared by every process of this handle). */
+  hostTmp: string;
+  /** Remove hostTmp on close (the driver makes a fresh one per handle). */
+  ownsTmp?: boolean;
+  /** Host folder holding extra packages, mounted read-only at /opt/agentws (optional). */
+  hostEnvDir?: string | undefined;
+  network: "none" | "host";
+  env?: Record<string, string> | undefined;
+  readOnlyPaths?: string[] | undefined;
+  persistent: boolean;
+  /** bwrap binary; default "bwrap" on PATH. */
+  bwrap?: string;
+}
+
+/** Mount point of the per-workspace package folder (venv, npm prefix). */
+export const BWRAP_ENV_MOUNT = "/opt/agentws";
+
+const BASE_PATH = `${BWRAP_ENV_MOUNT}/venv/bin:${BWRAP_ENV_MOUNT}/npm/node_modules/.bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
+const ETC_FILES = ["resolv.conf", "hosts", "nsswitch.conf", "passwd", "group", "alternatives", "ssl", "pki", "ca-certificates", "localtime"];
+const ROOT_DIRS = ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"];
+
+/**
+ * A host folder run through bubblewrap. Processes see the folder at /workspace, the host's /usr and
+ * libraries read-only, a private /tmp, and no network unless `network: "host"`. File operations run on
+ * the host side of the bind mount (fast, no process per call), confined to the folder with every
+ * symlink resolved and refused if it leaves it.
+ */
+export class BubblewrapSandbox implements Sandbox {
+  readonly kind = "bubblewrap";
+  readonly workdir = BWRAP_WORKDIR;
+  readonly persistent: boolean;
+  readonly #opts: BubblewrapSandboxOptions;
+  readonly #files: LocalSandbox;
+  /** argv prefix up to (not including) --chdir; rebuilt only by the constructor. */
+  readonly #mounts: string[];
+  readonly #identity: { dev: number; ino: number };
+  readonly #children = new Set<ChildProcess>();
+
+  private constructor(opts: BubblewrapSandboxOptions, identity: { dev: number; ino: number }) {
+    this.#opts = opts;
+    this.persistent = opts.persistent;
+    this.#files = new LocalSandbox(opts.hostRoot);
+    this.#identity = identity;
+    this.#mounts = buildMounts(opts);
+  }
+
+  /** Opens a handle; the folders must exist. Records the root's identity to notice a swapped folder. */
+  static async open(opts: BubblewrapSandboxOptions): Promise<BubblewrapSandbox> {
+    const hostRoot = await fs.realpath(opts.hostRoot);
+    const hostTmp = await fs.realpath(opts.hostTmp);
+    for (const p of opts.readOnlyPaths ?? [])
+      if (!existsSync(p)) throw new WorkspaceError("invalid_argument", `readOnlyPaths: '${p}' does not exist on the host`, { field: "readOnlyPaths" });
+    const st = await fs.stat(hostRoot);
+    if (!st.isDirectory()) throw new WorkspaceError("invalid_argument", `workspace folder '${hostRoot}' is not a directory`, { field: "basedir" });
+    return new BubblewrapSandbox({ ...opts, hostRoot, hostTmp }, { dev: st.dev, ino: st.ino });
+  }
+
+  /** Host path of the workspace root (for drivers and tests). */
+  get hostRoot(): string {
+    return this.#opts.hostRoot;
+  }
+
+  /** The full bwrap argv for one command (exported for the benchmark and tests). */
+  async argvFor(argv: string[], options: { cwd?: string | undefined; env?: Record<string, string> | undefined } = {}): Promise<string[]> {
+    await this.#checkIdentity();
+    const cwd = await this.#sandboxCwd(options.cwd ?? "");
+    const env = { ...baseEnv(), ...this.#opts.env, ...options.env, PWD: cwd };
+    const out = [...this.#mounts, "--clearenv"];
+    for (const [k, v] of Object.entries(env)) out.push("--setenv", k, v);
+    out.push("--chdir", cwd, "--", ...argv);
+    return out;
+  }
+
+  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
+    const full = await this.argvFor(argv, options);
+    const child = spawnChild(this.#opts.bwrap ?? "bwrap", full, { stdio: ["pipe", "pipe", "pipe"], detached: true });
+    this.#track(child);
+    return collectOutput(child, options);
+  }
+
+  spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
+    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    // spawn is synchronous by contract: check the cwd lexically here; bwrap --chdir fails loudly if it is missing.
+    const rel = checkRelativePath(options.cwd ?? "", "cwd");
+    const cwd = rel === "" ? BWRAP_WORKDIR : `${BWRAP_WORKDIR}/${rel}`;
+    this.#checkIdentitySync();
+    const env = { ...baseEnv(), ...this.#opts.env, ...options.env, PWD: cwd };
+    const full = [...this.#mounts, "--clearenv"];
+    for (const [k, v] of Object.entries(env)) full.push("--setenv", k, v);
+    full.push("--chdir", cwd, "--", ...argv);
+    const child = spawnChild(this.#opts.bwrap ?? "bwrap", full, { stdio: ["pipe", "pipe", "pipe"], detached: true });
+    this.#track(child);
+    const exited = new Promise<number | null>((resolve) => {
+      child.once("error", () => resolve(127));
+      child.once("exit", (code) => resolve(code));
+    });
+    child.stdin.on("error", () => undefined);
+    return { stdin: child.stdin, stdout: child.stdout, stderr: child.stderr, exited, kill: () => killGroup(child) };
+  }
+
+  readFile(p: string, options?: { maxBytes?: number }): Promise<Buffer> {
+    return this.#files.readFile(p, options);
+  }
+  writeFile(p: string, data: Uint8Array | string, options?: { mode?: number }): Promise<void> {
+    return this.#files.writeFile(p, data, options);
+  }
+  appendFile(p: string, data: Uint8Array | string): Promise<void> {
+    return this.#files.appendFile(p, data);
+  }
+  list(p: string): Promise<FileInfo[]> {
+    return this.#files.list(p);
+  }
+  stat(p: string): Promise<FileInfo | null> {
+    return this.#files.stat(p);
+  }
+  remove(p: string): Promise<void> {
+    return this.#files.remove(p);
+  }
+  mkdir(p: string): Promise<void> {
+    return this.#files.mkdir(p);
+  }
+  rename(from: string, to: string): Promise<void> {
+    return this.#files.rename(from, to);
+  }
+  copyIn(hostPath: string, to: string): Promise<void> {
+    return this.#files.copyIn(hostPath, to);
+  }
+
+  /** Kills every process this handle started (MCP servers included). */
+  async close(): Promise<void> {
+    const waits = [...this.#children].map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null || c.signalCode !== null) return resolve();
+          c.once("exit", () => resolve());
+          killGroup(c);
+        }),
+    );
+    await Promise.all(waits);
+    if (this.#opts.ownsTmp) await fs.rm(this.#opts.hostTmp, { recursive: true, force: true });
+  }
+
+  #track(child: ChildProcess): void {
+    this.#children.add(child);
+    child.once("exit", () => this.#children.delete(child));
+    child.once("error", () => this.#children.delete(child));
+  }
+
+  async #sandboxCwd(rel: string): Promise<string> {
+    const clean = checkRelativePath(rel, "cwd");
+    if (clean === "") return BWRAP_WORKDIR;
+    const host = await this.#files.hostPath(clean, { followFinal: true });
+    const st = await fs.stat(host).catch(() => null);
+    if (!st) throw new NotFoundError(`working directory '${clean}'`, { field: "cwd" });
+    if (!st.isDirectory()) throw new WorkspaceError("invalid_argument", `cwd: '${clean}' is not a directory`, { field: "cwd" });
+    const inside = path.relative(this.#opts.hostRoot, host).split(path.sep).join("/");
+    return inside === "" ? BWRAP_WORKDIR : `${BWRAP_WORKDIR}/${inside}`;
+  }
+
+  async #checkIdentity(): Promise<void> {
+    const st = await fs.stat(this.#opts.hostRoot).catch(() => null);
+    this.#assertSame(st);
+  }
+  #checkIdentitySync(): void {
+    let st: { dev: number; ino: number } | null = null;
+    try {
+      st = lstatSync(this.#opts.hostRoot);
+    } catch {
+      st = null;
+    }
+    this.#assertSame(st);
+  }
+  #assertSame(st: { dev: number; ino: number } | null): void {
+    if (!st || st.dev !== this.#identity.dev || st.ino !== this.#identity.ino)
+      throw new UnavailableError(`workspace folder '${this.#opts.hostRoot}' was removed or replaced since the sandbox was opened; initialize the workspace again`);
+  }
+}
+
+function baseEnv(): Record<string, string> {
+  return {
+    HOME: BWRAP_WORKDIR,
+    TMPDIR: "/tmp",
+    PATH: BASE_PATH,
+    LANG: "C.UTF-8",
+    LC_ALL: "C.UTF-8",
+    PYTHONUNBUFFERED: "1",
+    PYTHONPATH: `${BWRAP_ENV_MOUNT}/python`,
+    NODE_PATH: `${BWRAP_ENV_MOUNT}/npm/node_modules`,
+  };
+}
+
+/** Mount table shared by every command: built once per handle. */
+function buildMounts(opts: BubblewrapSandboxOptions): string[] {
+  const a = ["--die-with-parent", "--new-session", "--unshare-all"];
+  if (opts.network === "host") a.push("--share-net");
+  a.push("--proc", "/proc", "--dev", "/dev");
+  a.push("--bind", opts.hostRoot, BWRAP_WORKDIR);
+  a.push("--bind", opts.hostTmp, "/tmp");
+  a.push("--tmpfs", "/run", "--dir", "/var", "--tmpfs", "/var/tmp");
+  if (existsSync("/usr")) a.push("--ro-bind", "/usr", "/usr");
+  a.push("--dir", "/etc");
+  for (const name of ETC_FILES) {
+    const p = `/etc/${name}`;
+    if (existsSync(p)) a.push("--ro-bind", p, p);
+  }
+  for (const p of ROOT_DIRS) {
+    let st;
+    try {
+      st = lstatSync(p);
+    } catch {
+      continue;
+    }
+    if (st.isSymbolicLink()) a.push("--symlink", readlinkSync(p), p);
+    else a.push("--ro-bind", p, p);
+  }
+  if (opts.hostEnvDir) a.push("--ro-bind", opts.hostEnvDir, BWRAP_ENV_MOUNT);
+  for (const p of opts.readOnlyPaths ?? []) a.push("--ro-bind", p, p);
+  return a;
+}
+
+function killGroup(child: ChildProcess): void {
+  try {
+    if (child.pid) process.kill(-child.pid, "SIGKILL");
+  } catch {
+    child.kill("SIGKILL");
+  }
+}

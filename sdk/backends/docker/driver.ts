@@ -1,0 +1,228 @@
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import type Docker from "dockerode";
+import { ConflictError, NotFoundError, PathEscapeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import { LABELS, type BackendDescription, type BackendState, type Driver, type DriverContext, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
+import { DockerBackendSchema, WorkspaceIdSchema, type DockerBackendSpec } from "../spec.js";
+import { sharedDockerClient, statusCode } from "./client.js";
+import { dockerUnavailable, ensureImage, renderBuildContext, type ImageInputs } from "./image.js";
+import { DOCKER_WORKDIR, DockerSandbox, mapDockerError } from "./sandbox.js";
+
+/** Label marking containers this SDK made; with the identity LABELS. */
+export const MANAGED_LABEL = "agent-workspaces.managed";
+export const IMAGE_TAG_LABEL = "agent-workspaces.image";
+export const PERSISTENT_LABEL = "agent-workspaces.persistent";
+const TAG_PREFIX = "agent-workspaces.tag.";
+
+/** The deterministic container name for a workspace id: a restart or a second replica finds it. */
+export function containerName(workspaceId: string): string {
+  return `agentws-${workspaceId}`;
+}
+
+/**
+ * Docker lifecycle through dockerode: one long-lived container per workspace (`sleep infinity`
+ * under docker-init), named `agentws-<id>` and labelled with the identity, the host folder
+ * `<basedir>/<id>` bind-mounted at /workspace (or none: an ephemeral container). Pause and unpause
+ * implement the idle TTL. Creating an existing name adopts it (two racing replicas end with one).
+ */
+export class DockerDriver implements Driver {
+  readonly kind = "docker";
+  readonly spec: DockerBackendSpec;
+  readonly persistent: boolean;
+  readonly docker: Docker;
+
+  constructor(spec: Partial<DockerBackendSpec> = {}) {
+    const parsed = DockerBackendSchema.safeParse({ kind: "docker", ...spec });
+    if (!parsed.success) throw fromZodError("backend", parsed.error);
+    this.spec = parsed.data;
+    this.persistent = this.spec.basedir !== undefined;
+    this.docker = sharedDockerClient(this.spec.socketPath);
+  }
+
+  get imageInputs(): ImageInputs {
+    const s = this.spec;
+    return { baseImage: s.baseImage, nodeVersion: s.nodeVersion, pythonPackages: s.pythonPackages, npmPackages: s.npmPackages, caCertificates: s.caCertificates };
+  }
+
+  /** The tag the current spec's image has (no build). */
+  async imageTag(): Promise<string> {
+    return (await renderBuildContext(this.imageInputs)).tag;
+  }
+
+  /** Host folder bind-mounted for a workspace; null for ephemeral containers. */
+  hostPath(workspaceId: string): string | null {
+    if (!this.spec.basedir) return null;
+    return path.join(path.resolve(this.spec.basedir), checkId(workspaceId));
+  }
+
+  async create(identity: WorkspaceIdentity, ctx: DriverContext = {}): Promise<BackendDescription> {
+    const id = checkId(identity.workspaceId);
+    const found = await this.find(id);
+    if (found) return this.#startIfNeeded(found);
+    const image = await ensureImage(this.docker, this.imageInputs, ctx);
+    const binds: string[] = [];
+    const host = await this.#prepareHostFolder(id);
+    if (host) binds.push(`${host}:${DOCKER_WORKDIR}:rw`);
+    for (const p of this.spec.readOnlyPaths ?? []) {
+      if (!(await fs.stat(p).catch(() => null))) throw new WorkspaceError("invalid_argument", `readOnlyPaths: '${p}' does not exist on the host`, { field: "readOnlyPaths" });
+      binds.push(`${p}:${p}:ro`);
+    }
+    const labels: Record<string, string> = {
+      [MANAGED_LABEL]: "true",
+      [LABELS.workspaceId]: id,
+      [LABELS.managedBy]: identity.managedBy,
+      [IMAGE_TAG_LABEL]: image,
+      [PERSISTENT_LABEL]: String(this.persistent),
+    };
+    if (identity.userId !== undefined) labels[LABELS.userId] = identity.userId;
+    if (identity.agentId !== undefined) labels[LABELS.agentId] = identity.agentId;
+    for (const [k, v] of Object.entries(identity.tags ?? {})) labels[TAG_PREFIX + k] = v;
+    ctx.onProgress?.({ phase: "container", message: `creating container ${containerName(id)}` });
+    try {
+      const c = await this.docker.createContainer({
+        name: containerName(id),
+        Image: image,
+        Cmd: ["sleep", "infinity"],
+        WorkingDir: DOCKER_WORKDIR,
+        Labels: labels,
+        Env: Object.entries(this.spec.env ?? {}).map(([k, v]) => `${k}=${v}`),
+        Tty: false,
+        HostConfig: { Binds: binds, NetworkMode: this.spec.network, Init: true },
+      });
+      await c.start();
+    } catch (e) {
+      // Another replica created it between our find and create: adopt theirs.
+      if (statusCode(e) === 409) {
+        const theirs = await this.find(id);
+        if (theirs) return this.#startIfNeeded(theirs);
+      }
+      throw this.#mapLifecycleError(e, `create container ${containerName(id)}`);
+    }
+    ctx.logger?.info("docker workspace container created", { workspaceId: id, container: containerName(id), image });
+    const created = await this.find(id);
+    if (!created) throw new WorkspaceError("provision_failed", `container ${containerName(id)} vanished right after it was created`);
+    return created;
+  }
+
+  async find(workspaceId: string): Promise<BackendDescription | null> {
+    const id = checkId(workspaceId);
+    let info: Docker.ContainerInspectInfo;
+    try {
+      info = await this.docker.getContainer(containerName(id)).inspect();
+    } catch (e) {
+      if (statusCode(e) === 404) return null;
+      throw this.#mapLifecycleError(e, `inspect container ${containerName(id)}`);
+    }
+    const labels = info.Config.Labels ?? {};
+    if (labels[LABELS.workspaceId] !== id)
+      throw new ConflictError(
+        `a container named ${containerName(id)} exists but is not agent-workspaces' workspace '${id}'; rename or remove it`,
+        { field: "workspaceId" },
+      );
+    return describe(id, info);
+  }
+
+  async pause(workspaceId: string): Promise<void> {
+    const d = await this.find(workspaceId);
+    if (!d || d.state !== "running") return;
+    try {
+      await this.docker.getContainer(d.location.containerId!).pause();
+    } catch (e) {
+      // Already paused by a racing replica, or stopped meanwhile: the goal state holds.
+      if (statusCode(e) === 409) return;
+      throw this.#mapLifecycleError(e, `pause ${containerName(workspaceId)}`);
+    }
+  }
+
+  async resume(workspaceId: string): Promise<void> {
+    const d = await this.find(workspaceId);
+    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
+    await this.#startIfNeeded(d);
+  }
+
+  async destroy(workspaceId: string, options: { deleteData?: boolean } = {}): Promise<void> {
+    const id = checkId(workspaceId);
+    try {
+      await this.docker.getContainer(containerName(id)).remove({ force: true, v: true });
+    } catch (e) {
+      const code = statusCode(e);
+      // 404: already gone; 409: removal already in progress (a racing destroy).
+      if (code !== 404 && code !== 409) throw this.#mapLifecycleError(e, `remove ${containerName(id)}`);
+    }
+    const host = this.hostPath(id);
+    if (options.deleteData && host) {
+      const base = path.resolve(this.spec.basedir!);
+      if (path.dirname(host) !== base) throw new PathEscapeError(host, "is not directly under basedir");
+      await fs.rm(host, { recursive: true, force: true });
+    }
+  }
+
+  async connect(workspaceId: string): Promise<DockerSandbox> {
+    const d = await this.find(workspaceId);
+    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}); create it first`, { field: "workspaceId" });
+    if (d.state !== "running") throw new UnavailableError(`docker workspace '${workspaceId}' is ${d.state}; resume it first`);
+    return new DockerSandbox(this.docker, d.location.containerId!, { persistent: d.location.persistent === "true" });
+  }
+
+  async #startIfNeeded(d: BackendDescription): Promise<BackendDescription> {
+    const c = this.docker.getContainer(d.location.containerId!);
+    try {
+      if (d.state === "paused") await c.unpause();
+      else if (d.state === "stopped") await c.start();
+    } catch (e) {
+      // 304 "already started" / 409 "not paused": a racing replica got there first.
+      const code = statusCode(e);
+      if (code !== 304 && code !== 409) throw this.#mapLifecycleError(e, `resume ${d.location.containerName}`);
+    }
+    return { ...d, state: "running" };
+  }
+
+  async #prepareHostFolder(id: string): Promise<string | null> {
+    if (!this.spec.basedir) return null;
+    const base = path.resolve(this.spec.basedir);
+    await fs.mkdir(base, { recursive: true, mode: 0o700 });
+    const host = path.join(base, id);
+    await fs.mkdir(host, { recursive: true, mode: 0o700 });
+    const [realBase, real] = await Promise.all([fs.realpath(base), fs.realpath(host)]);
+    if (path.dirname(real) !== realBase) throw new PathEscapeError(host, `resolves to '${real}', outside basedir '${realBase}'`);
+    return real;
+  }
+
+  #mapLifecycleError(e: unknown, what: string): unknown {
+    if (e instanceof WorkspaceError) return e;
+    const u = dockerUnavailable(e);
+    if (u !== e) return u;
+    return mapDockerError(e, what);
+  }
+}
+
+function describe(id: string, info: Docker.ContainerInspectInfo): BackendDescription {
+  const labels = info.Config.Labels ?? {};
+  const state: BackendState = info.State.Paused ? "paused" : info.State.Running ? "running" : "stopped";
+  const tags: Record<string, string> = {};
+  for (const [k, v] of Object.entries(labels)) if (k.startsWith(TAG_PREFIX)) tags[k.slice(TAG_PREFIX.length)] = v;
+  const bind = info.Mounts?.find((m) => m.Destination === DOCKER_WORKDIR);
+  const location: Record<string, string> = {
+    containerId: info.Id,
+    containerName: info.Name.replace(/^\//, ""),
+    image: labels[IMAGE_TAG_LABEL] ?? info.Config.Image,
+    persistent: String(!!bind),
+  };
+  if (bind?.Source) location.hostPath = bind.Source;
+  return {
+    workspaceId: id,
+    kind: "docker",
+    state,
+    userId: labels[LABELS.userId],
+    agentId: labels[LABELS.agentId],
+    managedBy: labels[LABELS.managedBy] as ManagedBy | undefined,
+    tags,
+    location,
+  };
+}
+
+function checkId(id: string): string {
+  const r = WorkspaceIdSchema.safeParse(id);
+  if (!r.success) throw fromZodError("workspaceId", r.error);
+  return r.data;
+}

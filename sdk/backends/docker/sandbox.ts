@@ -1,0 +1,430 @@
+import { randomBytes } from "node:crypto";
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import { PassThrough, Writable, type Duplex, type Readable } from "node:stream";
+import type Docker from "dockerode";
+import tar from "tar-stream";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
+import type { ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import { checkRelativePath } from "../../paths.js";
+import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
+import { statusCode } from "./client.js";
+
+export const DOCKER_WORKDIR = "/workspace";
+/** Every process we start carries this env marker so it (and its children) can be killed from inside. */
+const MARKER = "AGENTWS_EXEC";
+
+/**
+ * File operations run as small sh scripts inside the container, so symlinks resolve as the
+ * container sees them (`realpath -m`) and anything leaving /workspace is refused. Exit codes:
+ * 65 escape, 66 missing, 67 is a directory, 68 not a directory, 69 exists, 70 final symlink, 71 too large.
+ */
+const PRELUDE = `set -u
+W=${DOCKER_WORKDIR}
+res() { p=$(realpath -m -- "$W/$1") || exit 65; case "$p" in "$W"|"$W"/*) ;; *) exit 65;; esac; }
+resp() { case "$1" in */*) res "\${1%/*}";; *) res "";; esac; d=$p; b=\${1##*/}; p="$d/$b"; }
+exists() { [ -e "$1" ] || [ -L "$1" ]; }
+`;
+const SCRIPTS = {
+  read: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] && exit 67
+if [ "$2" != "-" ]; then s=$(stat -c %s -- "$p"); [ "$s" -le "$2" ] || { printf %s "$s" >&2; exit 71; }; fi
+exec cat -- "$p"`,
+  write: `resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
+mkdir -p -- "$d" 2>/dev/null || exit 68
+t="$d/.$b.agentws-tmp-$$"
+if cat > "$t" && chmod "$2" -- "$t" && mv -fT -- "$t" "$p"; then exit 0; fi
+rm -f -- "$t"; exit 1`,
+  append: `resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
+mkdir -p -- "$d" 2>/dev/null || exit 68
+cat >> "$p"`,
+  list: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68
+exec find "$p" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
+  stat: `if [ -z "$1" ]; then p=$W; else resp "$1"; fi
+exists "$p" || exit 0
+exec find "$p" -maxdepth 0 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
+  remove: `resp "$1"; [ "$p" = "$W" ] && exit 65; [ "$d" = "$W" ] && [ -z "$b" ] && exit 65
+rm -rf -- "$p"`,
+  mkdir: `res "$1"; mkdir -p -- "$p" 2>/dev/null || exit 68`,
+  rename: `resp "$1"; s=$p; resp "$2"; t=$p; td=$d
+exists "$s" || exit 66; exists "$t" && exit 69
+mkdir -p -- "$td" 2>/dev/null || exit 68
+mv -T -- "$s" "$t"`,
+  copyPrepare: `resp "$1"; exists "$p" && exit 69
+mkdir -p -- "$d" 2>/dev/null || exit 68
+printf %s "$d"`,
+  copyFinish: `resp "$1"; exists "$p" && { rm -rf -- "$2"; exit 69; }
+mv -T -- "$2" "$p" || { rm -rf -- "$2"; exit 1; }`,
+  kill: `for d in /proc/[0-9]*; do
+  if grep -qsxz "${MARKER}=$1" "$d/environ" 2>/dev/null; then kill -9 "\${d#/proc/}" 2>/dev/null; fi
+done; exit 0`,
+} as const;
+
+export interface DockerSandboxOptions {
+  persistent: boolean;
+  env?: Record<string, string> | undefined;
+}
+
+/** A running container as a Sandbox: exec through the engine API with stdout and stderr kept apart. */
+export class DockerSandbox implements Sandbox {
+  readonly kind = "docker";
+  readonly workdir = DOCKER_WORKDIR;
+  readonly persistent: boolean;
+  readonly #docker: Docker;
+  readonly #container: Docker.Container;
+  readonly #env: string[];
+  readonly #live = new Map<string, { stream?: Duplex | undefined; done: Promise<unknown> }>();
+
+  constructor(docker: Docker, containerId: string, options: DockerSandboxOptions) {
+    this.#docker = docker;
+    this.#container = docker.getContainer(containerId);
+    this.persistent = options.persistent;
+    this.#env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
+  }
+
+  get containerId(): string {
+    return this.#container.id;
+  }
+
+  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
+    const cwd = options.cwd ? await this.#resolveCwd(options.cwd) : DOCKER_WORKDIR;
+    return this.#run(argv, { ...options, workdir: cwd });
+  }
+
+  spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
+    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    const rel = checkRelativePath(options.cwd ?? "", "cwd");
+    const stdin = new PassThrough();
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    const marker = randomBytes(8).toString("hex");
+    const entry: { stream?: Duplex | undefined; done: Promise<unknown> } = { done: Promise.resolve() };
+    let killed = false;
+    const exited = (async (): Promise<number | null> => {
+      try {
+        const exec = await this.#container.exec({
+          Cmd: argv,
+          AttachStdin: true,
+          AttachStdout: true,
+          AttachStderr: true,
+          Tty: false,
+          Env: [...this.#env, ...envList(options.env), `${MARKER}=${marker}`],
+          WorkingDir: rel === "" ? DOCKER_WORKDIR : `${DOCKER_WORKDIR}/${rel}`,
+        });
+        const stream = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
+        entry.stream = stream;
+        if (killed) stream.destroy();
+        this.#docker.modem.demuxStream(stream, stdout, stderr);
+        stdin.pipe(stream);
+        stream.on("error", () => undefined);
+        await ended(stream);
+        stdout.end();
+        stderr.end();
+        if (killed) return null;
+        return (await exitCodeOf(exec)) ?? null;
+      } catch (e) {
+        stderr.end(`spawn failed: ${describeDockerError(e)}\n`);
+        stdout.end();
+        return 127;
+      } finally {
+        this.#live.delete(marker);
+      }
+    })();
+    entry.done = exited;
+    this.#live.set(marker, entry);
+    return {
+      stdin,
+      stdout,
+      stderr,
+      exited,
+      kill: () => {
+        killed = true;
+        void this.#killMarker(marker).finally(() => entry.stream?.destroy());
+      },
+    };
+  }
+
+  async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+    const clean = checkRelativePath(rel);
+    const max = options.maxBytes;
+    const r = await this.#op("read", [clean, max === undefined ? "-" : String(max)], { max: (max ?? 1024 * 1024 * 1024) + 1 });
+    if (r.exitCode === 71) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${max}-byte limit`, { field: clean });
+    this.#check(r, "read", clean);
+    return r.stdout;
+  }
+
+  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number } = {}): Promise<void> {
+    const clean = nonRoot(checkRelativePath(rel));
+    const mode = (options.mode ?? 0o644).toString(8);
+    this.#check(await this.#op("write", [clean, mode], { stdin: data }), "write", clean);
+  }
+
+  async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
+    const clean = nonRoot(checkRelativePath(rel));
+    this.#check(await this.#op("append", [clean], { stdin: data }), "append to", clean);
+  }
+
+  async list(rel: string): Promise<FileInfo[]> {
+    const clean = checkRelativePath(rel);
+    const r = await this.#op("list", [clean]);
+    this.#check(r, "list", clean);
+    return parseFind(r.stdout);
+  }
+
+  async stat(rel: string): Promise<FileInfo | null> {
+    const clean = checkRelativePath(rel);
+    const r = await this.#op("stat", [clean]);
+    this.#check(r, "stat", clean);
+    const info = parseFind(r.stdout)[0];
+    return info ? { ...info, name: path.posix.basename(clean) || "." } : null;
+  }
+
+  async remove(rel: string): Promise<void> {
+    const clean = checkRelativePath(rel);
+    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
+    this.#check(await this.#op("remove", [clean]), "remove", clean);
+  }
+
+  async mkdir(rel: string): Promise<void> {
+    const clean = checkRelativePath(rel);
+    this.#check(await this.#op("mkdir", [clean]), "create directory", clean);
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    const a = nonRoot(checkRelativePath(from, "from"));
+    const b = nonRoot(checkRelativePath(to, "to"));
+    const r = await this.#op("rename", [a, b]);
+    if (r.exitCode === 69) throw new ConflictError(`${b} already exists`, { field: b });
+    this.#check(r, "rename", a);
+  }
+
+  /** Streams a host file or tree (symlinks skipped) as a tar archive into a temp name, then moves it into place. */
+  async copyIn(hostSource: string, to: string): Promise<void> {
+    const clean = nonRoot(checkRelativePath(to, "to"));
+    const prep = await this.#op("copyPrepare", [clean]);
+    if (prep.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: clean });
+    this.#check(prep, "copy into", clean);
+    const parent = prep.stdout.toString();
+    const tmpName = `.agentws-copy-${randomBytes(6).toString("hex")}`;
+    const pack = tar.pack();
+    const packing = packTree(pack, hostSource, tmpName).then(
+      () => pack.finalize(),
+      (e: unknown) => pack.destroy(e as Error),
+    );
+    try {
+      await this.#container.putArchive(pack as unknown as NodeJS.ReadableStream, { path: parent });
+      await packing;
+    } catch (e) {
+      await this.#op("remove", [path.posix.join(path.posix.relative(DOCKER_WORKDIR, parent), tmpName)]).catch(() => undefined);
+      throw mapDockerError(e, `copy '${hostSource}' into ${clean}`);
+    }
+    const fin = await this.#op("copyFinish", [clean, `${parent}/${tmpName}`]);
+    if (fin.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: clean });
+    this.#check(fin, "copy into", clean);
+  }
+
+  /** Kills every process this handle spawned (e.g. MCP servers) and drops their streams. */
+  async close(): Promise<void> {
+    const live = [...this.#live.entries()];
+    await Promise.all(
+      live.map(async ([marker, entry]) => {
+        await this.#killMarker(marker).catch(() => undefined);
+        entry.stream?.destroy();
+        await Promise.race([entry.done, sleep(2000)]);
+      }),
+    );
+  }
+
+  async #resolveCwd(cwd: string): Promise<string> {
+    const clean = checkRelativePath(cwd, "cwd");
+    if (clean === "") return DOCKER_WORKDIR;
+    const r = await this.#run(["sh", "-c", `${PRELUDE}res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68; printf %s "$p"`, "sh", clean], { workdir: "/" });
+    this.#check(r, "use as working directory", clean);
+    return r.stdout.toString();
+  }
+
+  #op(name: keyof typeof SCRIPTS, args: string[], o: { stdin?: Uint8Array | string; max?: number } = {}): Promise<ExecResult> {
+    return this.#run(["sh", "-c", PRELUDE + SCRIPTS[name], "sh", ...args], {
+      workdir: "/",
+      ...(o.stdin !== undefined ? { stdin: o.stdin } : {}),
+      maxOutputBytes: o.max ?? DEFAULT_MAX_OUTPUT,
+    });
+  }
+
+  #check(r: ExecResult, verb: string, rel: string): void {
+    if (r.exitCode === 0) return;
+    switch (r.exitCode) {
+      case 65:
+        throw new PathEscapeError(rel, "resolves outside the workspace (through a symlink)");
+      case 66:
+        throw new NotFoundError(`'${rel}'`, { field: rel });
+      case 67:
+        throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel });
+      case 68:
+        throw new WorkspaceError("invalid_argument", `'${rel}' (or a parent) is not a directory`, { field: rel });
+      case 69:
+        throw new ConflictError(`${rel} already exists`, { field: rel });
+      case 70:
+        throw new PathEscapeError(rel, "is a symlink; refusing to write through it");
+    }
+    throw new WorkspaceError("exec_failed", `could not ${verb} '${rel}' in the container (exit ${r.exitCode}): ${r.stderr.toString().trim().slice(0, 500)}`, {
+      field: rel,
+    });
+  }
+
+  async #killMarker(marker: string): Promise<void> {
+    await this.#run(["sh", "-c", SCRIPTS.kill, "sh", marker], { workdir: "/", noMarker: true });
+  }
+
+  /** One exec: create, start (hijacked when there is stdin), demux into capped buffers, read the exit code. */
+  async #run(argv: string[], o: ExecOptions & { workdir: string; noMarker?: boolean }): Promise<ExecResult> {
+    const marker = randomBytes(8).toString("hex");
+    const hasStdin = o.stdin !== undefined;
+    let exec: Docker.Exec;
+    let stream: Duplex;
+    try {
+      exec = await this.#container.exec({
+        Cmd: argv,
+        AttachStdin: hasStdin,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: false,
+        Env: [...this.#env, ...envList(o.env), ...(o.noMarker ? [] : [`${MARKER}=${marker}`])],
+        WorkingDir: o.workdir,
+      });
+      stream = (await exec.start(hasStdin ? { hijack: true, stdin: true } : {})) as unknown as Duplex;
+    } catch (e) {
+      throw mapDockerError(e, `exec ${argv[0]}`);
+    }
+    const max = o.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
+    const out = new Capped(max);
+    const err = new Capped(max);
+    this.#docker.modem.demuxStream(stream, out, err);
+    stream.on("error", () => undefined);
+    if (hasStdin) stream.end(typeof o.stdin === "string" ? Buffer.from(o.stdin) : o.stdin);
+
+    let timedOut = false;
+    const stop = () => {
+      if (timedOut) return;
+      timedOut = true;
+      void this.#killMarker(marker)
+        .catch(() => undefined)
+        .finally(() => setTimeout(() => stream.destroy(), 2000).unref());
+    };
+    const timer = o.timeoutMs !== undefined && o.timeoutMs > 0 ? setTimeout(stop, o.timeoutMs) : undefined;
+    if (o.signal?.aborted) stop();
+    o.signal?.addEventListener("abort", stop, { once: true });
+    try {
+      await ended(stream);
+    } finally {
+      if (timer) clearTimeout(timer);
+      o.signal?.removeEventListener("abort", stop);
+    }
+    const truncated = out.truncated || err.truncated;
+    if (timedOut) {
+      const stderr = err.buffer();
+      return { exitCode: -1, stdout: out.buffer(), stderr: stderr.length ? stderr : Buffer.from("timed out"), timedOut: true, truncated };
+    }
+    const code = await exitCodeOf(exec).catch((e: unknown) => {
+      throw mapDockerError(e, `exec ${argv[0]}`);
+    });
+    return { exitCode: code ?? -1, stdout: out.buffer(), stderr: err.buffer(), timedOut: false, truncated };
+  }
+}
+
+/** A Writable keeping the first `max` bytes. */
+class Capped extends Writable {
+  readonly #chunks: Buffer[] = [];
+  #len = 0;
+  truncated = false;
+  constructor(private readonly max: number) {
+    super();
+  }
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
+    const room = this.max - this.#len;
+    if (chunk.length > room) this.truncated = true;
+    if (room > 0) {
+      const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
+      this.#chunks.push(part);
+      this.#len += part.length;
+    }
+    cb();
+  }
+  buffer(): Buffer {
+    return Buffer.concat(this.#chunks, this.#len);
+  }
+}
+
+function ended(stream: Readable | Duplex): Promise<void> {
+  return new Promise((resolve) => {
+    if (stream.readableEnded || stream.destroyed) return resolve();
+    stream.once("end", resolve);
+    stream.once("close", resolve);
+    stream.once("error", () => resolve());
+  });
+}
+
+/** The exit code once the exec has stopped (the stream can end a moment before the engine records it). */
+async function exitCodeOf(exec: Docker.Exec): Promise<number | null> {
+  for (let i = 0; i < 50; i++) {
+    const info = await exec.inspect();
+    if (!info.Running) return info.ExitCode ?? null;
+    await sleep(i < 10 ? 2 : 20);
+  }
+  return null;
+}
+
+function parseFind(out: Buffer): FileInfo[] {
+  const infos: FileInfo[] = [];
+  for (const rec of out.toString("utf8").split("\0")) {
+    if (!rec) continue;
+    const [y, size, mtime, ...rest] = rec.split("\t");
+    const type = y === "f" ? "file" : y === "d" ? "dir" : y === "l" ? "symlink" : "other";
+    infos.push({ name: rest.join("\t"), type, size: Number(size), mtimeMs: Math.round(Number(mtime) * 1000) });
+  }
+  return infos;
+}
+
+async function packTree(pack: tar.Pack, source: string, name: string): Promise<void> {
+  const st = await fs.lstat(source).catch((e: unknown) => {
+    throw new NotFoundError(`host path '${source}'`, { cause: e, field: "hostPath" });
+  });
+  if (st.isSymbolicLink()) return;
+  if (st.isDirectory()) {
+    pack.entry({ name: `${name}/`, type: "directory", mode: st.mode & 0o777 });
+    for (const child of (await fs.readdir(source)).sort()) await packTree(pack, path.join(source, child), `${name}/${child}`);
+  } else if (st.isFile()) {
+    const data = await fs.readFile(source);
+    await new Promise<void>((resolve, reject) => pack.entry({ name, mode: st.mode & 0o777, size: data.length }, data, (e) => (e ? reject(e) : resolve())));
+  }
+}
+
+function envList(env: Record<string, string> | undefined): string[] {
+  return Object.entries(env ?? {}).map(([k, v]) => `${k}=${v}`);
+}
+
+function nonRoot(rel: string): string {
+  if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
+  return rel;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function describeDockerError(e: unknown): string {
+  const json = (e as { json?: { message?: string } })?.json;
+  return json?.message ?? (e instanceof Error ? e.message : String(e));
+}
+
+export function mapDockerError(e: unknown, what: string): unknown {
+  if (e instanceof WorkspaceError) return e;
+  const code = statusCode(e);
+  const msg = describeDockerError(e);
+  if (code === 409 && /paused/i.test(msg)) return new UnavailableError(`${what}: the workspace container is paused; initialize the workspace to resume it`, { cause: e });
+  if (code === 409 && /not running/i.test(msg)) return new UnavailableError(`${what}: the workspace container is stopped; initialize the workspace to start it`, { cause: e });
+  if (code === 404) return new UnavailableError(`${what}: the workspace container is gone; initialize the workspace to recreate it`, { cause: e });
+  const errno = (e as NodeJS.ErrnoException)?.code;
+  if (errno === "ENOENT" || errno === "ECONNREFUSED") return new UnavailableError(`${what}: cannot reach the Docker engine (${errno}); is it running?`, { cause: e });
+  return new WorkspaceError("exec_failed", `${what}: ${msg}`, { cause: e });
+}
