@@ -1,0 +1,152 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { openStack, StepCollector } from "./engine.js";
+import { buildModel, stepsFromPreviewJson } from "./preview-model.js";
+import { renderPreviewMarkdown } from "./preview-markdown.js";
+import { progressPrinter } from "./progress.js";
+
+const USAGE = `agentws — provision agent workspaces with Pulumi (Automation API, no language host needed)
+
+Usage:
+  agentws up        [--stack local] [--cwd DIR] [--target URN]...
+  agentws preview   [--stack local] [--diff] [--markdown [--out FILE]] [--expect-no-changes]
+  agentws preview   --markdown --from-json FILE|-      (render a \`pulumi preview --json\` document)
+  agentws refresh   [--stack local]
+  agentws destroy   [--stack local] --yes
+  agentws outputs   [--stack local]                    (stack outputs as JSON; secrets masked)
+
+The program is Pulumi.yaml's \`main\` (compiled JS: run \`npm run build\`). State goes to
+$PULUMI_BACKEND_URL, else Pulumi.yaml backend.url, else <project>/.agentws/state.
+Progress goes to stderr; markdown, JSON and outputs go to stdout.`;
+
+export async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      stack: { type: "string", short: "s" },
+      cwd: { type: "string" },
+      diff: { type: "boolean" },
+      markdown: { type: "boolean" },
+      out: { type: "string" },
+      "from-json": { type: "string" },
+      "expect-no-changes": { type: "boolean" },
+      target: { type: "string", multiple: true },
+      yes: { type: "boolean", short: "y" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  const command = positionals[0];
+  if (values.help || !command) {
+    process.stdout.write(`${USAGE}\n`);
+    return command || values.help ? 0 : 2;
+  }
+  const stackName = values.stack ?? process.env.AGENTWS_STACK ?? "local";
+  const err = (line: string) => process.stderr.write(`${line}\n`);
+
+  if (command === "preview" && values["from-json"]) {
+    const text = values["from-json"] === "-" ? readFileSync(0, "utf8") : readFileSync(values["from-json"], "utf8");
+    const { steps, diagnostics } = stepsFromPreviewJson(JSON.parse(text));
+    emit(renderPreviewMarkdown(buildModel(steps, diagnostics), { stack: stackName }), values.out);
+    return 0;
+  }
+  if (!["up", "preview", "refresh", "destroy", "outputs"].includes(command)) {
+    err(`unknown command '${command}'\n\n${USAGE}`);
+    return 2;
+  }
+  if (command === "destroy" && !values.yes) {
+    err("destroy removes every workspace of the stack (and, with agentws:deleteData, their files); pass --yes to confirm");
+    return 2;
+  }
+
+  const workDir = resolve(values.cwd ?? process.cwd());
+  // The stack program resolves fleet files against the project folder, as `pulumi up` would.
+  process.chdir(workDir);
+  const stack = await openStack({ workDir, stackName });
+  const config = await stack.getAllConfig();
+  const secrets = Object.values(config)
+    .filter((v) => v.secret)
+    .flatMap((v) => [v.value, ...jsonStrings(v.value)]);
+  const onEvent = progressPrinter(err, () => secrets, command === "preview");
+  const common = { onEvent, color: "never" as const, ...(values.target ? { target: values.target } : {}) };
+  err(`${command} stack '${stackName}' (${workDir})`);
+
+  try {
+    switch (command) {
+      case "up": {
+        await stack.up(common);
+        return 0;
+      }
+      case "refresh": {
+        await stack.refresh({ onEvent, color: "never" });
+        return 0;
+      }
+      case "destroy": {
+        await stack.destroy({ onEvent, color: "never" });
+        return 0;
+      }
+      case "outputs": {
+        const outs = await stack.outputs();
+        const shown = Object.fromEntries(Object.entries(outs).map(([k, v]) => [k, v.secret ? "[secret]" : v.value]));
+        process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
+        return 0;
+      }
+      case "preview": {
+        const collector = new StepCollector();
+        const both = (e: Parameters<typeof onEvent>[0]) => {
+          collector.onEvent(e);
+          onEvent(e);
+        };
+        const result = await stack.preview({
+          onEvent: both,
+          color: "never",
+          ...(values.diff ? { diff: true } : {}),
+          ...(values["expect-no-changes"] ? { expectNoChanges: true } : {}),
+          ...(values.target ? { target: values.target } : {}),
+        });
+        if (values.markdown) emit(renderPreviewMarkdown(collector.model(), { stack: stackName, redact: secrets }), values.out);
+        else if (values.diff) process.stdout.write(`${maskAll(result.stdout, secrets).trimEnd()}\n`);
+        return 0;
+      }
+    }
+  } catch (e) {
+    err(`agentws ${command} failed: ${maskAll(conciseError(e), secrets)}`);
+    return 1;
+  }
+  return 0;
+}
+
+function emit(text: string, out: string | undefined): void {
+  if (out) writeFileSync(out, text);
+  else process.stdout.write(text);
+}
+
+/** The engine's error carries the full command output; keep its diagnostics section only. */
+function conciseError(e: unknown): string {
+  const text = e instanceof Error ? e.message : String(e);
+  const diag = text.indexOf("Diagnostics:");
+  if (diag >= 0) return text.slice(diag).split(/\n(?:Resources|Duration):/)[0]!.trim();
+  return text.split("\n").slice(0, 20).join("\n");
+}
+
+function jsonStrings(value: string): string[] {
+  try {
+    const parsed: unknown = JSON.parse(value);
+    const out: string[] = [];
+    const walk = (v: unknown) => {
+      if (typeof v === "string") out.push(v);
+      else if (v && typeof v === "object") Object.values(v).forEach(walk);
+    };
+    walk(parsed);
+    return out;
+  } catch {
+    return [];
+  }
+}
+
+function maskAll(text: string, secrets: string[]): string {
+  let out = text;
+  for (const s of [...secrets].filter((x) => x.length >= 4).sort((a, b) => b.length - a.length)) out = out.split(s).join("[secret]");
+  return out;
+}

@@ -1,0 +1,65 @@
+import { execFileSync } from "node:child_process";
+import { homedir } from "node:os";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import { loadDriver } from "../sdk/backends/index.js";
+import type { WorkspaceSpec } from "../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME, WorkspaceFleet, loadFleetFile } from "../providers/index.js";
+
+/**
+ * The stack program behind Pulumi.yaml, run by `pulumi up` and by `agentws up`. It reads one
+ * fleet file (stack config `agentws:fleetFile`, default stacks/local.fleet.yaml) and
+ * provisions it. Workspaces whose backend cannot run on this machine are left out with a
+ * warning instead of failing the stack, so the default stack works on a fresh machine.
+ */
+export default async function program(): Promise<Record<string, unknown>> {
+  const config = new pulumi.Config("agentws");
+  const projectDir = process.cwd();
+  const fleetFile = resolve(projectDir, config.get("fleetFile") ?? "stacks/local.fleet.yaml");
+  const skipUnavailable = config.getBoolean("skipUnavailable") ?? true;
+  const specs = loadFleetFile(fleetFile).map((s) => withHostPaths(s, dirname(fleetFile)));
+
+  const usable: WorkspaceSpec[] = [];
+  for (const spec of specs) {
+    const reason = await unavailableReason(spec);
+    if (!reason) usable.push(spec);
+    else if (skipUnavailable) void pulumi.log.warn(`skipping workspace ${spec.workspaceId ?? `${spec.userId ?? ""}/${spec.agentId ?? ""}`}: ${reason}`);
+    else throw new Error(`${spec.backend.kind} workspace cannot run here: ${reason}`);
+  }
+  if (!usable.length) throw new Error(`no workspace in ${fleetFile} can run on this machine; see the warnings above`);
+
+  const fleet = new WorkspaceFleet("fleet", { workspaces: usable, deleteData: config.getBoolean("deleteData") ?? false });
+  return { [FLEET_OUTPUT_NAME]: fleet.workspaces };
+}
+
+/** Host paths in fleet files may start with `~/` or be relative to the fleet file. */
+function withHostPaths(spec: WorkspaceSpec, base: string): WorkspaceSpec {
+  const fix = (p: string) => (p === "~" ? homedir() : p.startsWith("~/") ? join(homedir(), p.slice(2)) : isAbsolute(p) ? p : resolve(base, p));
+  const backend = { ...spec.backend } as Record<string, unknown>;
+  for (const key of ["basedir", "path"]) if (typeof backend[key] === "string") backend[key] = fix(backend[key]);
+  const skillPaths = spec.skillPaths?.map(fix);
+  return { ...spec, backend: backend as WorkspaceSpec["backend"], ...(skillPaths ? { skillPaths } : {}) };
+}
+
+/** Why a workspace cannot be provisioned here, or undefined when it can. */
+async function unavailableReason(spec: WorkspaceSpec): Promise<string | undefined> {
+  try {
+    await loadDriver(spec.backend);
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (code === "ERR_MODULE_NOT_FOUND") return `the ${spec.backend.kind} driver is not part of this build yet`;
+    return `its driver failed to load: ${e instanceof Error ? e.message : String(e)}`;
+  }
+  // The one host-binary requirement of the default stack: bubblewrap needs `bwrap`.
+  if (spec.backend.kind === "bubblewrap" && !onPath("bwrap")) return "`bwrap` is not installed (apt-get install bubblewrap)";
+  return undefined;
+}
+
+function onPath(bin: string): boolean {
+  try {
+    execFileSync("sh", ["-c", `command -v ${bin}`], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
