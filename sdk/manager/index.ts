@@ -4,3 +4,4 @@ export * from "./fleet-source.js";
 export * from "./pool.js";
 export * from "./single-flight.js";
 export * from "./manager.js";
+export * from "./local-manager.js";
