@@ -196,6 +196,9 @@ export async function buildScenario(root: string, variant: "full" | "reduced"): 
     },
     { call: "offloadContext", sessionId: "s1", messages: [{ name: "user", role: "user", id: "m4", content: [text("t4", "appended")], metadata: {}, created_at: FIXED_TIME }] },
     { call: "offloadContext", sessionId: "s1", messages: [] },
+    // Ids that are not safe as one path segment: the reference nests folders ("team:7/a" makes
+    // sessions/team:7/a/), we sanitise (see deliberate-differences.ts).
+    { call: "offloadToolResult", sessionId: "team:7/a", result: { id: "call 1", name: "t", output: "odd ids", state: "success" } },
     { call: "offloadToolResult", sessionId: "s3", result: { id: "call-9", name: "t", output: "gone soon", state: "success" } },
     { call: "purgeSession", agentId: "alice", sessionId: "s3" },
     { call: "purgeSession", agentId: "alice", sessionId: "s2" },
