@@ -48,6 +48,8 @@ if [[ -f "$READY" && -x "$VENV/bin/python" ]]; then
 fi
 
 rm -rf "$VENV"
+# A failed build leaves nothing half-made behind.
+trap 'rm -rf "$VENV"' ERR
 echo "peer-venv: creating $VENV with $PY (agentscope==$VERSION)" >&2
 "$PY" -m venv "$VENV" >&2
 "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet --upgrade pip >&2
@@ -62,4 +64,5 @@ from agentscope.workspace import LocalWorkspace
 print("peer-venv: agentscope", agentscope.__version__, "ok")
 PY
 echo "$VERSION" >"$READY"
+trap - ERR
 echo "$VENV/bin/python"

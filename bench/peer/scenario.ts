@@ -204,5 +204,18 @@ export async function buildScenario(root: string, variant: "full" | "reduced"): 
     { call: "purgeSession", agentId: "alice", sessionId: "s2" },
     { call: "purgeAgent", agentId: "bob" },
     { call: "close" },
+    // Reopen the same folder with the same seeds: nothing is re-seeded or rewritten, .mcp is restored.
+    {
+      call: "init",
+      workspaceId: "parity-ws",
+      skillPaths: [k.alpha, k.beta, k.alphaCopy, k.alphaClash, k.unicode, k.invalid],
+      defaultMcps: [httpMcp("docs")],
+    },
+    { call: "listMcps", agentId: "alice", sessionId: "s1" },
+    { call: "listMcps", agentId: "alice", sessionId: "s2" },
+    { call: "listMcps", agentId: "bob", sessionId: "s9" },
+    { call: "listSkills", agentId: "alice" },
+    { call: "listSkills", agentId: "bob" },
+    { call: "close" },
   ];
 }
