@@ -298,11 +298,21 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
       itStdio("passes env and a workspace-relative cwd to the server, and keeps env values out of errors", async () => {
         const ws = await open();
         await ws.getBackend().mkdir("sub/dir");
-        await ws.addMcp({ ...stdio("echo"), transport: { ...(stdio("echo").transport as object), env: { MY_TOKEN: "s3cr3t-value" }, cwd: "sub/dir" } as McpServerSpec["transport"] });
+        const withEnv = (mode?: string): McpServerSpec => {
+          const base = stdio(mode ? "leaky" : "echo", {}, mode);
+          if (base.transport.type !== "stdio") throw new Error("unreachable");
+          return { ...base, transport: { ...base.transport, env: { MY_TOKEN: "s3cr3t-value" }, cwd: "sub/dir" } };
+        };
+        await ws.addMcp(withEnv());
         const [h] = await ws.listMcps();
         const out = JSON.parse((await h!.callTool("env", { name: "MY_TOKEN" })).output);
         expect(out.value).toBe("s3cr3t-value");
         expect(out.cwd.endsWith("/sub/dir")).toBe(true);
+        // The crash mode prints MY_TOKEN to stderr: the error quotes stderr, but not the secret.
+        const e = await rejection(ws.addMcp(withEnv("crash")));
+        expect(e.message).toContain("crashing on purpose");
+        expect(e.message).toContain("***");
+        expect(e.message).not.toContain("s3cr3t-value");
       });
 
       itStdio("reports a server that crashes on start as mcp_error with its exit code and stderr, quickly", async () => {

@@ -70,7 +70,10 @@ function opcodes(a: string[], b: string[]): Opcode[] {
     const [pi, pj] = pairs[k]!;
     flushChange(pi, pj);
     let len = 0;
-    while (k < pairs.length && pairs[k]![0] === pi + len && pairs[k]![1] === pj + len) (k++, len++);
+    while (k < pairs.length && pairs[k]![0] === pi + len && pairs[k]![1] === pj + len) {
+      k++;
+      len++;
+    }
     push("equal", pre + pi, pre + pi + len, pre + pj, pre + pj + len);
     i = pi + len;
     j = pj + len;
@@ -113,7 +116,8 @@ function groupOpcodes(input: Opcode[], n: number): Opcode[][] {
   const groups: Opcode[][] = [];
   let group: Opcode[] = [];
   for (const code of codes) {
-    let [tag, i1, i2, j1, j2] = code;
+    const [tag, , i2, , j2] = code;
+    let [, i1, , j1] = code;
     if (tag === "equal" && i2 - i1 > 2 * n) {
       group.push([tag, i1, Math.min(i2, i1 + n), j1, Math.min(j2, j1 + n)]);
       groups.push(group);

@@ -79,7 +79,10 @@ function searchText(text: string, re: RegExp, input: GrepInput, shown: string, p
   if (input.multiline) {
     const starts: number[] = [];
     let pos = 0;
-    for (const l of lines) (starts.push(pos), (pos += l.length + 1));
+    for (const l of lines) {
+      starts.push(pos);
+      pos += l.length + 1;
+    }
     const lineOf = (offset: number) => {
       let lo = 0;
       let hi = starts.length - 1;
