@@ -46,8 +46,10 @@ export class WorkspaceResource extends pulumi.dynamic.Resource {
   declare readonly location: pulumi.Output<Record<string, string>>;
 
   constructor(name: string, args: WorkspaceResourceArgs, opts: pulumi.CustomResourceOptions = {}) {
-    // Every key is listed, even when undefined, so it is registered as an output.
+    // Every key is listed, even when undefined, so it is registered as an output. Unknown keys
+    // (typos from untyped callers) pass through so check can name them.
     const props: Record<string, unknown> = {
+      ...args,
       workspaceId: args.workspaceId,
       userId: args.userId,
       agentId: args.agentId,

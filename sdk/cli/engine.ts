@@ -8,6 +8,8 @@ import {
   type EngineEvent,
   type PulumiFn,
   type Stack,
+  type UpOptions,
+  type UpResult,
 } from "@pulumi/pulumi/automation/index.js";
 import { parse as parseYaml } from "yaml";
 import { buildModel, type PreviewModel, type StepLike } from "./preview-model.js";
@@ -113,6 +115,20 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
       ...(project ? {} : { projectSettings: { name: projectName, runtime: "nodejs" as const } }),
     },
   );
+}
+
+/**
+ * `up` the way `pulumi up` does it: a preview first, so bad inputs fail in check before any
+ * workspace is provisioned (the Automation API's own `up` skips the preview and creates valid
+ * resources while a sibling fails check). `skipPreview` trades that guarantee for speed.
+ */
+export async function upWithPreview(stack: Stack, options: UpOptions & { skipPreview?: boolean } = {}): Promise<UpResult> {
+  const { skipPreview, ...up } = options;
+  if (!skipPreview) {
+    const { onEvent: _e, onOutput: _o, ...rest } = up;
+    await stack.preview({ ...rest, ...(up.onError ? { onError: up.onError } : {}) });
+  }
+  return stack.up(up);
 }
 
 /** Turns engine events into the same step shape `pulumi preview --json` gives. */

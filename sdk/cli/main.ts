@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { openStack, StepCollector } from "./engine.js";
+import { openStack, StepCollector, upWithPreview } from "./engine.js";
 import { buildModel, stepsFromPreviewJson } from "./preview-model.js";
 import { renderPreviewMarkdown } from "./preview-markdown.js";
 import { progressPrinter } from "./progress.js";
@@ -9,7 +9,7 @@ import { progressPrinter } from "./progress.js";
 const USAGE = `agentws — provision agent workspaces with Pulumi (Automation API, no language host needed)
 
 Usage:
-  agentws up        [--stack local] [--cwd DIR] [--target URN]...
+  agentws up        [--stack local] [--cwd DIR] [--target URN]... [--skip-preview]
   agentws preview   [--stack local] [--diff] [--markdown [--out FILE]] [--expect-no-changes]
   agentws preview   --markdown --from-json FILE|-      (render a \`pulumi preview --json\` document)
   agentws refresh   [--stack local]
@@ -34,6 +34,7 @@ export async function main(argv: string[]): Promise<number> {
       "expect-no-changes": { type: "boolean" },
       target: { type: "string", multiple: true },
       yes: { type: "boolean", short: "y" },
+      "skip-preview": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -75,7 +76,8 @@ export async function main(argv: string[]): Promise<number> {
   try {
     switch (command) {
       case "up": {
-        await stack.up(common);
+        if (!values["skip-preview"]) err("  previewing first (bad inputs fail here, before anything is provisioned)");
+        await upWithPreview(stack, { ...common, skipPreview: values["skip-preview"] ?? false });
         return 0;
       }
       case "refresh": {
