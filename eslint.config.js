@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", ".cache/", "**/fixtures/**/*.cjs"] },
+  { ignores: ["dist/", "node_modules/", ".cache/", ".agentws/", "**/fixtures/**/*.cjs"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -11,7 +11,7 @@ export default tseslint.config(
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" }],
       "@typescript-eslint/no-non-null-assertion": "off",
       "@typescript-eslint/no-explicit-any": "error",
-      "no-console": ["error", { allow: [] }],
+      "no-console": "error",
     },
   },
   // Scripts, benches, examples and the CLI talk to a terminal.
