@@ -17,7 +17,7 @@ function python(code: string, input: string): string {
 
 describe.skipIf(!hasPython)("formats against Python", () => {
   it("pyFloat equals Python's repr(float)", () => {
-    const xs = [30, 2.5, 0.1, 1e-5, 0.0001, 1e16, 1e15, 123456789.125, 5, 0.5, 1e22, 3.14159, 600, 1.5e-7, 9007199254740993, 12.25];
+    const xs = [30, 2.5, 0.1, 1e-5, 0.0001, 1e16, 1e15, 123456789.125, 5, 0.5, 1e22, 3.14159, 600, 1.5e-7, 2 ** 53 + 2, 12.25];
     const ours = xs.map(pyFloat);
     const theirs = JSON.parse(python("import json,sys; print(json.dumps([repr(float(x)) for x in json.load(sys.stdin)]))", JSON.stringify(xs)));
     expect(ours).toEqual(theirs);
