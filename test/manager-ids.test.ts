@@ -94,6 +94,17 @@ describe("WorkspaceManager id resolution", () => {
     expect((await reopened.sandbox.readFile("notes.txt")).toString()).toBe("kept");
   });
 
+  it("never confuses two users whose ids differ only around separators", async () => {
+    await using m = manager(IsolationPolicy.PER_AGENT);
+    const pairs: Array<[string, string]> = [["a\u0000b", "c"], ["a", "b\u0000c"], ["a|1", "b"], ["a", "1|b"], ["a", "::b"]];
+    const ids = await Promise.all(pairs.map(([u, a]) => m.getWorkspace(u, a).then((w) => w.workspaceId)));
+    expect(ids).toEqual(pairs.map(([userId, agentId]) => assignWorkspaceId({ userId, agentId })));
+    expect(new Set(ids).size).toBe(pairs.length);
+    // The memoised path gives the same answers.
+    expect(await Promise.all(pairs.map(([u, a]) => m.getWorkspace(u, a).then((w) => w.workspaceId)))).toEqual(ids);
+    await expect(m.getWorkspace(undefined as never, "a")).rejects.toMatchObject({ field: "userId" });
+  });
+
   it("refuses ids that could escape or name nothing, before any provisioning", async () => {
     let built = 0;
     await using m = new WorkspaceManager<FolderWorkspace>({

@@ -89,6 +89,7 @@ export interface SweepResult {
 }
 
 interface Entry<W> {
+  readonly id: string;
   readonly ws: W;
   readonly ttlMs: number;
   /** Owner recorded at creation; another user asking for this id is refused. */
@@ -244,7 +245,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     if (member !== undefined) {
       // The idle clock starts at the hand-off, not when the member was built.
       member.touch();
-      this.#live.set(member.workspaceId, { ws: member, ttlMs: this.#ttlMs, userId: owner.userId || undefined });
+      this.#live.set(member.workspaceId, { id: member.workspaceId, ws: member, ttlMs: this.#ttlMs, userId: owner.userId || undefined });
       this.#events.emit({ type: "pool-hit", workspaceId: member.workspaceId, durationMs: performance.now() - started });
       return member;
     }
@@ -304,14 +305,14 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   async sweep(now = Date.now()): Promise<SweepResult> {
     const result: SweepResult = { scanned: this.#live.size, evicted: 0, busy: 0 };
     let evictions: Promise<void>[] | undefined;
-    for (const [id, entry] of this.#live) {
+    for (const entry of this.#live.values()) {
       const ws = entry.ws;
       if (now - ws.lastActivityAt <= entry.ttlMs) continue;
       if (ws.inFlight > 0) {
         result.busy++;
         continue;
       }
-      (evictions ??= []).push(this.#evict(id, entry, "idle"));
+      (evictions ??= []).push(this.#evict(entry.id, entry, "idle"));
     }
     if (evictions) {
       result.evicted = evictions.length;
@@ -342,7 +343,11 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   }
 
   #derive(userId: string, agentId: string, sessionId: string | undefined): string {
-    const key = `${this.#isolation}\u0000${userId}\u0000${agentId}\u0000${this.#isolation === IsolationPolicy.PER_SESSION ? (sessionId ?? "") : ""}`;
+    // Non-strings get resolveWorkspaceId's error naming the field.
+    if (typeof userId !== "string" || typeof agentId !== "string") return this.resolveWorkspaceId(userId, agentId, sessionId);
+    // Length prefixes keep the key unambiguous whatever characters the ids contain.
+    const session = this.#isolation === IsolationPolicy.PER_SESSION ? (sessionId ?? "") : "";
+    const key = `${this.#isolation}|${userId.length}|${userId}|${agentId.length}|${agentId}|${session}`;
     let id = this.#derived.get(key);
     if (id === undefined) {
       id = this.resolveWorkspaceId(userId, agentId, sessionId);
@@ -394,7 +399,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     if (closing) await closing;
     const ws = await this.#build(identity);
     ws.touch();
-    const entry: Entry<W> = { ws, ttlMs: ttlOf(identity.declared, this.#ttlMs), userId: identity.userId };
+    const entry: Entry<W> = { id, ws, ttlMs: ttlOf(identity.declared, this.#ttlMs), userId: identity.userId };
     this.#live.set(id, entry);
     return entry;
   }

@@ -1,0 +1,119 @@
+/**
+ * Runtime manager figures, each against a baseline measured in the same run:
+ *   - cache-hit getWorkspace (explicit id, and id derived by the PER_AGENT policy) vs a bare Map.get plus one await;
+ *   - an idle sweep over 10,000 cached workspaces vs a bare loop over a 10,000-entry Map;
+ *   - 1000 concurrent callers for one cold id: how many provisionings ran.
+ * Run: npx tsx bench/manager.ts   (node --expose-gc --import tsx bench/manager.ts also collects before the sweep)
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { LocalWorkspaceManager, WorkspaceManager, type ManagedIdentity, type ManagedWorkspace } from "../sdk/manager/index.js";
+
+/** An in-memory workspace: isolates the manager's own cost from any backend. */
+class MemoryWorkspace implements ManagedWorkspace {
+  inFlight = 0;
+  lastActivityAt = Date.now();
+  constructor(readonly workspaceId: string) {}
+  touch(): void {
+    this.lastActivityAt = Date.now();
+  }
+  async initialize(): Promise<void> {}
+  async close(): Promise<void> {}
+}
+
+const median = (xs: number[]) => quantile(xs, 0.5);
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+}
+const us = (ms: number) => `${(ms * 1000).toFixed(3)} µs`;
+
+/** Times each call individually (same timer for baseline and subject). */
+async function perCall(n: number, fn: () => Promise<unknown>): Promise<number[]> {
+  for (let i = 0; i < 20_000; i++) await fn(); // warm-up (JIT)
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await fn();
+    out[i] = performance.now() - t;
+  }
+  return out;
+}
+
+async function benchHits(): Promise<void> {
+  const dir = await mkdtemp(path.join(tmpdir(), "bench-mgr-"));
+  try {
+    await using m = new LocalWorkspaceManager({ basedir: dir });
+    const ws = await m.getWorkspace("u1", "a1", "s1");
+    const id = ws.workspaceId;
+    const map = new Map([[id, ws]]);
+    const N = 200_000;
+    // Interleave rounds so drift (thermal, GC) hits both sides alike.
+    const base: number[] = [];
+    const explicit: number[] = [];
+    const derived: number[] = [];
+    for (let round = 0; round < 5; round++) {
+      base.push(...(await perCall(N / 5, async () => await map.get(id))));
+      explicit.push(...(await perCall(N / 5, () => m.getWorkspace("u1", "a1", "s1", id))));
+      derived.push(...(await perCall(N / 5, () => m.getWorkspace("u1", "a1", "s1"))));
+    }
+    console.log("cache-hit getWorkspace (LocalWorkspaceManager, real LocalWorkspace), per call:");
+    console.log(`  baseline Map.get + await : median ${us(median(base))}, p99 ${us(quantile(base, 0.99))}`);
+    for (const [name, xs] of [["explicit workspaceId", explicit], ["derived id (per_agent)", derived]] as const)
+      console.log(
+        `  ${name.padEnd(24)} : median ${us(median(xs))} (${(median(xs) / median(base)).toFixed(2)}x baseline), p99 ${us(quantile(xs, 0.99))} (${(quantile(xs, 0.99) / quantile(base, 0.99)).toFixed(2)}x)`,
+      );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function benchSweep(): Promise<void> {
+  const N = 10_000;
+  await using m = new WorkspaceManager<MemoryWorkspace>({ ttl: 3600, factory: (i: ManagedIdentity) => new MemoryWorkspace(i.workspaceId) });
+  await Promise.all(Array.from({ length: N }, (_, i) => m.getWorkspace(`u${i}`, "a", undefined, `w${i}`)));
+  const plain = new Map(m.cachedIds().map((id) => [id, m.peek(id)!]));
+  // Let the 10,000 fresh workspaces be promoted out of the young generation first: otherwise the
+  // first scavenges (copying them) land inside the measured sweeps.
+  for (let i = 0; i < 50; i++) await m.sweep();
+  (globalThis as { gc?: () => void }).gc?.();
+  const baseline: number[] = [];
+  const sweeps: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    let t = performance.now();
+    let idle = 0;
+    const now = Date.now();
+    for (const ws of plain.values()) if (now - ws.lastActivityAt > 3_600_000 && ws.inFlight === 0) idle++;
+    baseline.push(performance.now() - t);
+    t = performance.now();
+    const r = await m.sweep();
+    sweeps.push(performance.now() - t);
+    if (r.evicted !== 0 || idle !== 0) throw new Error("nothing should be idle");
+  }
+  // Every workspace idle: the sweep that evicts (closes) all 10,000.
+  const t = performance.now();
+  const r = await m.sweep(Date.now() + 3_601_000);
+  const evictAll = performance.now() - t;
+  console.log(`idle sweep over ${N} cached workspaces:`);
+  console.log(`  baseline bare Map loop    : median ${(median(baseline) * 1000).toFixed(0)} µs, p99 ${(quantile(baseline, 0.99) * 1000).toFixed(0)} µs`);
+  console.log(`  sweep, none idle          : median ${(median(sweeps) * 1000).toFixed(0)} µs (${(median(sweeps) / median(baseline)).toFixed(2)}x baseline), p99 ${(quantile(sweeps, 0.99) * 1000).toFixed(0)} µs`);
+  console.log(`  sweep evicting all ${r.evicted} : ${evictAll.toFixed(2)} ms (${(evictAll / median(baseline)).toFixed(0)}x baseline)`);
+}
+
+async function benchSingleFlight(): Promise<void> {
+  let provisionings = 0;
+  await using m = new WorkspaceManager<MemoryWorkspace>({
+    factory: (i: ManagedIdentity) => {
+      provisionings++;
+      return new MemoryWorkspace(i.workspaceId);
+    },
+  });
+  const got = await Promise.all(Array.from({ length: 1000 }, () => m.getWorkspace("u1", "a1")));
+  console.log(`single flight: 1000 concurrent callers for one cold id -> ${provisionings} provisioning(s), ${new Set(got).size} distinct workspace(s)`);
+}
+
+console.log(`node ${process.version}, ${process.platform}/${process.arch}`);
+await benchHits();
+await benchSweep();
+await benchSingleFlight();
