@@ -125,5 +125,6 @@ describe("WorkspaceManager id resolution", () => {
     expect(() => new WorkspaceManager({ factory, isolation: "per_team" as IsolationPolicy })).toThrow(/options\.isolation/);
     expect(() => new WorkspaceManager({ factory, prewarm: { size: -2 } })).toThrow(/options\.prewarm\.size/);
     expect(() => new WorkspaceManager({ factory: undefined as never })).toThrow(/factory/);
+    expect(() => new WorkspaceManager({ factory, tll: 5 } as never)).toThrow(/options: Unrecognized key/);
   });
 });

@@ -11,7 +11,7 @@ export const LocalWorkspaceManagerOptionsSchema = ManagerOptionsSchema.extend({
   /** Host folder holding one folder per workspace id: `<basedir>/<workspaceId>`. Default ~/.agent-workspaces/local. */
   basedir: z.string().min(1).optional(),
   ...WorkspaceOptionsSchema.pick({ defaultMcps: true, skillPaths: true, maxLiveStatefulMcps: true, instructions: true }).shape,
-}).strict();
+});
 export type LocalWorkspaceManagerOptions = z.input<typeof LocalWorkspaceManagerOptionsSchema> & Pick<ManagerOptions, "logger" | "onEvent">;
 
 /**

@@ -51,7 +51,7 @@ export interface BackendProfile {
   sweep: "background" | "lazy";
 }
 
-export const ManagerOptionsSchema = z.object({
+export const ManagerOptionsSchema = z.strictObject({
   isolation: z.enum(ISOLATION_POLICIES as [IsolationPolicy, ...IsolationPolicy[]]).default(IsolationPolicy.PER_AGENT),
   /** Idle seconds before a workspace is paused (or closed) and dropped from the cache. */
   ttl: z.number().positive().default(3600),
@@ -228,7 +228,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     const entry = this.#live.get(id);
     if (entry !== undefined && (entry.userId === userId || !entry.userId || !userId)) {
       entry.ws.touch();
-      if (this.#nextLazySweep !== undefined && entry.ws.lastActivityAt >= this.#nextLazySweep) void this.#lazySweep();
+      if (this.#nextLazySweep !== undefined && entry.ws.lastActivityAt >= this.#nextLazySweep) this.#lazySweep();
       return entry.ws;
     }
     return this.#miss(id, userId, agentId, workspaceId !== undefined);
@@ -294,7 +294,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     if (this.#started || this.#disposed) return;
     this.#started = true;
     if (this.#profile.sweep === "background") {
-      this.#sweeper = setInterval(() => void this.sweep(), this.#sweepMs);
+      this.#sweeper = setInterval(() => void this.sweep().catch((e: unknown) => this.logger.warn("idle sweep failed", { error: String(e) })), this.#sweepMs);
       // The sweeper alone never keeps a process alive.
       this.#sweeper.unref();
     }
@@ -359,7 +359,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
 
   async #miss(id: string, userId: string, agentId: string, explicit: boolean): Promise<W> {
     this.#checkOpen();
-    if (this.#nextLazySweep !== undefined && Date.now() >= this.#nextLazySweep) void this.#lazySweep();
+    if (this.#nextLazySweep !== undefined && Date.now() >= this.#nextLazySweep) this.#lazySweep();
     if (explicit) checkWorkspaceId(id);
     const owner = userId || undefined;
     const cached = this.#live.get(id);
@@ -476,10 +476,10 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     await Promise.all([...evictions, ...this.#closing.values()]);
   }
 
-  async #lazySweep(): Promise<void> {
+  #lazySweep(): void {
     const now = Date.now();
     this.#nextLazySweep = now + this.#sweepMs;
-    await this.sweep(now);
+    this.sweep(now).catch((e: unknown) => this.logger.warn("idle sweep failed", { error: String(e) }));
   }
 
   #createPool(options: z.output<typeof PrewarmSchema>): WarmPool<W> {
