@@ -1,7 +1,18 @@
-export * from "./ids.js";
-export * from "./events.js";
-export * from "./fleet-source.js";
-export * from "./pool.js";
-export * from "./single-flight.js";
-export * from "./manager.js";
-export * from "./local-manager.js";
+// Public surface of the runtime manager (re-exported by sdk/index.ts).
+export { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, sessionWorkspaceId, newWorkspaceId, blake2bHex, checkWorkspaceId, type WorkspaceOwner } from "./ids.js";
+export type { ManagerEvent, ManagerEventListener, ProvisionEvent, PauseEvent, EvictEvent, EvictReason, PoolEvent, ErrorEvent } from "./events.js";
+export { parseFleetOutputs, readStackOutputs, type StackSelector } from "./fleet-source.js";
+export { PrewarmSchema, type PrewarmOptions, type PoolStats } from "./pool.js";
+export {
+  WorkspaceManager,
+  ManagerOptionsSchema,
+  type ManagedWorkspace,
+  type ManagedIdentity,
+  type WorkspaceFactory,
+  type BackendProfile,
+  type ManagerOptions,
+  type WorkspaceManagerInit,
+  type ManagerStats,
+  type SweepResult,
+} from "./manager.js";
+export { LocalWorkspaceManager, LocalWorkspaceManagerOptionsSchema, type LocalWorkspaceManagerOptions } from "./local-manager.js";
