@@ -152,7 +152,8 @@ export class Offloader {
     const tid = sanitizeId(result.id, "result.id");
     const body = await this.#renderToolOutput(result.output);
     const dir = `sessions/${sid}`;
-    const rel = await this.#serialPerFolder(dir, () => this.#claim(dir, `tool_result-${tid}`, body));
+    const data = Buffer.from(body, "utf8");
+    const rel = await this.#serialPerFolder(dir, () => this.#claim(dir, `tool_result-${tid}`, data));
     this.#logger.debug("offloaded a tool result", { path: rel, chars: body.length });
     return this.#agentPath(rel);
   }
@@ -197,10 +198,12 @@ export class Offloader {
 
   // ------------------------------------------------------------------ internals
 
-  async #claim(dir: string, stem: string, body: string): Promise<string> {
+  async #claim(dir: string, stem: string, body: Uint8Array): Promise<string> {
     for (let n = 0; n < 100_000; n++) {
       const rel = `${dir}/${stem}${n === 0 ? "" : `(${n})`}.txt`;
-      if (await this.#sandbox.stat(rel)) continue;
+      // The first name is usually free: try it directly. After a collision, stat first so taken
+      // names cost a stat rather than a whole write.
+      if (n > 0 && (await this.#sandbox.stat(rel))) continue;
       try {
         await this.#sandbox.writeFile(rel, body, { exclusive: true });
         return rel;

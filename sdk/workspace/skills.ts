@@ -46,6 +46,15 @@ const SKILLS = "skills";
 const SKILL_FILE = "SKILL.md";
 const LEGACY_INDEX = ".skills";
 
+interface NewSkillPlan {
+  added: true;
+  dir: string;
+  name: string;
+  manifest: SkillManifest;
+  realDir: string;
+}
+type SkillPlan = { added: false; dir: string } | NewSkillPlan;
+
 /** Same key → one writer at a time, across every store of this process (two Workspace objects may share a folder). */
 const locks = new Map<string, Promise<void>>();
 
@@ -80,16 +89,37 @@ export class SkillStore {
     if (skillPaths.length === 0) return;
     await this.#withLock(SEED_PARTITION, async () => {
       const index = await this.#loadIndex(seedRel);
-      let changed = await this.#reconcile(seedRel, index);
-      for (const raw of skillPaths) {
-        try {
-          const result = await this.#install(hostPath(raw), seedRel, index);
-          if (result.added) changed = true;
-        } catch (e) {
+      const { changed: reconciled, onDisk } = await this.#reconcile(seedRel, index);
+      let changed = reconciled;
+      // Read and validate all folders at once, decide names one by one (order matters), then copy in parallel.
+      const reads = await Promise.all(
+        skillPaths.map((raw) =>
+          readHostSkill(hostPath(raw)).then(
+            (skill) => ({ raw, skill }),
+            (error: unknown) => ({ raw, error }),
+          ),
+        ),
+      );
+      const plans: Array<NewSkillPlan & { raw: string }> = [];
+      for (const read of reads) {
+        if ("error" in read) {
+          const e = read.error;
           if (!isWorkspaceError(e, "invalid_argument") && !isWorkspaceError(e, "not_found")) throw e;
-          this.#logger.warn("skipping invalid seed skill", { path: raw, error: (e as Error).message });
+          this.#logger.warn("skipping invalid seed skill", { path: read.raw, error: (e as Error).message });
+          continue;
         }
+        const plan = planSkill(read.skill, index, onDisk);
+        if (plan.added) plans.push({ ...plan, raw: read.raw });
       }
+      await forEachLimited(plans, 8, async (plan) => {
+        try {
+          await this.#copy(plan, seedRel);
+          changed = true;
+        } catch (e) {
+          index.entries.delete(plan.dir);
+          this.#logger.warn("could not copy seed skill", { path: plan.raw, error: (e as Error).message });
+        }
+      });
       if (changed) await this.#saveIndex(seedRel, index);
     });
   }
@@ -100,7 +130,7 @@ export class SkillStore {
     const rel = `${SKILLS}/${partition}`;
     const index = await this.#withLock(partition, async () => {
       const idx = await this.#loadIndex(rel);
-      if (await this.#reconcile(rel, idx)) await this.#saveIndex(rel, idx);
+      if ((await this.#reconcile(rel, idx)).changed) await this.#saveIndex(rel, idx);
       return idx;
     });
     const loaded = await Promise.all(
@@ -167,7 +197,7 @@ export class SkillStore {
     const rel = `${SKILLS}/${partition}`;
     return this.#withLock(partition, async () => {
       const index = await this.#loadIndex(rel);
-      const changed = await this.#reconcile(rel, index);
+      const { changed } = await this.#reconcile(rel, index);
       const dir = [...index.entries].find(([, e]) => e.skillName === name)?.[0];
       if (dir === undefined) {
         if (changed) await this.#saveIndex(rel, index);
@@ -200,13 +230,15 @@ export class SkillStore {
   // ------------------------------------------------------------------ internals
 
   async #addFolder(hostDir: string, partition: string, opts: { label?: string; dirName?: string | undefined } = {}): Promise<Skill | undefined> {
+    // Validate on the host first: an invalid skill touches nothing in the workspace.
+    const skill = await readHostSkill(hostDir, opts.label);
     await this.#equip(partition);
     const rel = `${SKILLS}/${partition}`;
     return this.#withLock(partition, async () => {
       await this.#sandbox.mkdir(rel);
       const index = await this.#loadIndex(rel);
-      const reconciled = await this.#reconcile(rel, index);
-      const result = await this.#install(hostDir, rel, index, opts);
+      const { changed: reconciled, onDisk } = await this.#reconcile(rel, index);
+      const result = await this.#install(skill, rel, index, onDisk, opts.dirName);
       if (!result.added) {
         if (reconciled) await this.#saveIndex(rel, index);
         this.#logger.debug("skill already installed (same SKILL.md content)", { path: hostDir, partition, dir: result.dir });
@@ -218,37 +250,33 @@ export class SkillStore {
     });
   }
 
-  /** Validates, dedups by hash, names, copies via a hidden staging folder, and records in `index`. */
-  async #install(
-    hostDir: string,
-    rel: string,
-    index: SkillIndex,
-    opts: { label?: string | undefined; dirName?: string | undefined } = {},
-  ): Promise<{ added: false; dir: string } | { added: true; dir: string; name: string; manifest: SkillManifest }> {
-    const { text, manifest, realDir } = await readHostSkill(hostDir, opts.label);
-    const hash = skillHash(text);
-    for (const [dir, entry] of index.entries) if (entry.hash === hash) return { added: false, dir };
+  /** Dedups by hash, names, copies via a hidden staging folder, and records in `index`. */
+  async #install(skill: HostSkill, rel: string, index: SkillIndex, onDisk: Set<string>, dirName?: string): Promise<SkillPlan> {
+    const plan = planSkill(skill, index, onDisk, dirName);
+    if (!plan.added) return plan;
+    try {
+      await this.#copy(plan, rel);
+    } catch (e) {
+      index.entries.delete(plan.dir);
+      throw e;
+    }
+    return plan;
+  }
 
-    const name = freeSkillName(manifest.name, new Set([...index.entries.values()].map((e) => e.skillName)));
-    const base = sanitizeSkillDirName(opts.dirName ?? manifest.name) || "skill";
-    let dir = base;
-    // A folder on disk that the index does not know also counts as taken (reference fault 31).
-    for (let i = 1; index.entries.has(dir) || (await this.#sandbox.stat(`${rel}/${dir}`)); i++) dir = `${base}_${i}`;
-
+  /** Copies to a hidden staging folder, then publishes it with one rename: a failure leaves nothing. */
+  async #copy(plan: NewSkillPlan, rel: string): Promise<void> {
     const staging = `${rel}/.adding-${randomBytes(6).toString("hex")}`;
     try {
-      await this.#sandbox.copyIn(realDir, staging);
-      await this.#sandbox.rename(staging, `${rel}/${dir}`);
+      await this.#sandbox.copyIn(plan.realDir, staging);
+      await this.#sandbox.rename(staging, `${rel}/${plan.dir}`);
     } catch (e) {
       await this.#sandbox.remove(staging).catch(() => undefined);
       throw e;
     }
-    index.entries.set(dir, { hash, skillName: name });
-    return { added: true, dir, name, manifest };
   }
 
-  /** Brings the index in line with the folders on disk. True when it changed. */
-  async #reconcile(rel: string, index: SkillIndex): Promise<boolean> {
+  /** Brings the index in line with the folders on disk. Also returns every name present in the folder. */
+  async #reconcile(rel: string, index: SkillIndex): Promise<{ changed: boolean; onDisk: Set<string> }> {
     let entries: FileInfo[];
     try {
       entries = await this.#sandbox.list(rel);
@@ -278,7 +306,7 @@ export class SkillStore {
       index.entries.set(dir, { hash, skillName: name });
       changed = true;
     }
-    return changed;
+    return { changed, onDisk: new Set(entries.map((e) => e.name)) };
   }
 
   async #loadIndex(rel: string): Promise<SkillIndex> {
@@ -390,6 +418,31 @@ export class SkillStore {
   }
 }
 
+/**
+ * Dedups by content hash, then picks the agent-facing name and the folder, reserving both in
+ * `index` and `onDisk`. Names on disk that the index does not know count as taken (reference fault 31).
+ */
+function planSkill(skill: HostSkill, index: SkillIndex, onDisk: Set<string>, dirName?: string): SkillPlan {
+  const hash = skillHash(skill.text);
+  for (const [dir, entry] of index.entries) if (entry.hash === hash) return { added: false, dir };
+  const name = freeSkillName(skill.manifest.name, new Set([...index.entries.values()].map((e) => e.skillName)));
+  const base = sanitizeSkillDirName(dirName ?? skill.manifest.name) || "skill";
+  let dir = base;
+  for (let i = 1; index.entries.has(dir) || onDisk.has(dir); i++) dir = `${base}_${i}`;
+  index.entries.set(dir, { hash, skillName: name });
+  onDisk.add(dir);
+  return { added: true, dir, name, manifest: skill.manifest, realDir: skill.realDir };
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight. */
+async function forEachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
 /** `~` expanded, made absolute. */
 function hostPath(p: string): string {
   const expanded = p === "~" ? os.homedir() : p.startsWith("~/") ? path.join(os.homedir(), p.slice(2)) : p;
@@ -400,7 +453,13 @@ function hostPath(p: string): string {
  * Reads and validates `<dir>/SKILL.md` on the host. Errors name the file and the missing field.
  * `label` describes an archive folder instead of a host path (the temp path means nothing to callers).
  */
-async function readHostSkill(dir: string, label?: string): Promise<{ text: string; manifest: SkillManifest; realDir: string }> {
+interface HostSkill {
+  text: string;
+  manifest: SkillManifest;
+  realDir: string;
+}
+
+async function readHostSkill(dir: string, label?: string): Promise<HostSkill> {
   const field = label ? "archive" : "skillPath";
   const where = label ? `in ${label}` : `at '${dir}'`;
   const invalid = (why: string) => new InvalidArgumentError(field, `invalid skill ${where}: ${why}`);

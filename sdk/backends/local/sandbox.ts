@@ -101,11 +101,12 @@ export class LocalSandbox implements Sandbox {
     await fs.mkdir(path.dirname(p), { recursive: true });
     const tmp = `${p}.tmp-${randomBytes(6).toString("hex")}`;
     try {
-      await fs.writeFile(tmp, data, { mode: options.mode ?? 0o644, flag: "wx" });
+      // A Buffer write is several times faster than Node's string write path for large text.
+      await fs.writeFile(tmp, typeof data === "string" ? Buffer.from(data, "utf8") : data, { mode: options.mode ?? 0o644, flag: "wx" });
       if (options.exclusive) {
         // link() publishes the complete file and fails with EEXIST atomically, unlike rename().
         await fs.link(tmp, p);
-        await fs.rm(tmp, { force: true });
+        await fs.unlink(tmp);
       } else {
         await fs.rename(tmp, p);
       }
