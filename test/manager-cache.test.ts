@@ -148,6 +148,8 @@ describe("idle eviction", () => {
     expect(again.alive).toBe(true);
     expect(built).toHaveLength(2);
     expect(await checksums(dir)).toEqual(before);
+    expect(events.map((e) => e.type)).toEqual(["create", "pause", "evict", "resume"]);
+    expect(events.every((e) => typeof e.durationMs === "number" && e.durationMs >= 0)).toBe(true);
     expect(Object.keys(before).sort()).toEqual(["data/a.bin", "notes/b.txt", "sessions/s1/context.jsonl"]);
   });
 

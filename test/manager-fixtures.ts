@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
+import type { EnsureOutcome } from "../sdk/backends/driver.js";
 import { LocalSandbox } from "../sdk/backends/local/sandbox.js";
 import type { ManagedIdentity, ManagedWorkspace } from "../sdk/manager/index.js";
 
@@ -17,6 +18,8 @@ export class FolderWorkspace implements ManagedWorkspace {
   alive = false;
   closed = false;
   initializeCalls = 0;
+  /** Like a pausing backend: "resumed" when the folder was there already, else "created". */
+  ensureOutcome: EnsureOutcome | undefined;
 
   constructor(
     identity: ManagedIdentity,
@@ -40,7 +43,9 @@ export class FolderWorkspace implements ManagedWorkspace {
   async initialize(): Promise<void> {
     this.initializeCalls++;
     await this.hooks.beforeInitialize?.();
+    const existed = await fs.stat(this.sandbox.workdir).then(() => true, () => false);
     await this.sandbox.mkdir("");
+    this.ensureOutcome = existed ? "resumed" : "created";
     this.alive = true;
   }
   async close(): Promise<void> {
