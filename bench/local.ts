@@ -64,7 +64,7 @@ async function main(): Promise<void> {
       const ratio = median(ours) / median(baseline);
       rows.push({ figure: "initialize, 20 seed skills / fs.cp of them", ours: median(ours), baseline: median(baseline), goal: "≤ 1.5x", ok: ratio <= 1.5 });
 
-      // Informational: initialize copies up to 8 folders at a time; compare with fs.cp doing the same.
+      // Informational: initialize copies up to 16 folders at a time; compare with fs.cp doing the same.
       const parallel: number[] = [];
       for (let r = 0; r < ROUNDS; r++) {
         const dst = path.join(base, `pcp-${r}`);

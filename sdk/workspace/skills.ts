@@ -111,7 +111,7 @@ export class SkillStore {
         const plan = planSkill(read.skill, index, onDisk);
         if (plan.added) plans.push({ ...plan, raw: read.raw });
       }
-      await forEachLimited(plans, 8, async (plan) => {
+      await forEachLimited(plans, 16, async (plan) => {
         try {
           await this.#copy(plan, seedRel);
           changed = true;
