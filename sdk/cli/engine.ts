@@ -146,6 +146,7 @@ export class StepCollector {
         oldOutputs: m.old?.outputs as Record<string, unknown> | undefined,
         newInputs: m.new?.inputs as Record<string, unknown> | undefined,
         replaceKeys: m.keys,
+        diffKeys: m.diffs,
       });
     if (e.diagnosticEvent) this.diagnostics.push({ severity: e.diagnosticEvent.severity, message: e.diagnosticEvent.message });
   };

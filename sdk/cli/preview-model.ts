@@ -35,6 +35,8 @@ export interface StepLike {
   newInputs?: Record<string, unknown> | undefined;
   oldOutputs?: Record<string, unknown> | undefined;
   replaceKeys?: string[] | undefined;
+  /** Top-level keys the engine saw change (secret values included, which we cannot compare). */
+  diffKeys?: string[] | undefined;
 }
 
 const REPLACE_OPS = new Set(["replace", "create-replacement", "delete-replaced", "discard-replaced"]);
@@ -70,12 +72,13 @@ export function buildModel(steps: StepLike[], diagnostics: { severity?: string; 
       oldInputs: group.find((s) => s.oldInputs)?.oldInputs ?? group.find((s) => s.oldOutputs)?.oldOutputs,
       newInputs: group.find((s) => s.newInputs)?.newInputs,
       replaceKeys: group.flatMap((s) => s.replaceKeys ?? []),
+      diffKeys: group.flatMap((s) => s.diffKeys ?? []),
     };
     model.changes.push({
       op,
       workspaceId: str(merged.newInputs?.workspaceId) ?? str(merged.oldInputs?.workspaceId) ?? nameFromUrn(urn),
       kind: kindOf(merged.newInputs) ?? kindOf(merged.oldInputs) ?? "?",
-      fields: op === "update" || op === "replace" ? fieldsOf(merged.oldInputs ?? {}, merged.newInputs ?? {}, merged.replaceKeys) : [],
+      fields: op === "update" || op === "replace" ? fieldsOf(merged.oldInputs ?? {}, merged.newInputs ?? {}, merged.replaceKeys, merged.diffKeys) : [],
     });
   }
   for (const d of diagnostics) if (d.severity === "error" && d.message) model.errors.push(d.message.trim());
@@ -85,13 +88,24 @@ export function buildModel(steps: StepLike[], diagnostics: { severity?: string; 
 
 export const ORDER: WorkspaceOp[] = ["create", "update", "replace", "delete"];
 
-function fieldsOf(olds: Record<string, unknown>, news: Record<string, unknown>, replaceKeys: string[]): { path: string; replace: boolean }[] {
+function fieldsOf(olds: Record<string, unknown>, news: Record<string, unknown>, replaceKeys: string[], diffKeys: string[]): { path: string; replace: boolean }[] {
   const d = diffWorkspace(redactSecrets(olds) as Record<string, unknown>, redactSecrets(news) as Record<string, unknown>);
   const replaces = new Set([...d.replaces, ...replaceKeys]);
   const fields = d.fields.map((f) => ({ path: f.path, replace: f.replace && [...replaces].some((r) => f.path === r || f.path.startsWith(`${r}.`) || r === "backend.kind") }));
   // The engine may name a replacement our diff cannot see (e.g. replaceOnChanges); keep it visible.
   for (const r of replaces) if (!fields.some((f) => f.path === r || f.path.startsWith(`${r}.`))) fields.push({ path: r, replace: true });
+  // Secret values reach us masked, so only the engine can tell they changed.
+  for (const k of diffKeys)
+    if (k !== "__provider" && !fields.some((f) => f.path === k || f.path.startsWith(`${k}.`))) fields.push({ path: k, replace: replaces.has(k) });
+  // Nothing visible changed, yet the provider reported a change: it can only be a masked secret.
+  if (!fields.length) for (const path of maskedPaths(olds, news)) fields.push({ path, replace: false });
   return fields.sort((a, b) => a.path.localeCompare(b.path));
+}
+
+/** Top-level fields holding a secret on either side. */
+function maskedPaths(olds: Record<string, unknown>, news: Record<string, unknown>): string[] {
+  const masked = (v: unknown) => JSON.stringify(redactSecrets(v) ?? null).includes('"[secret]"');
+  return [...new Set([...Object.keys(olds), ...Object.keys(news)])].filter((k) => k !== "__provider" && (masked(olds[k]) || masked(news[k]))).sort();
 }
 
 /** Secret values (wire form or the engine's "[secret]" mask) compare as equal opaque tokens. */
@@ -133,6 +147,7 @@ export function stepsFromPreviewJson(doc: unknown): { steps: StepLike[]; diagnos
       oldState?: { type?: string; inputs?: Record<string, unknown>; outputs?: Record<string, unknown> };
       newState?: { type?: string; inputs?: Record<string, unknown> };
       replaceReasons?: string[];
+      diffReasons?: string[];
     };
     return {
       op: s.op,
@@ -142,6 +157,7 @@ export function stepsFromPreviewJson(doc: unknown): { steps: StepLike[]; diagnos
       oldOutputs: s.oldState?.outputs,
       newInputs: s.newState?.inputs,
       replaceKeys: s.replaceReasons,
+      diffKeys: s.diffReasons,
     };
   });
   return { steps, diagnostics: d.diagnostics ?? [] };
