@@ -121,6 +121,15 @@ describe("single flight", () => {
     const results = await Promise.allSettled([manager.getWorkspace("carol", "a", undefined, "x1"), manager.getWorkspace("dave", "a", undefined, "x1")]);
     expect(results.map((r) => r.status).sort()).toEqual(["fulfilled", "rejected"]);
   });
+
+  it("refuses another user even when an idle sweep is due at that moment", async () => {
+    const { manager, built } = folderManager({ ttl: 0.02, sweepInterval: 0.02, sweep: "lazy" });
+    await using _m = manager;
+    await manager.getWorkspace("alice", "a1", undefined, "x1");
+    await sleep(50);
+    await expect(manager.getWorkspace("bob", "a1", undefined, "x1")).rejects.toMatchObject({ code: "conflict" });
+    expect(built).toHaveLength(1);
+  });
 });
 
 describe("idle eviction", () => {

@@ -107,7 +107,8 @@ interface Entry<W> {
  *           profile: { kind: "x", eviction: "pause", sweep: "background" } })
  * The factory builds an uninitialized workspace for that exact id (the manager initializes it and
  * closes it on failure); it must stamp `identity.managedBy` / user / agent on the backend object
- * and, when `identity.declared` is set, reattach rather than create. Optionally override
+ * and, when `identity.declared` is set, reattach rather than create; if the backend object it finds
+ * records another owner than `identity.userId`, throw ConflictError. Optionally override
  * `outcomeOf` (how a provisioning is reported) and `disposePooled` (what happens to warm members
  * nobody claimed). Everything else (cache, single flight, TTL, pool, fleet) lives here.
  */
@@ -221,7 +222,8 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   /**
    * The initialized workspace for this call. A cached one costs a map lookup; a missing one is
    * provisioned once for all concurrent callers (different ids in parallel); a failure is not
-   * cached and reaches every waiter.
+   * cached and reaches every waiter. Ask again for each turn of work rather than holding the
+   * object: once idle past the TTL it is closed, and a held reference then fails with `closed`.
    */
   async getWorkspace(userId: string, agentId: string, sessionId?: string, workspaceId?: string): Promise<W> {
     const id = workspaceId ?? this.#derive(userId, agentId, sessionId);
@@ -359,13 +361,13 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
 
   async #miss(id: string, userId: string, agentId: string, explicit: boolean): Promise<W> {
     this.#checkOpen();
-    if (this.#nextLazySweep !== undefined && Date.now() >= this.#nextLazySweep) this.#lazySweep();
     if (explicit) checkWorkspaceId(id);
     const owner = userId || undefined;
-    const cached = this.#live.get(id);
-    if (cached) throw this.#ownerConflict(id);
+    // Cached but not served by getWorkspace's fast path: it belongs to another user.
+    if (this.#live.has(id)) throw this.#ownerConflict(id);
     const declared = this.#fleet.get(id);
     if (declared?.userId && owner && declared.userId !== owner) throw this.#ownerConflict(id);
+    if (this.#nextLazySweep !== undefined && Date.now() >= this.#nextLazySweep) this.#lazySweep();
     this.start();
     const entry = await this.#flights.run(id, () =>
       this.#provision({
