@@ -2,7 +2,9 @@
  * Runtime manager figures, each against a baseline measured in the same run:
  *   - cache-hit getWorkspace (explicit id, and id derived by the PER_AGENT policy) vs a bare Map.get plus one await;
  *   - an idle sweep over 10,000 cached workspaces vs a bare loop over a 10,000-entry Map;
- *   - 1000 concurrent callers for one cold id: how many provisionings ran.
+ *   - 1000 concurrent callers for one cold id: how many provisionings ran;
+ *   - 200 distinct cold ids on LocalWorkspaceManager, asked at once vs one after another (the
+ *     reference's single cache lock serialises them).
  * Run: npx tsx bench/manager.ts   (node --expose-gc --import tsx bench/manager.ts also collects before the sweep)
  */
 import { mkdtemp, rm } from "node:fs/promises";
@@ -113,7 +115,36 @@ async function benchSingleFlight(): Promise<void> {
   console.log(`single flight: 1000 concurrent callers for one cold id -> ${provisionings} provisioning(s), ${new Set(got).size} distinct workspace(s)`);
 }
 
+async function benchColdParallel(): Promise<void> {
+  const dir = await mkdtemp(path.join(tmpdir(), "bench-mgr-cold-"));
+  try {
+    const N = 200;
+    const serial: number[] = [];
+    const parallel: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      {
+        await using m = new LocalWorkspaceManager({ basedir: path.join(dir, `s${round}`) });
+        const t = performance.now();
+        for (let i = 0; i < N; i++) await m.getWorkspace(`u${i}`, "a");
+        serial.push(performance.now() - t);
+      }
+      {
+        await using m = new LocalWorkspaceManager({ basedir: path.join(dir, `p${round}`) });
+        const t = performance.now();
+        await Promise.all(Array.from({ length: N }, (_, i) => m.getWorkspace(`u${i}`, "a")));
+        parallel.push(performance.now() - t);
+      }
+    }
+    console.log(`${N} distinct cold ids (LocalWorkspaceManager, real folders):`);
+    console.log(`  one after another (baseline): median ${median(serial).toFixed(1)} ms`);
+    console.log(`  all at once                 : median ${median(parallel).toFixed(1)} ms (${(median(parallel) / median(serial)).toFixed(2)}x baseline)`);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 console.log(`node ${process.version}, ${process.platform}/${process.arch}`);
 await benchHits();
 await benchSweep();
 await benchSingleFlight();
+await benchColdParallel();
