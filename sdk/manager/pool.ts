@@ -1,6 +1,11 @@
 import { z } from "zod";
 import type { Logger } from "../logger.js";
 
+/**
+ * Warm members are provisioned and running while they wait (on paid backends they bill), carry no
+ * user or agent, and are handed out only by claimWorkspace (ids derived from a user or agent are
+ * deterministic and cannot come from a pool). Unclaimed members are disposed on shutdown.
+ */
 export const PrewarmSchema = z.strictObject({
   /** Provisioned, unassigned workspaces to keep ready; 0 disables the pool. */
   size: z.number().int().min(0),
