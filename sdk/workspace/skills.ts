@@ -55,8 +55,11 @@ interface NewSkillPlan {
 }
 type SkillPlan = { added: false; dir: string } | NewSkillPlan;
 
-/** Same key → one writer at a time, across every store of this process (two Workspace objects may share a folder). */
-const locks = new Map<string, Promise<void>>();
+/**
+ * One writer per partition and sandbox handle. Keyed by the handle (not by workdir, which is
+ * "/workspace" for every container) so unrelated workspaces never wait for each other.
+ */
+const locksBySandbox = new WeakMap<Sandbox, Map<string, Promise<void>>>();
 
 /**
  * Skills in `skills/<partition>/<dir>/SKILL.md`, one partition per agent ("default" for none),
@@ -392,7 +395,9 @@ export class SkillStore {
   }
 
   async #withLock<T>(partition: string, fn: () => Promise<T>): Promise<T> {
-    const key = `${this.#sandbox.kind}\0${this.#sandbox.workdir}\0${partition}`;
+    let locks = locksBySandbox.get(this.#sandbox);
+    if (!locks) locksBySandbox.set(this.#sandbox, (locks = new Map()));
+    const key = partition;
     const previous = locks.get(key) ?? Promise.resolve();
     let release!: () => void;
     const mine = new Promise<void>((resolve) => (release = resolve));

@@ -34,6 +34,15 @@ export function lifecycleContract(fixture: WorkspaceFixture): void {
       expect((await ws.listSkills()).map((s) => s.name)).toEqual(["alpha"]);
     });
 
+    it("re-checks partitions after close/initialize: one deleted meanwhile is copied from the seed again", async () => {
+      const ws = await open({ skillPaths: [skillPath("alpha")] });
+      expect((await ws.listSkills({ agentId: "a" })).map((s) => s.name)).toEqual(["alpha"]);
+      await ws.getBackend().remove("skills/a");
+      await ws.close();
+      await ws.initialize();
+      expect((await ws.listSkills({ agentId: "a" })).map((s) => s.name)).toEqual(["alpha"]);
+    });
+
     it("a new object with the same workspace id reattaches to the same files, skills and offloads", async () => {
       const workspaceId = uniqueId();
       const first = await open({ workspaceId, skillPaths: [skillPath("alpha")] });
