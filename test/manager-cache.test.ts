@@ -163,12 +163,12 @@ describe("idle eviction", () => {
   });
 
   it("never evicts a workspace in the middle of a long operation", async () => {
-    const { manager } = folderManager({ ttl: 0.03 });
+    const { manager } = folderManager({ ttl: 0.2 });
     await using _m = manager;
     const ws = await manager.getWorkspace("u1", "a1");
     const release = deferred();
     const op = ws.track(() => release.promise);
-    await sleep(60);
+    await sleep(300);
     expect(await manager.sweep()).toEqual({ scanned: 1, evicted: 0, busy: 1 });
     expect(ws.alive).toBe(true);
     expect(manager.peek(ws.workspaceId)).toBe(ws);
@@ -176,7 +176,7 @@ describe("idle eviction", () => {
     await op;
     // Finishing the operation is activity: the TTL counts from its end.
     expect((await manager.sweep()).evicted).toBe(0);
-    await sleep(60);
+    await sleep(300);
     expect((await manager.sweep()).evicted).toBe(1);
   });
 
