@@ -70,23 +70,15 @@ sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False))
       [base.join("\n"), [...base.slice(0, 10), "ins1", "ins2", ...base.slice(10, 20), ...base.slice(25)].join("\n")],
       ["x\ny\nz", "x\ny\nz\nw"],
       ["same\n", "same\n"],
+      ["a\r\nb\rc\u2028d", "a\r\nB\rc\u2028d\n"],
+      ["no newline", "no newline\nadded"],
       ["a\nb\nc\nd\ne\nf\ng\nh\ni\nj", "a\nB\nc\nd\ne\nf\ng\nh\nI\nj"],
     ];
     const code = `
 import difflib, json, sys
-out = []
-for a, b in json.load(sys.stdin):
-    al = a.split("\\n"); bl = b.split("\\n")
-    if al and al[-1] == "": al.pop()
-    if bl and bl[-1] == "": bl.pop()
-    if a == "": al = []
-    if b == "": bl = []
-    lines = list(difflib.unified_diff(al, bl, "from", "to", lineterm=""))
-    out.append("\\n".join(lines) + "\\n" if lines else "")
-print(json.dumps(out))
+print(json.dumps(["".join(difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True), "a/from", "b/to", n=3)) for a, b in json.load(sys.stdin)]))
 `;
     const theirs = JSON.parse(python(code, JSON.stringify(cases))) as string[];
-    // difflib's header lines carry no dates when none are given: "--- from" / "+++ to".
-    expect(cases.map(([a, b]) => unifiedDiff(a, b, "from", "to"))).toEqual(theirs);
+    expect(cases.map(([a, b]) => unifiedDiff(a, b, "a/from", "b/to"))).toEqual(theirs);
   });
 });

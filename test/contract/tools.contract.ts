@@ -109,10 +109,12 @@ export function toolsContract(fixture: WorkspaceFixture): void {
         const r = await t.Write!.execute({ file_path: `${wd}/deep/a/b.txt`, content: "one\ntwo\nthree" });
         expect(r.output).toBe(`The file ${wd}/deep/a/b.txt has been written successfully (3 lines).`);
         expect(r.metadata).toMatchObject({ file_path: `${wd}/deep/a/b.txt`, occurrences: 1 });
-        expect(r.metadata!.diff).toBe(`--- /dev/null\n+++ ${wd}/deep/a/b.txt\n@@ -0,0 +1,3 @@\n+one\n+two\n+three\n`);
+        expect(r.metadata!.diff).toBe(`--- /dev/null\n+++ b/${wd}/deep/a/b.txt\n@@ -0,0 +1,3 @@\n+one\n+two\n+three`);
         expect((await ws.getBackend().readFile("deep/a/b.txt")).toString()).toBe("one\ntwo\nthree");
         const over = await t.Write!.execute({ file_path: "deep/a/b.txt", content: "one\n2\nthree" });
-        expect(over.metadata!.diff).toBe(`--- ${wd}/deep/a/b.txt\n+++ ${wd}/deep/a/b.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n`);
+        expect(over.metadata!.diff).toBe(`--- a/${wd}/deep/a/b.txt\n+++ b/${wd}/deep/a/b.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three`);
+        expect((await t.Write!.execute({ file_path: "n.txt", content: "x\n" })).output).toContain("(1 lines)");
+        expect((await t.Write!.execute({ file_path: "n.txt", content: "" })).output).toContain("(0 lines)");
       });
 
       it("reads numbered lines with offset, limit, CRLF normalisation and long-line cuts", async () => {
@@ -127,15 +129,15 @@ export function toolsContract(fixture: WorkspaceFixture): void {
         await ws.getBackend().writeFile("long.txt", "x".repeat(2500));
         expect((await t.Read!.execute({ file_path: "long.txt" })).output).toBe(`     1\t${"x".repeat(2000)}[truncated]`);
         const past = await t.Read!.execute({ file_path: "f.txt", offset: 99 });
-        expect(past.output).toContain("has 30 lines");
+        expect(past).toMatchObject({ ok: true, output: "", metadata: { totalLines: 30 } });
       });
 
       it("reports missing files and directories as failed results", async () => {
         const { t, ws, wd } = await setup();
         await ws.getBackend().mkdir("adir");
-        expect(await t.Read!.execute({ file_path: "nope.txt" })).toMatchObject({ ok: false, output: `File does not exist: ${wd}/nope.txt` });
-        expect((await t.Read!.execute({ file_path: "adir" })).ok).toBe(false);
-        expect(await t.Edit!.execute({ file_path: "nope.txt", old_string: "a", new_string: "b" })).toMatchObject({ ok: false });
+        expect(await t.Read!.execute({ file_path: "nope.txt" })).toMatchObject({ ok: false, output: `Error: File does not exist: ${wd}/nope.txt` });
+        expect(await t.Read!.execute({ file_path: "adir" })).toMatchObject({ ok: false, output: `Error: Path is a directory, not a file: ${wd}/adir` });
+        expect(await t.Edit!.execute({ file_path: "nope.txt", old_string: "a", new_string: "b" })).toMatchObject({ ok: false, output: `Error: File not found: ${wd}/nope.txt` });
         expect((await t.Write!.execute({ file_path: "adir", content: "x" })).ok).toBe(false);
       });
 
@@ -153,9 +155,9 @@ export function toolsContract(fixture: WorkspaceFixture): void {
         await sb.writeFile("e.txt", "alpha beta\ngamma beta\n");
         const multi = await t.Edit!.execute({ file_path: "e.txt", old_string: "beta", new_string: "B" });
         expect(multi.ok).toBe(false);
-        expect(multi.output).toContain("occurs 2 times");
-        expect((await t.Edit!.execute({ file_path: "e.txt", old_string: "zeta", new_string: "B" })).output).toContain("not found");
-        expect((await t.Edit!.execute({ file_path: "e.txt", old_string: "beta", new_string: "beta" })).output).toContain("identical");
+        expect(multi.output).toBe(`Error: old_string appears 2 times in ${wd}/e.txt. Set replace_all=true to replace all occurrences, or make old_string more specific.`);
+        expect((await t.Edit!.execute({ file_path: "e.txt", old_string: "zeta", new_string: "B" })).output).toBe(`Error: old_string not found in ${wd}/e.txt`);
+        expect((await t.Edit!.execute({ file_path: "e.txt", old_string: "beta", new_string: "beta" })).output).toBe("Error: old_string and new_string are identical. No changes to make.");
         const one = await t.Edit!.execute({ file_path: `${wd}/e.txt`, old_string: "alpha beta", new_string: "$& $1 $$" });
         expect(one.output).toBe(`Successfully replaced 1 occurrence in ${wd}/e.txt`);
         expect((await sb.readFile("e.txt")).toString()).toBe("$& $1 $$\ngamma beta\n");
@@ -168,7 +170,7 @@ export function toolsContract(fixture: WorkspaceFixture): void {
     });
 
     describe("Glob", () => {
-      it("matches *, ?, ** under the workspace root by default, newest first, hidden names excluded", async () => {
+      it("matches *, ?, ** under the workspace root by default, newest first, hidden names included, with paging", async () => {
         const { t, ws, wd } = await setup();
         const sb = ws.getBackend();
         for (const f of ["a.ts", "b.ts", "src/c.ts", "src/deep/d.ts", "src/e.js", ".hidden/h.ts", "src/.dot.ts", "x1.md", "x22.md"]) await sb.writeFile(f, f);
@@ -176,14 +178,18 @@ export function toolsContract(fixture: WorkspaceFixture): void {
         await ws.getBackend().exec(["touch", "-d", "2002-01-01", "src/deep/d.ts"]);
         const r = await t.Glob!.execute({ pattern: "**/*.ts" });
         const found = r.output.split("\n");
-        expect(found.slice().sort()).toEqual([`${wd}/a.ts`, `${wd}/b.ts`, `${wd}/src/c.ts`, `${wd}/src/deep/d.ts`].sort());
+        expect(found.slice().sort()).toEqual([`${wd}/.hidden/h.ts`, `${wd}/a.ts`, `${wd}/b.ts`, `${wd}/src/.dot.ts`, `${wd}/src/c.ts`, `${wd}/src/deep/d.ts`].sort());
         expect(found.slice(-2)).toEqual([`${wd}/src/deep/d.ts`, `${wd}/a.ts`]);
         expect((await t.Glob!.execute({ pattern: "x?.md" })).output).toBe(`${wd}/x1.md`);
-        expect((await t.Glob!.execute({ pattern: "*.ts", path: "src" })).output).toBe(`${wd}/src/c.ts`);
+        expect((await t.Glob!.execute({ pattern: "*.ts", path: "src" })).output.split("\n").sort()).toEqual([`${wd}/src/.dot.ts`, `${wd}/src/c.ts`]);
         expect((await t.Glob!.execute({ pattern: `${wd}/src/*.js` })).output).toBe(`${wd}/src/e.js`);
         expect((await t.Glob!.execute({ pattern: ".hidden/*.ts" })).output).toBe(`${wd}/.hidden/h.ts`);
         expect((await t.Glob!.execute({ pattern: "*.py" })).output).toBe("No files found matching pattern: *.py");
         expect(await t.Glob!.execute({ pattern: "*", path: "missing" })).toMatchObject({ ok: false, output: `Directory not found: ${wd}/missing` });
+        const page = await t.Glob!.execute({ pattern: "**/*.ts", head_limit: 2, offset: 4 });
+        expect(page.output).toBe(`${found[4]}\n${found[5]}`);
+        const cut = await t.Glob!.execute({ pattern: "**/*.ts", head_limit: 2, offset: 1 });
+        expect(cut.output).toBe(`${found[1]}\n${found[2]}\n\n[Showing results with pagination = limit: 2, offset: 1]`);
       });
 
       it("never searches the host's working directory (fault 30)", async () => {
@@ -213,7 +219,7 @@ export function toolsContract(fixture: WorkspaceFixture): void {
           const wd = ws.getBackend().workdir;
           await seed(ws);
           expect((await grep.execute({ pattern: "alpha" })).output.split("\n")).toEqual([`${wd}/.config/hidden.txt`, `${wd}/src/app.ts`, `${wd}/src/util.js`]);
-          expect((await grep.execute({ pattern: "alpha", "-i": true })).output.split("\n")).toEqual([
+          expect((await grep.execute({ pattern: "alpha", i: true })).output.split("\n")).toEqual([
             `${wd}/.config/hidden.txt`,
             `${wd}/docs/readme.md`,
             `${wd}/src/app.ts`,
@@ -222,12 +228,12 @@ export function toolsContract(fixture: WorkspaceFixture): void {
           expect((await grep.execute({ pattern: "alpha", case_insensitive: true, output_mode: "count", glob: "*.{ts,md}" })).output).toBe(
             `${wd}/docs/readme.md:1\n${wd}/src/app.ts:2`,
           );
-          expect((await grep.execute({ pattern: "alpha", "-i": true, path: "src", type: "js" })).output).toBe(`${wd}/src/util.js`);
+          expect((await grep.execute({ pattern: "alpha", i: true, path: "src", type: "js" })).output).toBe(`${wd}/src/util.js`);
           expect((await grep.execute({ pattern: "beta", output_mode: "content", path: "src/app.ts" })).output).toBe("2:const beta = 2;");
           expect((await grep.execute({ pattern: "beta", output_mode: "content", path: "src", "-C": 1 })).output).toBe(
             `${wd}/src/app.ts-1-const Alpha = 1;\n${wd}/src/app.ts:2:const beta = 2;\n${wd}/src/app.ts-3-// alpha again`,
           );
-          expect((await grep.execute({ pattern: "beta", output_mode: "content", path: "src", "-n": false })).output).toBe(`${wd}/src/app.ts:const beta = 2;`);
+          expect((await grep.execute({ pattern: "beta", output_mode: "content", path: "src", n: false })).output).toBe(`${wd}/src/app.ts:const beta = 2;`);
           expect((await grep.execute({ pattern: "Alpha = 1;\\nconst", multiline: true, output_mode: "files_with_matches" })).output).toBe(`${wd}/src/app.ts`);
           expect((await grep.execute({ pattern: "-dash-" })).output).toBe("No matches found for pattern: -dash-");
           expect((await grep.execute({ pattern: "nothing-here" })).output).toBe("No matches found for pattern: nothing-here");

@@ -74,3 +74,12 @@ export function normalizeNewlines(text: string): string {
 
 /** Maximum size Read/Edit load into memory. */
 export const MAX_TEXT_BYTES = 32 * 1024 * 1024;
+
+/** Grep/Glob paging: `limit` 0 = all; the suffix appears only when entries were cut off after the page. */
+export function paginate(lines: string[], limit: number, offset: number): { text: string; truncated: boolean } {
+  const page = lines.slice(offset, limit > 0 ? offset + limit : undefined);
+  const truncated = limit > 0 && lines.length - offset > limit;
+  let text = page.join("\n");
+  if (truncated) text += `\n\n[Showing results with pagination = limit: ${limit}${offset > 0 ? `, offset: ${offset}` : ""}]`;
+  return { text, truncated };
+}

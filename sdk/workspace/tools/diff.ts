@@ -1,6 +1,7 @@
 /**
- * Unified diff in the format of Python's difflib.unified_diff (n context lines, `@@ -a,b +c,d @@`
- * ranges), which the reference attaches to Write/Edit results.
+ * Unified diff exactly as the reference attaches to Write/Edit results: Python's
+ * `"".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), from, to, n=3))`.
+ * Lines keep their endings, so a last line without a newline runs into the next diff line, as there.
  */
 type Tag = "equal" | "delete" | "insert" | "replace";
 type Opcode = [Tag, number, number, number, number];
@@ -9,29 +10,37 @@ type Opcode = [Tag, number, number, number, number];
 const MAX_DP_CELLS = 4_000_000;
 
 export function unifiedDiff(before: string, after: string, fromFile: string, toFile: string, context = 3): string {
-  const a = splitLines(before);
-  const b = splitLines(after);
+  const a = splitLinesKeepEnds(before);
+  const b = splitLinesKeepEnds(after);
   const groups = groupOpcodes(opcodes(a, b), context);
   if (groups.length === 0) return "";
-  const out = [`--- ${fromFile}`, `+++ ${toFile}`];
+  const out = [`--- ${fromFile}\n`, `+++ ${toFile}\n`];
   for (const group of groups) {
     const first = group[0]!;
     const last = group[group.length - 1]!;
-    out.push(`@@ -${range(first[1], last[2])} +${range(first[3], last[4])} @@`);
+    out.push(`@@ -${range(first[1], last[2])} +${range(first[3], last[4])} @@\n`);
     for (const [tag, i1, i2, j1, j2] of group) {
       if (tag === "equal") for (const l of a.slice(i1, i2)) out.push(` ${l}`);
       if (tag === "delete" || tag === "replace") for (const l of a.slice(i1, i2)) out.push(`-${l}`);
       if (tag === "insert" || tag === "replace") for (const l of b.slice(j1, j2)) out.push(`+${l}`);
     }
   }
-  return out.join("\n") + "\n";
+  return out.join("");
 }
 
-function splitLines(text: string): string[] {
-  if (text === "") return [];
-  const lines = text.split("\n");
-  if (lines[lines.length - 1] === "") lines.pop();
-  return lines;
+/** Python's str.splitlines line boundaries. */
+const LINE_BREAK = /\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]/g;
+
+/** Python's `text.splitlines(keepends=True)`. */
+export function splitLinesKeepEnds(text: string): string[] {
+  const out: string[] = [];
+  let start = 0;
+  for (const m of text.matchAll(LINE_BREAK)) {
+    out.push(text.slice(start, m.index + m[0].length));
+    start = m.index + m[0].length;
+  }
+  if (start < text.length) out.push(text.slice(start));
+  return out;
 }
 
 function range(start: number, stop: number): string {

@@ -21,9 +21,9 @@ export function editTool(ctx: ToolContext): WorkspaceTool {
     run: async ({ file_path, old_string, new_string, replace_all }) => {
       const { rel, abs } = resolvePath(ctx.sandbox, file_path, "file_path");
       const st = await ctx.sandbox.stat(rel);
-      if (!st) return { ok: false, output: `File does not exist: ${abs}` };
-      if (st.type === "dir") return { ok: false, output: `${abs} is a directory, not a file` };
-      if (old_string === new_string) return { ok: false, output: "old_string and new_string are identical; there is nothing to change" };
+      if (!st) return { ok: false, output: `Error: File not found: ${abs}` };
+      if (st.type === "dir") return { ok: false, output: `Error: Path is a directory, not a file: ${abs}` };
+      if (old_string === new_string) return { ok: false, output: "Error: old_string and new_string are identical. No changes to make." };
       let before: string;
       try {
         before = (await ctx.sandbox.readFile(rel, { maxBytes: MAX_TEXT_BYTES })).toString("utf8");
@@ -32,19 +32,18 @@ export function editTool(ctx: ToolContext): WorkspaceTool {
       }
       const parts = before.split(old_string);
       const occurrences = parts.length - 1;
-      if (occurrences === 0) return { ok: false, output: `old_string was not found in ${abs}; Read the file and copy the text exactly` };
+      if (occurrences === 0) return { ok: false, output: `Error: old_string not found in ${abs}` };
       if (occurrences > 1 && !replace_all)
         return {
           ok: false,
-          output: `old_string occurs ${occurrences} times in ${abs}; add surrounding lines to make it unique, or set replace_all to true`,
+          output: `Error: old_string appears ${occurrences} times in ${abs}. Set replace_all=true to replace all occurrences, or make old_string more specific.`,
         };
       // split/join and indexOf: no `$&` replacement-pattern surprises.
       const at = before.indexOf(old_string);
       const after = replace_all ? parts.join(new_string) : before.slice(0, at) + new_string + before.slice(at + old_string.length);
       await ctx.sandbox.writeFile(rel, after);
-      const output =
-        occurrences === 1 ? `Successfully replaced 1 occurrence in ${abs}` : `Successfully replaced all ${occurrences} occurrences in ${abs}`;
-      return { ok: true, output, metadata: { diff: unifiedDiff(before, after, abs, abs), file_path: abs, occurrences } };
+      const output = replace_all ? `Successfully replaced all ${occurrences} occurrences in ${abs}` : `Successfully replaced 1 occurrence in ${abs}`;
+      return { ok: true, output, metadata: { diff: unifiedDiff(before, after, `a/${abs}`, `b/${abs}`), file_path: abs, occurrences } };
     },
   });
 }

@@ -3,12 +3,14 @@ import { z } from "zod";
 import { PathEscapeError } from "../../errors.js";
 import { toWorkspacePath } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
-import { absPath, capOutput, defineTool, resolvePath, type ToolContext, type WorkspaceTool } from "./common.js";
+import { absPath, capOutput, defineTool, paginate, resolvePath, type ToolContext, type WorkspaceTool } from "./common.js";
 import { MAX_WALK_ENTRIES, hasMagic, isDirectory, join, listDir, segmentRegExp } from "./walk.js";
 
 export const GlobInputSchema = z.object({
   pattern: z.string().min(1, "pattern must not be empty").describe("Glob pattern, e.g. '**/*.ts' or 'src/*.json' (supports *, ?, [..] and **)."),
   path: z.string().optional().describe("Directory to search in (default: the workspace root)."),
+  head_limit: z.number().int().min(0).default(250).describe("Return at most this many paths (default 250; 0 = no limit)."),
+  offset: z.number().int().min(0).default(0).describe("Skip this many paths first (for paging)."),
 });
 
 /** Glob: matching files under a base directory, newest first. Never leaves the workspace. */
@@ -17,7 +19,7 @@ export function globTool(ctx: ToolContext): WorkspaceTool {
     name: "Glob",
     description: "Finds files by glob pattern (*, ?, **) under a directory of the workspace (default: its root), newest first.",
     inputSchema: GlobInputSchema,
-    run: async ({ pattern, path }) => {
+    run: async ({ pattern, path, head_limit, offset }) => {
       const base = resolvePath(ctx.sandbox, path ?? "", "path");
       let relPattern = pattern;
       let baseRel = base.rel;
@@ -32,8 +34,9 @@ export function globTool(ctx: ToolContext): WorkspaceTool {
       const { matches, truncated } = await globFiles(ctx.sandbox, baseRel, relPattern);
       if (matches.length === 0) return { ok: true, output: `No files found matching pattern: ${pattern}`, metadata: { count: 0 } };
       matches.sort((x, y) => y.mtimeMs - x.mtimeMs || (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
-      const capped = capOutput(matches.map((m) => absPath(ctx.sandbox, m.path)).join("\n"));
-      return { ok: true, output: capped.text, metadata: { count: matches.length, truncated: capped.truncated || truncated } };
+      const page = paginate(matches.map((m) => absPath(ctx.sandbox, m.path)), head_limit, offset);
+      const capped = capOutput(page.text);
+      return { ok: true, output: capped.text, metadata: { count: matches.length, truncated: page.truncated || capped.truncated || truncated } };
     },
   });
 }
@@ -44,9 +47,9 @@ export interface GlobMatch {
 }
 
 /**
- * Files under `base` matching `pattern` (relative to base), Python-glob style: wildcards do not
- * match names starting with '.' unless the segment does, `**` spans directories, and symlinked
- * directories are not entered (no loops, no way out).
+ * Regular files under `base` matching `pattern` (relative to base), as the reference's helper:
+ * wildcards match hidden names too, `**` spans directories. Symlinks are neither matched nor
+ * entered (no loops, no way out of the workspace).
  */
 export async function globFiles(sandbox: Sandbox, base: string, pattern: string): Promise<{ matches: GlobMatch[]; truncated: boolean }> {
   const segments = posix.normalize(pattern).split("/").filter((s) => s !== "" && s !== ".");
@@ -63,16 +66,15 @@ export async function globFiles(sandbox: Sandbox, base: string, pattern: string)
     if (segment === undefined) return;
     const last = i === segments.length - 1;
     if (segment === "**") {
-      // `**` = zero or more non-hidden directories; as the last segment, every file below.
+      // `**` = zero or more directories; as the last segment, every file below.
       const entries = await listDir(sandbox, dir);
       if (!entries) return;
       visited += entries.length;
       if (visited > MAX_WALK_ENTRIES) return void (truncated = true);
       if (last) {
-        for (const e of entries)
-          if (e.type !== "dir" && !e.name.startsWith(".")) found.set(join(dir, e.name), { path: join(dir, e.name), mtimeMs: e.mtimeMs });
+        for (const e of entries) if (e.type === "file") found.set(join(dir, e.name), { path: join(dir, e.name), mtimeMs: e.mtimeMs });
       } else await walk(dir, i + 1);
-      for (const e of entries) if (e.type === "dir" && !e.name.startsWith(".")) await walk(join(dir, e.name), i);
+      for (const e of entries) if (e.type === "dir") await walk(join(dir, e.name), i);
       return;
     }
     const entries = await listDir(sandbox, dir);
@@ -81,11 +83,11 @@ export async function globFiles(sandbox: Sandbox, base: string, pattern: string)
     if (visited > MAX_WALK_ENTRIES) return void (truncated = true);
     const re = hasMagic(segment) ? segmentRegExp(segment) : null;
     for (const e of entries) {
-      const matches = re ? re.test(e.name) && (!e.name.startsWith(".") || segment.startsWith(".")) : e.name === segment;
+      const matches = re ? re.test(e.name) : e.name === segment;
       if (!matches) continue;
       const p = join(dir, e.name);
       if (last) {
-        if (e.type !== "dir") found.set(p, { path: p, mtimeMs: e.mtimeMs });
+        if (e.type === "file") found.set(p, { path: p, mtimeMs: e.mtimeMs });
       } else if (e.type === "dir") await walk(p, i + 1);
     }
   };

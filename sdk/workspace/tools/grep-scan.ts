@@ -38,7 +38,7 @@ const TYPES: Record<string, string[]> = {
  * VCS directories and binary files skipped, symlinks not followed below the search root.
  */
 export async function scanGrep(sandbox: Sandbox, input: GrepInput, target: string, isDir: boolean): Promise<{ lines: string[] } | { error: string }> {
-  const flags = `g${input["-i"] || input.case_insensitive ? "i" : ""}m${input.multiline ? "s" : ""}`;
+  const flags = `g${input.i || input.case_insensitive ? "i" : ""}m${input.multiline ? "s" : ""}`;
   let re: RegExp;
   try {
     re = new RegExp(input.pattern, flags);
@@ -65,9 +65,16 @@ export async function scanGrep(sandbox: Sandbox, input: GrepInput, target: strin
     if (data.subarray(0, 8192).includes(0)) continue;
     const shown = absPath(sandbox, file);
     const prefix = isDir ? shown : undefined;
-    out.push(...searchText(data.toString("utf8"), re, input, shown, prefix));
+    const found = searchText(data.toString("utf8"), re, input, shown, prefix);
+    // With context, rg also separates consecutive files' groups with "--".
+    if (found.length && out.length && input.output_mode === "content" && hasContext(input)) out.push("--");
+    out.push(...found);
   }
   return { lines: input.output_mode === "content" ? out : out.sort() };
+}
+
+function hasContext(input: GrepInput): boolean {
+  return (input.context ?? input["-C"] ?? input["-B"] ?? 0) > 0 || (input.context ?? input["-C"] ?? input["-A"] ?? 0) > 0;
 }
 
 /** `prefix` is the path printed before each line (omitted when a single file is searched, as rg does). */
@@ -117,13 +124,14 @@ function searchText(text: string, re: RegExp, input: GrepInput, shown: string, p
   const out: string[] = [];
   let previous = -2;
   for (const l of order) {
-    if (previous >= 0 && l > previous + 1) out.push("--");
+    // rg separates non-adjacent groups with "--" only when context lines were asked for.
+    if ((before > 0 || after > 0) && previous >= 0 && l > previous + 1) out.push("--");
     previous = l;
     const isMatch = hits.has(l);
     const sep = isMatch ? ":" : "-";
     let body = lines[l]!.replace(/\r$/, "");
     if (body.length > MAX_COLUMNS) body = isMatch ? `[Omitted long line with ${hits.get(l)} matches]` : "[Omitted long context line]";
-    out.push(`${prefix ? `${prefix}${sep}` : ""}${input["-n"] ? `${l + 1}${sep}` : ""}${body}`);
+    out.push(`${prefix ? `${prefix}${sep}` : ""}${input.n ? `${l + 1}${sep}` : ""}${body}`);
   }
   return out;
 }

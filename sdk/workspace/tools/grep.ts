@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Sandbox } from "../../sandbox.js";
-import { capOutput, defineTool, resolvePath, type ToolContext, type ToolResult, type WorkspaceTool } from "./common.js";
+import { capOutput, defineTool, paginate, resolvePath, type ToolContext, type ToolResult, type WorkspaceTool } from "./common.js";
 import { scanGrep } from "./grep-scan.js";
 import { isDirectory } from "./walk.js";
 
@@ -23,8 +23,8 @@ export const GrepInputSchema = z.object({
   "-B": count.optional().describe("Lines of context before each match (content mode)."),
   "-C": count.optional().describe("Lines of context around each match (content mode)."),
   context: count.optional().describe("Same as -C."),
-  "-n": z.boolean().default(true).describe("Show line numbers (content mode; default true)."),
-  "-i": z.boolean().optional().describe("Case-insensitive search."),
+  n: z.boolean().default(true).describe("Show line numbers (content mode; default true)."),
+  i: z.boolean().optional().describe("Case-insensitive search."),
   case_insensitive: z.boolean().optional().describe("Same as -i."),
   multiline: z.boolean().optional().describe("Let patterns span lines ('.' matches newlines)."),
   head_limit: count.default(GREP_DEFAULT_HEAD_LIMIT).describe(`Return at most this many lines/entries (default ${GREP_DEFAULT_HEAD_LIMIT}; 0 = no limit).`),
@@ -74,7 +74,7 @@ export function grepTool(ctx: ToolContext, engine: GrepEngine = "auto"): Workspa
         if ("error" in r) return { ok: false, output: r.error };
         lines = r.lines;
       }
-      return paginate(lines, input, useRg ? "rg" : "scan");
+      return pageResult(lines, input, useRg ? "rg" : "scan");
     },
   });
 }
@@ -85,11 +85,11 @@ export function ripgrepArgv(input: GrepInput, searchPath: string): string[] {
   for (const d of VCS_DIRS) argv.push("--glob", `!${d}`);
   argv.push("--max-columns", String(MAX_COLUMNS));
   if (input.multiline) argv.push("-U", "--multiline-dotall");
-  if (input["-i"] || input.case_insensitive) argv.push("-i");
+  if (input.i || input.case_insensitive) argv.push("-i");
   if (input.output_mode === "files_with_matches") argv.push("-l");
   else if (input.output_mode === "count") argv.push("-c");
   if (input.output_mode === "content") {
-    if (input["-n"]) argv.push("-n");
+    if (input.n) argv.push("-n");
     if (input.context !== undefined) argv.push("-C", String(input.context));
     else if (input["-C"] !== undefined) argv.push("-C", String(input["-C"]));
     else {
@@ -130,13 +130,9 @@ function splitOutput(stdout: string, mode: GrepInput["output_mode"]): string[] {
   return mode === "content" ? lines : lines.sort();
 }
 
-function paginate(lines: string[], input: GrepInput, engine: string): ToolResult {
+function pageResult(lines: string[], input: GrepInput, engine: string): ToolResult {
   if (lines.length === 0) return { ok: true, output: `No matches found for pattern: ${input.pattern}`, metadata: { total: 0, engine } };
-  const { head_limit: limit, offset } = input;
-  const page = lines.slice(offset, limit > 0 ? offset + limit : undefined);
-  const truncated = limit > 0 && lines.length - offset > limit;
-  let text = page.join("\n");
-  if (truncated || offset > 0) text += `\n\n[Showing results with pagination = limit: ${limit}${offset > 0 ? `, offset: ${offset}` : ""}]`;
-  const capped = capOutput(text);
-  return { ok: true, output: capped.text, metadata: { total: lines.length, engine, truncated: truncated || capped.truncated } };
+  const page = paginate(lines, input.head_limit, input.offset);
+  const capped = capOutput(page.text);
+  return { ok: true, output: capped.text, metadata: { total: lines.length, engine, truncated: page.truncated || capped.truncated } };
 }

@@ -36,10 +36,10 @@ export function readTool(ctx: ToolContext): WorkspaceTool {
     run: async ({ file_path, offset, limit }) => {
       const { rel, abs } = resolvePath(ctx.sandbox, file_path, "file_path");
       const st = await ctx.sandbox.stat(rel);
-      if (!st) return { ok: false, output: `File does not exist: ${abs}` };
-      if (st.type === "dir") return { ok: false, output: `${abs} is a directory, not a file; use Glob or Bash (ls) to list it` };
+      if (!st) return { ok: false, output: `Error: File does not exist: ${abs}` };
+      if (st.type === "dir") return { ok: false, output: `Error: Path is a directory, not a file: ${abs}` };
       const ext = posix.extname(rel).toLowerCase();
-      if (ext === ".pdf") return { ok: false, output: `Reading PDF files is not supported here: ${abs}; convert it to text with Bash first (e.g. pdftotext)` };
+      if (ext === ".pdf") return { ok: false, output: `Error: reading PDF files is not supported here: ${abs}; convert it to text with Bash first (e.g. pdftotext)` };
       const image = IMAGE_TYPES[ext];
       let data: Buffer;
       try {
@@ -53,8 +53,6 @@ export function readTool(ctx: ToolContext): WorkspaceTool {
       const lines = text === "" ? [] : text.split("\n");
       if (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
       const total = lines.length;
-      if (total > 0 && offset > total)
-        return { ok: true, output: `(${abs} has ${total} lines; offset ${offset} is past the end)`, metadata: { file_path: abs, totalLines: total } };
       const slice = lines.slice(offset - 1, offset - 1 + limit);
       const output = slice
         .map((line, i) => {
@@ -69,8 +67,8 @@ export function readTool(ctx: ToolContext): WorkspaceTool {
 
 /** Missing / directory / too large become results the model can act on; escapes stay errors. */
 export function failure(e: unknown, abs: string): ToolResult {
-  if (isWorkspaceError(e, "not_found")) return { ok: false, output: `File does not exist: ${abs}` };
-  if (isWorkspaceError(e, "invalid_argument")) return { ok: false, output: `${abs}: ${e.message}` };
-  if (isWorkspaceError(e, "too_large")) return { ok: false, output: `${abs} is too large to load: ${e.message}; use Bash (head, sed -n) to read parts of it` };
+  if (isWorkspaceError(e, "not_found")) return { ok: false, output: `Error: File does not exist: ${abs}` };
+  if (isWorkspaceError(e, "invalid_argument")) return { ok: false, output: `Error: ${e.message}` };
+  if (isWorkspaceError(e, "too_large")) return { ok: false, output: `Error: ${abs} is too large to load (${e.message}); use Bash (head, sed -n) to read parts of it` };
   throw e;
 }

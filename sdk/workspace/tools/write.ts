@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { MAX_TEXT_BYTES, defineTool, resolvePath, type ToolContext, type WorkspaceTool } from "./common.js";
-import { unifiedDiff } from "./diff.js";
+import { splitLinesKeepEnds, unifiedDiff } from "./diff.js";
 import { failure } from "./read.js";
 
 export const WriteInputSchema = z.object({
@@ -16,9 +16,9 @@ export function writeTool(ctx: ToolContext): WorkspaceTool {
     inputSchema: WriteInputSchema,
     run: async ({ file_path, content }) => {
       const { rel, abs } = resolvePath(ctx.sandbox, file_path, "file_path");
-      if (rel === "") return { ok: false, output: `${abs} is the workspace root, not a file` };
+      if (rel === "") return { ok: false, output: `Error: Path is a directory, not a file: ${abs}` };
       const st = await ctx.sandbox.stat(rel);
-      if (st?.type === "dir") return { ok: false, output: `${abs} is a directory, not a file` };
+      if (st?.type === "dir") return { ok: false, output: `Error: Path is a directory, not a file: ${abs}` };
       let before = "";
       if (st) {
         try {
@@ -28,11 +28,11 @@ export function writeTool(ctx: ToolContext): WorkspaceTool {
         }
       }
       await ctx.sandbox.writeFile(rel, content);
-      const lines = content.split("\n").length;
+      const lines = splitLinesKeepEnds(content).length;
       return {
         ok: true,
         output: `The file ${abs} has been written successfully (${lines} lines).`,
-        metadata: { diff: unifiedDiff(before, content, st ? abs : "/dev/null", abs), file_path: abs, occurrences: 1 },
+        metadata: { diff: unifiedDiff(before, content, st ? `a/${abs}` : "/dev/null", `b/${abs}`), file_path: abs, occurrences: 1 },
       };
     },
   });
