@@ -29,6 +29,7 @@ export function unifiedDiff(before: string, after: string, fromFile: string, toF
 }
 
 /** Python's str.splitlines line boundaries. */
+// eslint-disable-next-line no-control-regex -- \x1c-\x1e are line boundaries for Python
 const LINE_BREAK = /\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]/g;
 
 /** Python's `text.splitlines(keepends=True)`. */
