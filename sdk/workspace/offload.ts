@@ -134,7 +134,12 @@ export class Offloader {
     for (const [i, message] of messages.entries()) {
       if (message === null || typeof message !== "object" || Array.isArray(message))
         throw new InvalidArgumentError(`messages[${i}]`, "must be a message object");
-      const copy = structuredClone(message) as unknown as Record<string, unknown>;
+      let copy: Record<string, unknown>;
+      try {
+        copy = structuredClone(message) as unknown as Record<string, unknown>;
+      } catch (e) {
+        throw new InvalidArgumentError(`messages[${i}]`, "must be plain JSON data (no functions or class instances)", { cause: e });
+      }
       if (Array.isArray(copy.content)) copy.content = await this.#offloadBlocks(copy.content);
       lines.push(JSON.stringify(orderMessage(copy)));
     }

@@ -106,9 +106,8 @@ export class SkillStore {
       const plans: Array<NewSkillPlan & { raw: string }> = [];
       for (const read of reads) {
         if ("error" in read) {
-          const e = read.error;
-          if (!isWorkspaceError(e, "invalid_argument") && !isWorkspaceError(e, "not_found")) throw e;
-          this.#logger.warn("skipping invalid seed skill", { path: read.raw, error: (e as Error).message });
+          // The reference skips unusable seed paths with a warning rather than failing initialize.
+          this.#logger.warn("skipping invalid seed skill", { path: read.raw, error: (read.error as Error)?.message ?? String(read.error) });
           continue;
         }
         const plan = planSkill(read.skill, index, onDisk);
@@ -359,8 +358,10 @@ export class SkillStore {
       if (isWorkspaceError(e, "not_found")) return;
       throw e;
     }
+    // Hidden names other than the index are staging leftovers of an interrupted install.
+    const wanted = entries.filter((e) => !e.name.startsWith(".") || e.name === INDEX_FILE);
     await Promise.all(
-      entries.map(async (e) => {
+      wanted.map(async (e) => {
         if (e.type === "dir") await this.#copyTree(`${from}/${e.name}`, `${to}/${e.name}`);
         else if (e.type === "file") await this.#sandbox.writeFile(`${to}/${e.name}`, await this.#sandbox.readFile(`${from}/${e.name}`));
       }),
