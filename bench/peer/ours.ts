@@ -12,7 +12,7 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
 import { BubblewrapSandbox } from "../../sdk/backends/bubblewrap/sandbox.js";
-import { WorkspaceManager, IsolationPolicy } from "../../sdk/manager/index.js";
+import { LocalWorkspaceManager, IsolationPolicy } from "../../sdk/manager/index.js";
 import { fromMcpJson } from "../../sdk/workspace/mcp-spec.js";
 import type { DataBlock, Message, ToolResult } from "../../sdk/workspace/offload.js";
 import type { FixtureIndex, Payloads } from "./fixtures.js";
@@ -143,12 +143,8 @@ async function offloadContext(fx: string): Promise<Timed> {
   }
 }
 
-function localManager(basedir: string, isolation: IsolationPolicy = IsolationPolicy.PER_AGENT): WorkspaceManager<LocalWorkspace> {
-  return new WorkspaceManager<LocalWorkspace>({
-    isolation,
-    factory: (identity) => new LocalWorkspace({ workdir: path.join(basedir, identity.workspaceId), workspaceId: identity.workspaceId }),
-    profile: { kind: "local", eviction: "close", sweep: "lazy" },
-  });
+function localManager(basedir: string, isolation: IsolationPolicy = IsolationPolicy.PER_AGENT): LocalWorkspaceManager {
+  return new LocalWorkspaceManager({ basedir, isolation });
 }
 
 const HITS = 100_000;
