@@ -269,7 +269,7 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         const [h] = await ws.listMcps({ agentId: "a", sessionId: "s" });
         expect(h!.name).toBe("echo");
         const tools = await h!.listTools();
-        expect(tools.map((t) => t.name).sort()).toEqual(["mcp__echo__add", "mcp__echo__echo", "mcp__echo__env", "mcp__echo__fail", "mcp__echo__sleep"]);
+        expect(tools.map((t) => t.name).sort()).toEqual(["mcp__echo__add", "mcp__echo__die", "mcp__echo__echo", "mcp__echo__env", "mcp__echo__fail", "mcp__echo__sleep"]);
         const add = tools.find((t) => t.toolName === "add")!;
         expect(add.inputSchema).toMatchObject({ type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] });
         expect(tools.find((t) => t.toolName === "echo")!.readOnly).toBe(true);
@@ -327,6 +327,27 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect(await ws.listMcps({ agentId: "a" })).toEqual([]);
       });
 
+      itStdio("reports a server dying in the middle of a call as mcp_error at once, not as a timeout", async () => {
+        const ws = await open({ defaultMcps: [stdio("echo", { executionTimeout: 60 })] });
+        const [h] = await ws.listMcps();
+        const t0 = Date.now();
+        const e = await rejection(h!.callTool("die"));
+        expect(e.code).toBe("mcp_error");
+        expect(e.message).toContain("code 5");
+        expect(e.message).toContain("dying mid-call");
+        expect(Date.now() - t0).toBeLessThan(5000);
+      });
+
+      it("reports a command that does not exist as mcp_error", async () => {
+        const ws = await open();
+        const t0 = Date.now();
+        const e = await rejection(ws.addMcp({ name: "ghost", transport: { type: "stdio", command: "/nonexistent/mcp-server-binary" } }));
+        expect(e.code).toBe("mcp_error");
+        expect(e.message).toContain("'ghost'");
+        expect(Date.now() - t0).toBeLessThan(10_000);
+        expect(await readMcpFile(ws.getBackend())).toBeNull();
+      });
+
       itStdio("skips a failing default on list with a warning and still starts the others", async () => {
         const ws = await open();
         const logger = recordingLogger();
@@ -378,7 +399,7 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
       itStdio("filters listed tools with enableTools/disableTools", async () => {
         const ws = await open();
         await ws.addMcp(stdio("only", { enableTools: ["echo", "add"] }), { agentId: "a" });
-        await ws.addMcp(stdio("but", { disableTools: ["sleep", "exit", "env", "fail"] }), { agentId: "a" });
+        await ws.addMcp(stdio("but", { disableTools: ["sleep", "exit", "env", "fail", "die"] }), { agentId: "a" });
         const [only, but] = await ws.listMcps({ agentId: "a" });
         expect((await only!.listTools()).map((t) => t.toolName).sort()).toEqual(["add", "echo"]);
         expect((await but!.listTools()).map((t) => t.toolName).sort()).toEqual(["add", "echo"]);
@@ -406,6 +427,20 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         const closed = await rejection(first[0]!.callTool("echo", { text: "x" }));
         expect(closed.code).toBe("closed");
         await reg.closeAll();
+      });
+
+      itStdio("picks the least recently listed scope as the victim", async () => {
+        const ws = await open();
+        const reg = registry(ws.getBackend(), { defaultMcps: [stdio("a")], maxLiveStateful: 2 });
+        await reg.restore();
+        const [a] = await reg.list({ sessionId: "A" });
+        const [b] = await reg.list({ sessionId: "B" });
+        await reg.list({ sessionId: "A" });
+        const [c] = await reg.list({ sessionId: "C" });
+        expect(reg.connects).toBe(3);
+        expect([a!.closed, b!.closed, c!.closed]).toEqual([false, true, false]);
+        await reg.closeAll();
+        expect([a!.closed, c!.closed]).toEqual([true, true]);
       });
 
       itStdio("exceeds the cap with a warning rather than evicting the requesting scope", async () => {
