@@ -48,8 +48,8 @@ export async function main(argv: string[]): Promise<number> {
 
   if (command === "preview" && values["from-json"]) {
     const text = values["from-json"] === "-" ? readFileSync(0, "utf8") : readFileSync(values["from-json"], "utf8");
-    const { steps, diagnostics } = stepsFromPreviewJson(JSON.parse(text));
-    emit(renderPreviewMarkdown(buildModel(steps, diagnostics), { stack: stackName }), values.out);
+    const { steps, diagnostics, unchangedResources } = stepsFromPreviewJson(JSON.parse(text));
+    emit(renderPreviewMarkdown(buildModel(steps, diagnostics, unchangedResources), { ...(values.stack ? { stack: values.stack } : {}) }), values.out);
     return 0;
   }
   if (!["up", "preview", "refresh", "destroy", "outputs"].includes(command)) {

@@ -29,11 +29,12 @@ export function renderPreviewMarkdown(model: PreviewModel, options: MarkdownOpti
   const counts = Object.fromEntries(ORDER.map((op) => [op, model.changes.filter((c) => c.op === op).length])) as Record<WorkspaceOp, number>;
   const head: string[] = [];
   head.push(`### Workspace preview${options.stack ? ` \`${escapeCode(options.stack)}\`` : ""}`);
+  const unchanged = `${model.unchanged} ${model.unchangedUnit === "resources" ? "resources " : ""}unchanged`;
   const summary = ORDER.filter((op) => counts[op] > 0).map((op) => `${counts[op]} to ${op}`);
   head.push(
     summary.length
-      ? `**${summary.join(", ")}** · ${model.unchanged} unchanged`
-      : `**No workspace changes** · ${model.unchanged} unchanged`,
+      ? `**${summary.join(", ")}** · ${unchanged}`
+      : `**No workspace changes** · ${unchanged}`,
   );
   const other = Object.entries(model.other).filter(([, n]) => n > 0);
   if (other.length) head.push(`Other resources: ${other.map(([op, n]) => `${n} to ${op}`).join(", ")}.`);

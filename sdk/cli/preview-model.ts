@@ -18,6 +18,8 @@ export interface WorkspaceChange {
 export interface PreviewModel {
   changes: WorkspaceChange[];
   unchanged: number;
+  /** "resources" when `unchanged` counts every unchanged resource (`preview --json` lists no same steps). */
+  unchangedUnit?: "workspaces" | "resources";
   /** Non-workspace resources that change (components, other resources), by operation. */
   other: Record<string, number>;
   errors: string[];
@@ -42,7 +44,7 @@ export interface StepLike {
 const REPLACE_OPS = new Set(["replace", "create-replacement", "delete-replaced", "discard-replaced"]);
 const SKIP_OPS = new Set(["same", "read", "refresh", "read-replacement", "import", "import-replacement"]);
 
-export function buildModel(steps: StepLike[], diagnostics: { severity?: string; message?: string }[] = []): PreviewModel {
+export function buildModel(steps: StepLike[], diagnostics: { severity?: string; message?: string }[] = [], unchangedResources?: number): PreviewModel {
   const byUrn = new Map<string, StepLike[]>();
   for (const s of steps) byUrn.set(s.urn, [...(byUrn.get(s.urn) ?? []), s]);
   const model: PreviewModel = { changes: [], unchanged: 0, other: {}, errors: [] };
@@ -80,6 +82,11 @@ export function buildModel(steps: StepLike[], diagnostics: { severity?: string; 
       kind: kindOf(merged.newInputs) ?? kindOf(merged.oldInputs) ?? "?",
       fields: op === "update" || op === "replace" ? fieldsOf(merged.oldInputs ?? {}, merged.newInputs ?? {}, merged.replaceKeys, merged.diffKeys) : [],
     });
+  }
+  // `pulumi preview --json` omits unchanged resources' steps; count them from its summary instead.
+  if (unchangedResources !== undefined && model.unchanged === 0 && unchangedResources > 0) {
+    model.unchanged = unchangedResources;
+    model.unchangedUnit = "resources";
   }
   for (const d of diagnostics) if (d.severity === "error" && d.message) model.errors.push(d.message.trim());
   model.changes.sort((a, b) => ORDER.indexOf(a.op) - ORDER.indexOf(b.op) || a.workspaceId.localeCompare(b.workspaceId));
@@ -138,8 +145,13 @@ function nameFromUrn(urn: string): string {
 }
 
 /** Steps from a `pulumi preview --json` document. */
-export function stepsFromPreviewJson(doc: unknown): { steps: StepLike[]; diagnostics: { severity?: string; message?: string }[] } {
-  const d = (doc ?? {}) as { steps?: unknown[]; diagnostics?: { severity?: string; message?: string }[] };
+export function stepsFromPreviewJson(doc: unknown): {
+  steps: StepLike[];
+  diagnostics: { severity?: string; message?: string }[];
+  /** Unchanged resources per changeSummary, minus the stack itself. */
+  unchangedResources?: number;
+} {
+  const d = (doc ?? {}) as { steps?: unknown[]; diagnostics?: { severity?: string; message?: string }[]; changeSummary?: Record<string, number> };
   const steps = (d.steps ?? []).map((raw) => {
     const s = raw as {
       op: string;
@@ -160,5 +172,6 @@ export function stepsFromPreviewJson(doc: unknown): { steps: StepLike[]; diagnos
       diffKeys: s.diffReasons,
     };
   });
-  return { steps, diagnostics: d.diagnostics ?? [] };
+  const same = d.changeSummary?.same;
+  return { steps, diagnostics: d.diagnostics ?? [], ...(same !== undefined ? { unchangedResources: Math.max(0, same - 1) } : {}) };
 }
