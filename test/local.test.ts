@@ -6,7 +6,6 @@ import { skillsContract } from "./contract/skills.contract.js";
 import { localFixture } from "./local-fixture.js";
 import { mcpContract } from "./contract/mcp.contract.js";
 import { toolsContract } from "./contract/tools.contract.js";
-import { hostEchoServerArgv } from "./fixtures/mcp/paths.js";
 
 const fixture = localFixture();
 
@@ -14,5 +13,5 @@ layoutContract(fixture);
 skillsContract(fixture);
 offloadContract(fixture);
 lifecycleContract(fixture);
-mcpContract({ ...fixture, mcpServerCommand: hostEchoServerArgv });
+mcpContract(fixture);
 toolsContract(fixture);

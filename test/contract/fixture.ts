@@ -20,9 +20,9 @@ export interface WorkspaceFixture {
   name: string;
   create(opts?: WorkspaceFixtureOptions): Promise<Workspace>;
   /**
-   * argv that starts test/fixtures/mcp/echo-server.mjs inside this backend's sandbox (a mode such
-   * as "crash" or "silent" is appended). Local: [process.execPath, <abs path>]. Without it the
-   * stdio MCP tests are skipped.
+   * Optional: argv that starts test/fixtures/mcp/echo-server.mjs inside this backend's sandbox (a
+   * mode such as "crash" or "silent" is appended). Without it the MCP suite writes a self-contained
+   * bundle of the server into each workspace and runs it with the sandbox's `node`.
    */
   mcpServerCommand?(): string[];
 }

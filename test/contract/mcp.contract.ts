@@ -4,6 +4,7 @@ import type { Logger } from "../../sdk/logger.js";
 import type { Sandbox } from "../../sdk/sandbox.js";
 import { McpRegistry, type McpRegistryOptions } from "../../sdk/workspace/mcp.js";
 import type { McpServerSpec } from "../../sdk/workspace/mcp-spec.js";
+import { ECHO_SERVER_IN_WORKSPACE, echoServerBundle } from "../fixtures/mcp/bundle.js";
 import { startHttpEchoServer, type HttpEchoServer } from "../fixtures/mcp/http-server.js";
 import { uniqueId, useWorkspaces, type WorkspaceFixture } from "./fixture.js";
 
@@ -32,16 +33,25 @@ async function readMcpFile(sandbox: Sandbox): Promise<string | null> {
 export function mcpContract(fixture: WorkspaceFixture): void {
   describe(`MCP contract (${fixture.name})`, () => {
     const { open } = useWorkspaces(fixture);
-    const argv = fixture.mcpServerCommand?.();
+    // The fixture may say how to start the echo server in its sandbox; otherwise the suite installs
+    // a self-contained bundle into each workspace and runs it with the sandbox's `node`, relative
+    // to the workspace root (the default cwd of a stdio server).
+    const override = fixture.mcpServerCommand?.();
+    const argv = override ?? ["node", ECHO_SERVER_IN_WORKSPACE];
     const stdio = (name: string, extra: Partial<McpServerSpec> = {}, mode?: string): McpServerSpec => ({
       name,
-      transport: { type: "stdio", command: argv![0]!, args: [...argv!.slice(1), ...(mode ? [mode] : [])] },
+      transport: { type: "stdio", command: argv[0]!, args: [...argv.slice(1), ...(mode ? [mode] : [])] },
       ...extra,
     });
+    /** Opens a workspace able to run the echo server. */
+    const openStdio = async (opts: Parameters<typeof open>[0] = {}) => {
+      const ws = await open(opts);
+      if (!override) await ws.getBackend().writeFile(ECHO_SERVER_IN_WORKSPACE, await echoServerBundle());
+      return ws;
+    };
     const http = (name: string, url: string, extra: Partial<McpServerSpec> = {}): McpServerSpec => ({ name, transport: { type: "http", url }, ...extra });
     const registry = (sandbox: Sandbox, options: Partial<McpRegistryOptions> = {}) =>
       new McpRegistry(sandbox, { defaultMcps: [], logger: recordingLogger(), onActivity: () => undefined, closeGraceMs: 500, ...options });
-    const itStdio = it.skipIf(!argv);
 
     let server: HttpEchoServer;
     beforeAll(async () => {
@@ -98,8 +108,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect(text).toBe(expected);
       });
 
-      itStdio("keeps stdio entries in the reference's key order and round-trips them", async () => {
-        const ws = await open();
+      it("keeps stdio entries in the reference's key order and round-trips them", async () => {
+        const ws = await openStdio();
         await ws.addMcp({ ...stdio("echo"), executionTimeout: 12.25 }, { agentId: "a", sessionId: "s" });
         const doc = JSON.parse((await readMcpFile(ws.getBackend()))!);
         const e = doc.mcps.a.s[0];
@@ -264,8 +274,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
     });
 
     describe("live clients", () => {
-      itStdio("calls a stdio server's tools end to end, as mcp__<server>__<tool>, counting activity", async () => {
-        const ws = await open({ defaultMcps: [stdio("echo", { disableTools: ["exit"] })] });
+      it("calls a stdio server's tools end to end, as mcp__<server>__<tool>, counting activity", async () => {
+        const ws = await openStdio({ defaultMcps: [stdio("echo", { disableTools: ["exit"] })] });
         const [h] = await ws.listMcps({ agentId: "a", sessionId: "s" });
         expect(h!.name).toBe("echo");
         const tools = await h!.listTools();
@@ -284,8 +294,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect(badArgs.ok).toBe(false);
       });
 
-      itStdio("never shares a server process between two sessions", async () => {
-        const ws = await open({ defaultMcps: [stdio("echo")] });
+      it("never shares a server process between two sessions", async () => {
+        const ws = await openStdio({ defaultMcps: [stdio("echo")] });
         const pid = async (sessionId: string) => {
           const [h] = await ws.listMcps({ agentId: "a", sessionId });
           return JSON.parse((await h!.callTool("env", { name: "HOME" })).output).pid as number;
@@ -295,13 +305,15 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect(await pid("s1")).toBe(p1);
       });
 
-      itStdio("passes env and a workspace-relative cwd to the server, and keeps env values out of errors", async () => {
-        const ws = await open();
+      it("passes env and a workspace-relative cwd to the server, and keeps env values out of errors", async () => {
+        const ws = await openStdio();
         await ws.getBackend().mkdir("sub/dir");
         const withEnv = (mode?: string): McpServerSpec => {
           const base = stdio(mode ? "leaky" : "echo", {}, mode);
           if (base.transport.type !== "stdio") throw new Error("unreachable");
-          return { ...base, transport: { ...base.transport, env: { MY_TOKEN: "s3cr3t-value" }, cwd: "sub/dir" } };
+          // The server runs in sub/dir, so a workspace-relative script path needs the workdir in front.
+          const args = (base.transport.args ?? []).map((a) => (a === ECHO_SERVER_IN_WORKSPACE ? `${ws.getBackend().workdir}/${a}` : a));
+          return { ...base, transport: { ...base.transport, args, env: { MY_TOKEN: "s3cr3t-value" }, cwd: "sub/dir" } };
         };
         await ws.addMcp(withEnv());
         const [h] = await ws.listMcps();
@@ -315,8 +327,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect(e.message).not.toContain("s3cr3t-value");
       });
 
-      itStdio("reports a server that crashes on start as mcp_error with its exit code and stderr, quickly", async () => {
-        const ws = await open();
+      it("reports a server that crashes on start as mcp_error with its exit code and stderr, quickly", async () => {
+        const ws = await openStdio();
         const t0 = Date.now();
         const e = await rejection(ws.addMcp(stdio("crashy", {}, "crash"), { agentId: "a" }));
         expect(e.code).toBe("mcp_error");
@@ -327,8 +339,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect(await ws.listMcps({ agentId: "a" })).toEqual([]);
       });
 
-      itStdio("reports a server dying in the middle of a call as mcp_error at once, not as a timeout", async () => {
-        const ws = await open({ defaultMcps: [stdio("echo", { executionTimeout: 60 })] });
+      it("reports a server dying in the middle of a call as mcp_error at once, not as a timeout", async () => {
+        const ws = await openStdio({ defaultMcps: [stdio("echo", { executionTimeout: 60 })] });
         const [h] = await ws.listMcps();
         const t0 = Date.now();
         const e = await rejection(h!.callTool("die"));
@@ -348,8 +360,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect(await readMcpFile(ws.getBackend())).toBeNull();
       });
 
-      itStdio("skips a failing default on list with a warning and still starts the others", async () => {
-        const ws = await open();
+      it("skips a failing default on list with a warning and still starts the others", async () => {
+        const ws = await openStdio();
         const logger = recordingLogger();
         const reg = registry(ws.getBackend(), { defaultMcps: [stdio("crashy", {}, "crash"), stdio("ok")], logger });
         await reg.restore();
@@ -358,8 +370,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         await reg.closeAll();
       });
 
-      itStdio("gives up on a server that never answers initialize within the connect timeout", async () => {
-        const ws = await open();
+      it("gives up on a server that never answers initialize within the connect timeout", async () => {
+        const ws = await openStdio();
         const reg = registry(ws.getBackend(), { connectTimeoutMs: 1500 });
         await reg.restore();
         const t0 = Date.now();
@@ -371,8 +383,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         await reg.closeAll();
       });
 
-      itStdio("bounds each tool call by executionTimeout and keeps the server usable afterwards", async () => {
-        const ws = await open({ defaultMcps: [stdio("echo", { executionTimeout: 0.4 })] });
+      it("bounds each tool call by executionTimeout and keeps the server usable afterwards", async () => {
+        const ws = await openStdio({ defaultMcps: [stdio("echo", { executionTimeout: 0.4 })] });
         const [h] = await ws.listMcps();
         const t0 = Date.now();
         const e = await rejection(h!.callTool("sleep", { ms: 5000 }));
@@ -383,8 +395,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect((await h!.callTool("sleep", { ms: 10 })).output).toBe("slept 10");
       });
 
-      itStdio("notices a server that died and restarts it on the next list", async () => {
-        const ws = await open({ defaultMcps: [stdio("echo")] });
+      it("notices a server that died and restarts it on the next list", async () => {
+        const ws = await openStdio({ defaultMcps: [stdio("echo")] });
         const [h] = await ws.listMcps();
         await h!.callTool("exit");
         await expect.poll(() => h!.closed, { timeout: 5000 }).toBe(true);
@@ -396,8 +408,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect((await again!.callTool("echo", { text: "back" })).output).toBe("back");
       });
 
-      itStdio("filters listed tools with enableTools/disableTools", async () => {
-        const ws = await open();
+      it("filters listed tools with enableTools/disableTools", async () => {
+        const ws = await openStdio();
         await ws.addMcp(stdio("only", { enableTools: ["echo", "add"] }), { agentId: "a" });
         await ws.addMcp(stdio("but", { disableTools: ["sleep", "exit", "env", "fail", "die"] }), { agentId: "a" });
         const [only, but] = await ws.listMcps({ agentId: "a" });
@@ -405,8 +417,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect((await but!.listTools()).map((t) => t.toolName).sort()).toEqual(["add", "echo"]);
       });
 
-      itStdio("evicts the least recently listed scope beyond the live cap (cap 2: six connects)", async () => {
-        const ws = await open();
+      it("evicts the least recently listed scope beyond the live cap (cap 2: six connects)", async () => {
+        const ws = await openStdio();
         const reg = registry(ws.getBackend(), { defaultMcps: [stdio("a"), stdio("b")], maxLiveStateful: 2 });
         await reg.restore();
         const A = { agentId: "x", sessionId: "A" };
@@ -429,8 +441,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         await reg.closeAll();
       });
 
-      itStdio("picks the least recently listed scope as the victim", async () => {
-        const ws = await open();
+      it("picks the least recently listed scope as the victim", async () => {
+        const ws = await openStdio();
         const reg = registry(ws.getBackend(), { defaultMcps: [stdio("a")], maxLiveStateful: 2 });
         await reg.restore();
         const [a] = await reg.list({ sessionId: "A" });
@@ -443,8 +455,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect([a!.closed, c!.closed]).toEqual([true, true]);
       });
 
-      itStdio("exceeds the cap with a warning rather than evicting the requesting scope", async () => {
-        const ws = await open();
+      it("exceeds the cap with a warning rather than evicting the requesting scope", async () => {
+        const ws = await openStdio();
         const logger = recordingLogger();
         const reg = registry(ws.getBackend(), { defaultMcps: [stdio("a"), stdio("b")], maxLiveStateful: 1, logger });
         await reg.restore();
