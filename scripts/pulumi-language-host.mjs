@@ -6,11 +6,11 @@
 // stack outputs). No dependency installs, no TypeScript, no plugins: enough for `pulumi up`,
 // `preview`, `refresh` and `destroy` of programs like this project's stacks. A real Pulumi
 // install brings its own host and never uses this one.
-"use strict";
-const { createRequire } = require("node:module");
-const fs = require("node:fs");
-const path = require("node:path");
-const { pathToFileURL } = require("node:url");
+import fs from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import process from "node:process";
+import { pathToFileURL } from "node:url";
 
 const VERSION = "0.1.0-agentws";
 

@@ -6,7 +6,7 @@
 # Next to a built CLI it installs:
 #   pulumi-resource-pulumi-nodejs  the dynamic-provider host script shipped in the @pulumi/pulumi npm package
 #   pulumi-language-nodejs         the real Node language host when the Go proxy serves its module, else
-#                                  scripts/pulumi-language-host.cjs (a minimal host: runs compiled JS programs)
+#                                  scripts/pulumi-language-host.mjs (a minimal host: runs compiled JS programs)
 # AGENTWS_BUILD_PULUMI=1 forces the build path; PULUMI_VERSION picks the version (default v3.248.0).
 set -euo pipefail
 
@@ -26,10 +26,12 @@ install_provider_host() {
 # Our minimal language host, unless a real one was built into the cache.
 install_language_host() {
   [ -f "$BIN/.language-host-real" ] && return 0
-  cmp -s "$ROOT/scripts/pulumi-language-host.cjs" "$BIN/pulumi-language-host.cjs" 2>/dev/null \
-    || install -m 0644 "$ROOT/scripts/pulumi-language-host.cjs" "$BIN/pulumi-language-host.cjs"
-  if [ ! -x "$BIN/pulumi-language-nodejs" ]; then
-    printf '#!/bin/sh\n# Minimal Node language host from agent-workspaces (see pulumi-language-host.cjs).\nexec node "$(dirname "$0")/pulumi-language-host.cjs" "$@"\n' > "$BIN/pulumi-language-nodejs.tmp"
+  cmp -s "$ROOT/scripts/pulumi-language-host.mjs" "$BIN/pulumi-language-host.mjs" 2>/dev/null \
+    || install -m 0644 "$ROOT/scripts/pulumi-language-host.mjs" "$BIN/pulumi-language-host.mjs"
+  local wrapper
+  wrapper="$(printf '#!/bin/sh\n# Minimal Node language host from agent-workspaces (see pulumi-language-host.mjs).\nexec node "$(dirname "$0")/pulumi-language-host.mjs" "$@"\n')"
+  if [ "$(cat "$BIN/pulumi-language-nodejs" 2>/dev/null)" != "$wrapper" ]; then
+    printf '%s\n' "$wrapper" > "$BIN/pulumi-language-nodejs.tmp"
     chmod 0755 "$BIN/pulumi-language-nodejs.tmp"
     mv "$BIN/pulumi-language-nodejs.tmp" "$BIN/pulumi-language-nodejs"
   fi
