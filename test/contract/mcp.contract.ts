@@ -298,7 +298,7 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         const ws = await openStdio({ defaultMcps: [stdio("echo")] });
         const pid = async (sessionId: string) => {
           const [h] = await ws.listMcps({ agentId: "a", sessionId });
-          return JSON.parse((await h!.callTool("env", { name: "HOME" })).output).pid as number;
+          return JSON.parse((await h!.callTool("env", { name: "HOME" })).output).instance as string;
         };
         const [p1, p2] = [await pid("s1"), await pid("s2")];
         expect(p1).not.toBe(p2);
