@@ -116,7 +116,7 @@ export class BubblewrapSandbox implements Sandbox {
   readFile(p: string, options?: { maxBytes?: number }): Promise<Buffer> {
     return this.#files.readFile(p, options);
   }
-  writeFile(p: string, data: Uint8Array | string, options?: { mode?: number }): Promise<void> {
+  writeFile(p: string, data: Uint8Array | string, options?: { mode?: number; exclusive?: boolean }): Promise<void> {
     return this.#files.writeFile(p, data, options);
   }
   appendFile(p: string, data: Uint8Array | string): Promise<void> {

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type Docker from "dockerode";
@@ -89,12 +90,19 @@ export class DockerDriver implements Driver {
         Tty: false,
         HostConfig: { Binds: binds, NetworkMode: this.spec.network, Init: true },
       });
-      await c.start();
+      await c.start().catch((e: unknown) => {
+        // 304: a racing replica that adopted it started it first.
+        if (statusCode(e) !== 304) throw e;
+      });
     } catch (e) {
       // Another replica created it between our find and create: adopt theirs.
       if (statusCode(e) === 409) {
-        const theirs = await this.find(id);
-        if (theirs) return this.#startIfNeeded(theirs);
+        // The engine reserves the name before the container can be inspected: wait for it briefly.
+        for (let i = 0; i < 50; i++) {
+          const theirs = await this.find(id);
+          if (theirs) return this.#startIfNeeded(theirs);
+          await new Promise((r) => setTimeout(r, 100));
+        }
       }
       throw this.#mapLifecycleError(e, `create container ${containerName(id)}`);
     }
@@ -161,7 +169,30 @@ export class DockerDriver implements Driver {
     const d = await this.find(workspaceId);
     if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}); create it first`, { field: "workspaceId" });
     if (d.state !== "running") throw new UnavailableError(`docker workspace '${workspaceId}' is ${d.state}; resume it first`);
-    return new DockerSandbox(this.docker, d.location.containerId!, { persistent: d.location.persistent === "true" });
+    const persistent = d.location.persistent === "true";
+    const hostRoot = persistent && d.location.hostPath ? await this.#visibleHostRoot(d) : undefined;
+    return new DockerSandbox(this.docker, d.location.containerId!, { persistent, hostRoot });
+  }
+
+  /**
+   * The bind-mounted folder when this process sees the same files as the container (a local engine):
+   * a probe file written here must appear at /workspace inside. Otherwise file operations use exec.
+   */
+  async #visibleHostRoot(d: BackendDescription): Promise<string | undefined> {
+    const host = d.location.hostPath!;
+    const probe = `.agentws-probe-${randomBytes(6).toString("hex")}`;
+    try {
+      await fs.writeFile(path.join(host, probe), "", { flag: "wx", mode: 0o600 });
+    } catch {
+      return undefined;
+    }
+    try {
+      const exec = new DockerSandbox(this.docker, d.location.containerId!, { persistent: true });
+      const r = await exec.exec(["test", "-f", `${DOCKER_WORKDIR}/${probe}`]);
+      return r.exitCode === 0 ? host : undefined;
+    } finally {
+      await fs.rm(path.join(host, probe), { force: true });
+    }
   }
 
   async #startIfNeeded(d: BackendDescription): Promise<BackendDescription> {

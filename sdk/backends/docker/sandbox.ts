@@ -8,6 +8,7 @@ import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, Unavailab
 import type { ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
+import { LocalSandbox } from "../local/sandbox.js";
 import { statusCode } from "./client.js";
 
 export const DOCKER_WORKDIR = "/workspace";
@@ -32,7 +33,13 @@ exec cat -- "$p"`,
   write: `resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
 mkdir -p -- "$d" 2>/dev/null || exit 68
 t="$d/.$b.agentws-tmp-$$"
-if cat > "$t" && chmod "$2" -- "$t" && mv -fT -- "$t" "$p"; then exit 0; fi
+cat > "$t" && chmod "$2" -- "$t" || { rm -f -- "$t"; exit 1; }
+if [ "$3" = x ]; then
+  # link() publishes the whole file and fails atomically when the name exists.
+  if ln -T -- "$t" "$p" 2>/dev/null; then rm -f -- "$t"; exit 0; fi
+  rm -f -- "$t"; exists "$p" && exit 69; exit 1
+fi
+mv -fT -- "$t" "$p" && exit 0
 rm -f -- "$t"; exit 1`,
   append: `resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
 mkdir -p -- "$d" 2>/dev/null || exit 68
@@ -62,6 +69,12 @@ done; exit 0`,
 export interface DockerSandboxOptions {
   persistent: boolean;
   env?: Record<string, string> | undefined;
+  /**
+   * Host folder that is bind-mounted at /workspace, when this process can see it (checked by the
+   * driver with a probe file). File operations then run on the host side, confined to the folder
+   * like LocalSandbox (symlinks leaving it are refused), instead of one exec each.
+   */
+  hostRoot?: string | undefined;
 }
 
 /** A running container as a Sandbox: exec through the engine API with stdout and stderr kept apart. */
@@ -73,9 +86,11 @@ export class DockerSandbox implements Sandbox {
   readonly #container: Docker.Container;
   readonly #env: string[];
   readonly #live = new Map<string, { stream?: Duplex | undefined; done: Promise<unknown> }>();
+  readonly #files: LocalSandbox | undefined;
 
   constructor(docker: Docker, containerId: string, options: DockerSandboxOptions) {
     this.#docker = docker;
+    this.#files = options.hostRoot ? new LocalSandbox(options.hostRoot) : undefined;
     this.#container = docker.getContainer(containerId);
     this.persistent = options.persistent;
     this.#env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
@@ -85,10 +100,18 @@ export class DockerSandbox implements Sandbox {
     return this.#container.id;
   }
 
+  /** "host" when file operations go through the bind mount on this host, "exec" when they run in the container. */
+  get fileAccess(): "host" | "exec" {
+    return this.#files ? "host" : "exec";
+  }
+
   async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
     const cwd = options.cwd ? await this.#resolveCwd(options.cwd) : DOCKER_WORKDIR;
-    return this.#run(argv, { ...options, workdir: cwd });
+    const r = await this.#run(argv, { ...options, workdir: cwd });
+    // The runtime reports a missing executable as 126; callers expect the shell's 127.
+    if (r.exitCode === 126 && /executable file not found|no such file or directory/i.test(r.stdout.toString() + r.stderr.toString())) return { ...r, exitCode: 127 };
+    return r;
   }
 
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
@@ -145,6 +168,7 @@ export class DockerSandbox implements Sandbox {
   }
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+    if (this.#files) return this.#files.readFile(rel, options);
     const clean = checkRelativePath(rel);
     const max = options.maxBytes;
     const r = await this.#op("read", [clean, max === undefined ? "-" : String(max)], { max: (max ?? 1024 * 1024 * 1024) + 1 });
@@ -153,18 +177,21 @@ export class DockerSandbox implements Sandbox {
     return r.stdout;
   }
 
-  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number } = {}): Promise<void> {
+  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
+    if (this.#files) return this.#files.writeFile(rel, data, options);
     const clean = nonRoot(checkRelativePath(rel));
     const mode = (options.mode ?? 0o644).toString(8);
-    this.#check(await this.#op("write", [clean, mode], { stdin: data }), "write", clean);
+    this.#check(await this.#op("write", [clean, mode, options.exclusive ? "x" : "-"], { stdin: data }), "write", clean);
   }
 
   async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
+    if (this.#files) return this.#files.appendFile(rel, data);
     const clean = nonRoot(checkRelativePath(rel));
     this.#check(await this.#op("append", [clean], { stdin: data }), "append to", clean);
   }
 
   async list(rel: string): Promise<FileInfo[]> {
+    if (this.#files) return this.#files.list(rel);
     const clean = checkRelativePath(rel);
     const r = await this.#op("list", [clean]);
     this.#check(r, "list", clean);
@@ -172,6 +199,7 @@ export class DockerSandbox implements Sandbox {
   }
 
   async stat(rel: string): Promise<FileInfo | null> {
+    if (this.#files) return this.#files.stat(rel);
     const clean = checkRelativePath(rel);
     const r = await this.#op("stat", [clean]);
     this.#check(r, "stat", clean);
@@ -180,17 +208,20 @@ export class DockerSandbox implements Sandbox {
   }
 
   async remove(rel: string): Promise<void> {
+    if (this.#files) return this.#files.remove(rel);
     const clean = checkRelativePath(rel);
     if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
     this.#check(await this.#op("remove", [clean]), "remove", clean);
   }
 
   async mkdir(rel: string): Promise<void> {
+    if (this.#files) return this.#files.mkdir(rel);
     const clean = checkRelativePath(rel);
     this.#check(await this.#op("mkdir", [clean]), "create directory", clean);
   }
 
   async rename(from: string, to: string): Promise<void> {
+    if (this.#files) return this.#files.rename(from, to);
     const a = nonRoot(checkRelativePath(from, "from"));
     const b = nonRoot(checkRelativePath(to, "to"));
     const r = await this.#op("rename", [a, b]);
@@ -200,6 +231,7 @@ export class DockerSandbox implements Sandbox {
 
   /** Streams a host file or tree (symlinks skipped) as a tar archive into a temp name, then moves it into place. */
   async copyIn(hostSource: string, to: string): Promise<void> {
+    if (this.#files) return this.#files.copyIn(hostSource, to);
     const clean = nonRoot(checkRelativePath(to, "to"));
     const prep = await this.#op("copyPrepare", [clean]);
     if (prep.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: clean });
@@ -238,6 +270,14 @@ export class DockerSandbox implements Sandbox {
   async #resolveCwd(cwd: string): Promise<string> {
     const clean = checkRelativePath(cwd, "cwd");
     if (clean === "") return DOCKER_WORKDIR;
+    if (this.#files) {
+      const host = await this.#files.hostPath(clean, { followFinal: true });
+      const st = await fs.stat(host).catch(() => null);
+      if (!st) throw new NotFoundError(`working directory '${clean}'`, { field: "cwd" });
+      if (!st.isDirectory()) throw new WorkspaceError("invalid_argument", `cwd: '${clean}' is not a directory`, { field: "cwd" });
+      const root = await this.#files.hostPath("");
+      return path.posix.join(DOCKER_WORKDIR, path.relative(root, host).split(path.sep).join("/"));
+    }
     const r = await this.#run(["sh", "-c", `${PRELUDE}res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68; printf %s "$p"`, "sh", clean], { workdir: "/" });
     this.#check(r, "use as working directory", clean);
     return r.stdout.toString();
