@@ -54,6 +54,26 @@ describe("LocalWorkspace options", () => {
   });
 });
 
+describe("LocalWorkspace objects sharing one folder (like two service replicas)", () => {
+  it("equip a partition once between them: the atomic rename decides, the loser cleans up", async () => {
+    const a = await open("shared", { skillPaths: [skillPath("alpha"), skillPath("beta")] });
+    const b = await open("shared");
+    const lists = await Promise.all([0, 1, 2, 3].map((i) => (i % 2 ? a : b).listSkills({ agentId: "both" })));
+    for (const l of lists) expect(l.map((s) => s.name)).toEqual(["alpha", "beta"]);
+    expect((await fs.readdir(path.join(a.workdir, "skills"))).sort()).toEqual([".seed", "both"]);
+    expect((await fs.readdir(path.join(a.workdir, "skills", "both"))).sort()).toEqual([".index", "alpha", "beta"]);
+  });
+
+  it("claim distinct tool-result names through exclusive writes", async () => {
+    const a = await open("shared-offload");
+    const b = await open("shared-offload");
+    const paths = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).offloadToolResult("s", { id: "same", output: `body ${i}` })));
+    expect(new Set(paths).size).toBe(10);
+    const bodies = await Promise.all(paths.map((p) => fs.readFile(p, "utf8")));
+    expect(bodies.sort()).toEqual(Array.from({ length: 10 }, (_, i) => `body ${i}`).sort());
+  });
+});
+
 describe("LocalWorkspace host-level confinement", () => {
   it("refuses offloads through a host symlink leading out of the workspace and writes nothing outside", async () => {
     const ws = await open("sym-sessions");

@@ -334,17 +334,20 @@ export class SkillStore {
   async #equip(partition: string): Promise<void> {
     if (this.#equipped.has(partition)) return;
     const rel = `${SKILLS}/${partition}`;
-    if (!(await this.#sandbox.stat(rel))) {
+    // Under the partition lock, concurrent first uses in this process make one copy; the rename
+    // keeps other processes (another service replica) safe too.
+    await this.#withLock(partition, async () => {
+      if (this.#equipped.has(partition) || (await this.#sandbox.stat(rel))) return;
       const staging = `${SKILLS}/.equipping-${randomBytes(6).toString("hex")}`;
       try {
         await this.#copyTree(`${SKILLS}/${SEED_PARTITION}`, staging);
         await this.#sandbox.rename(staging, rel);
       } catch (e) {
         await this.#sandbox.remove(staging).catch(() => undefined);
-        // Losing the race to a concurrent equip is fine; anything else is not.
+        // Losing the race to another process is fine; anything else is not.
         if (!(await this.#sandbox.stat(rel))) throw e;
       }
-    }
+    });
     this.#equipped.add(partition);
   }
 
