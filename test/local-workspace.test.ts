@@ -51,6 +51,8 @@ describe("LocalWorkspace options", () => {
     const ws = await open("fresh/nested");
     expect((await fs.readdir(ws.workdir)).sort()).toEqual(["skills"]);
     expect(await fs.readdir(path.join(ws.workdir, "skills"))).toEqual([".seed"]);
+    await ws.addSkillArchive(zipOf({ "SKILL.md": skillMd("z", "d") }), { format: "zip" });
+    expect((await fs.readdir(ws.workdir)).sort()).toEqual(["skills"]);
   });
 });
 

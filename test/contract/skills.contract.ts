@@ -276,6 +276,16 @@ export function skillsContract(fixture: WorkspaceFixture): void {
         expect((await index(ws, "default")).dirs).toEqual(["manual"]);
       });
 
+      it("skips an indexed skill whose SKILL.md went missing or lost its description", async () => {
+        const ws = await open();
+        await ws.addSkill(skillPath("alpha"));
+        await ws.addSkill(skillPath("beta"));
+        await ws.getBackend().remove("skills/default/alpha/SKILL.md");
+        await ws.getBackend().writeFile("skills/default/beta/SKILL.md", "---\nname: beta\n---\n");
+        expect(await ws.listSkills()).toEqual([]);
+        expect((await index(ws, "default")).dirs).toEqual(["alpha", "beta"]);
+      });
+
       it("rebuilds an unparsable .index from the folders", async () => {
         const ws = await open();
         await ws.addSkill(skillPath("alpha"));
