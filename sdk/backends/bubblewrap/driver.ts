@@ -52,6 +52,10 @@ export class BubblewrapDriver implements Driver {
     const existing = await this.find(id);
     if (existing) return existing;
     await mkdirPrivate(this.#basedir);
+    const userDir = path.join(this.#basedir, hashedName(identity.userId ?? ""));
+    // Check each level before creating below it: a symlinked user folder must not get a child outside.
+    await mkdirPrivate(userDir);
+    await assertInside(this.#basedir, userDir, "user folder");
     const folder = `${hashedName(identity.userId ?? "")}/${hashedName(id)}`;
     const host = path.join(this.#basedir, folder);
     await mkdirPrivate(host);
