@@ -2,9 +2,9 @@ import { readFileSync } from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { fromZodError } from "../sdk/errors.js";
+import { InvalidArgumentError, fromZodError } from "../sdk/errors.js";
 import { WorkspaceSpecSchema, type FleetEntry, type FleetOutputs, type WorkspaceSpec, type WorkspaceSpecInput } from "../sdk/fleet.js";
-import { defaultWorkspaceId } from "./inputs.js";
+import { defaultWorkspaceId, issueToFailure } from "./inputs.js";
 import { WorkspaceResource } from "./resource.js";
 
 /** A fleet file (YAML or JSON): shared defaults merged under each workspace's own fields. */
@@ -64,8 +64,11 @@ function fleetEntryOf(r: WorkspaceResource): pulumi.Output<FleetEntry> {
 
 function parseSpec(value: unknown, field: string): WorkspaceSpec {
   const r = WorkspaceSpecSchema.safeParse(value);
-  if (!r.success) throw fromZodError(field, r.error);
-  return r.data;
+  if (r.success) return r.data;
+  const failures = r.error.issues.map((i) => issueToFailure(i));
+  const first = failures[0]!;
+  const more = failures.length > 1 ? ` (and ${failures.length - 1} more: ${failures.slice(1).map((f) => `${field}.${f.property}`).join(", ")})` : "";
+  throw new InvalidArgumentError(`${field}.${first.property}`, `${first.reason.slice(first.property.length + 2)}${more}`);
 }
 
 /** Reads and validates a fleet file; errors name the file and the field. */

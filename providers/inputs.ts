@@ -90,7 +90,11 @@ function withProvider(inputs: Record<string, unknown>, provider: unknown): Recor
   return provider === undefined ? inputs : { ...inputs, [RESERVED]: provider };
 }
 
-/** One failure per zod issue, named by field; unknown keys are named individually. */
+/** One failure per zod issue, named by field (under `root`); unknown keys are named individually. */
+export function issueToFailure(issue: z.core.$ZodIssue, root = ""): CheckFailure {
+  return toFailure({ ...issue, path: root ? [root, ...issue.path] : issue.path } as z.core.$ZodIssue, undefined);
+}
+
 function toFailure(issue: z.core.$ZodIssue, _input: unknown): CheckFailure {
   if (issue.code === "unrecognized_keys") {
     const names = issue.keys.map((k) => joinField("", [...issue.path, k]));

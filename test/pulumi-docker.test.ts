@@ -22,7 +22,7 @@ describe.skipIf(!engine).sequential("docker workspace on the real Pulumi engine"
     const bin = pulumiBinDir();
     ensureBuilt();
     const [repo, tag] = ALT_IMAGE.split(":");
-    await dockerClient().getImage(BASE_IMAGE).tag({ repo, tag });
+    await dockerClient().getImage(BASE_IMAGE).tag({ repo: repo!, tag: tag! });
     sb = makeSandbox("docker");
     stack = await testStack(
       sb,
