@@ -103,7 +103,9 @@ async function main(): Promise<void> {
   const ours = startOurs();
   try {
     const [rv, ov] = await Promise.all([ref.request({ op: "version" }), ours.request({ op: "version" })]);
-    const header = `reference: agentscope ${String(rv.version)} on Python ${String(rv.python)}; ours: Node ${String(ov.version)}; ${os.cpus().length} CPUs; ${rounds} rounds + 1 warm-up`;
+    const load = () => os.loadavg()[0]!.toFixed(1);
+    const loadAtStart = load();
+    let header = `reference: agentscope ${String(rv.version)} on Python ${String(rv.python)}; ours: Node ${String(ov.version)}; ${os.cpus().length} CPUs; ${rounds} rounds + 1 warm-up`;
     console.error(header);
 
     const rows: Row[] = ops.map((o) => ({ ...o, ours: [], reference: [], ratios: [] }));
@@ -133,6 +135,8 @@ async function main(): Promise<void> {
       }
     }
 
+    // Other work on the machine widens the spread; say how busy it was.
+    header += `; load average ${loadAtStart} at start, ${load()} at end`;
     const table = formatTable(rows);
     console.log(`\n${header}\n\n${table}`);
     const mismatches = rows.filter((r) => r.mismatch);
