@@ -97,12 +97,21 @@ export class LocalSandbox implements Sandbox {
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
     const p = await this.hostPath(rel);
-    await this.#refuseSymlink(p, rel);
-    await fs.mkdir(path.dirname(p), { recursive: true });
+    // link() neither follows nor replaces an existing name, so only the replacing write needs this check.
+    if (!options.exclusive) await this.#refuseSymlink(p, rel);
     const tmp = `${p}.tmp-${randomBytes(6).toString("hex")}`;
+    // A Buffer write is several times faster than Node's string write path for large text.
+    const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
+    const writeTmp = () => fs.writeFile(tmp, bytes, { mode: options.mode ?? 0o644, flag: "wx" });
     try {
-      // A Buffer write is several times faster than Node's string write path for large text.
-      await fs.writeFile(tmp, typeof data === "string" ? Buffer.from(data, "utf8") : data, { mode: options.mode ?? 0o644, flag: "wx" });
+      try {
+        await writeTmp();
+      } catch (e) {
+        // Parents are usually there already: create them only when the first attempt says so.
+        if ((e as NodeJS.ErrnoException)?.code !== "ENOENT") throw e;
+        await fs.mkdir(path.dirname(p), { recursive: true });
+        await writeTmp();
+      }
       if (options.exclusive) {
         // link() publishes the complete file and fails with EEXIST atomically, unlike rename().
         await fs.link(tmp, p);
