@@ -206,6 +206,7 @@ describe("skill index, names and front matter (reference vectors)", () => {
     expect(parseSkillMarkdown("-----\nname: n\ndescription: d\n-----  \n\n  body  \n")).toEqual({ ok: true, manifest: { name: "n", description: "d", markdown: "body" } });
     expect(parseSkillMarkdown("---\nname: 12\ndescription: true\n---\n")).toEqual({ ok: true, manifest: { name: "12", description: "True", markdown: "" } });
     expect(parseSkillMarkdown("\n---\nname: n\ndescription: d\n---\n")).toMatchObject({ ok: false });
+    expect(parseSkillMarkdown("\ufeff---\nname: n\ndescription: d\n---\nb")).toMatchObject({ ok: true, manifest: { name: "n" } });
     expect(parseSkillMarkdown("---\nname: n\ndescription: ''\n---\n")).toMatchObject({ ok: false, problem: expect.stringContaining("'description'") });
   });
 });

@@ -24,7 +24,8 @@ export function normalizeNewlines(text: string): string {
 }
 
 export function parseSkillMarkdown(raw: string): FrontMatterResult {
-  const text = normalizeNewlines(raw);
+  // A leading byte-order mark would hide the opening '---' (editors on Windows add one).
+  const text = normalizeNewlines(raw).replace(/^\ufeff/, "");
   const lines = text.split("\n");
   if (lines.length === 0 || !BOUNDARY.test(lines[0]!))
     return { ok: false, problem: "does not start with a '---' front matter block" };
