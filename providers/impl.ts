@@ -81,7 +81,9 @@ export const workspaceProviderImpl = {
     const touched = new Set(d.fields.map((f) => f.path.split(".")[0]));
     const { description } = await ensureBackend(driver, identity, { ...driverContext(news), expectExisting: true });
     if (touched.has("tags")) await driver.updateTags?.(identity.workspaceId, identity.tags ?? {}, driverContext(news));
-    if (touched.has("skillPaths") || touched.has("defaultMcps")) await initializeSeeds(driver, description, news);
+    // Always re-initialize: it is idempotent, applies changed seeds, and completes a workspace whose
+    // create failed half-way (the engine retries those as updates).
+    await initializeSeeds(driver, description, news);
     return { outs: outputsOf(news, { ...description, tags: identity.tags ?? {} }) };
   },
 
