@@ -1,9 +1,9 @@
 import { z } from "zod";
-import { fromZodError } from "../../errors.js";
+import { ConflictError, fromZodError } from "../../errors.js";
 import type { ProgressListener } from "../../logger.js";
 import type { Sandbox } from "../../sandbox.js";
 import { Workspace, type WorkspaceOptions } from "../../workspace/workspace.js";
-import { ensureBackend, type EnsureOutcome, type ManagedBy } from "../driver.js";
+import { ensureBackend, type BackendDescription, type EnsureOutcome, type ManagedBy } from "../driver.js";
 import { BubblewrapBackendSchema, type BubblewrapBackendSpec } from "../spec.js";
 import { BubblewrapDriver } from "./driver.js";
 import { BWRAP_WORKDIR } from "./sandbox.js";
@@ -68,11 +68,12 @@ export class BubblewrapWorkspace extends Workspace {
   }
 
   protected async provision(): Promise<Sandbox> {
-    const { outcome } = await ensureBackend(
+    const { description, outcome } = await ensureBackend(
       this.driver,
       { workspaceId: this.workspaceId, ...this.#identity },
       { expectExisting: this.#expectExisting, logger: this.logger, ...(this.#onProgress ? { onProgress: this.#onProgress } : {}) },
     );
+    assertOwner(description, this.#identity.userId);
     this.#outcome = outcome;
     return this.driver.connect(this.workspaceId, { logger: this.logger });
   }
@@ -82,4 +83,13 @@ export class BubblewrapWorkspace extends Workspace {
     if (this.#teardown === "pause") await this.driver.pause();
     else if (this.#teardown === "destroy") await this.driver.destroy(this.workspaceId, { deleteData: true });
   }
+}
+
+/** A workspace id is never shared between users: refuse one whose backend object names another owner. */
+export function assertOwner(description: BackendDescription, userId: string | undefined): void {
+  if (description.userId !== undefined && userId !== undefined && description.userId !== userId)
+    throw new ConflictError(`workspace '${description.workspaceId}' belongs to another user; workspace ids are never shared between users`, {
+      field: "userId",
+      details: { workspaceId: description.workspaceId },
+    });
 }

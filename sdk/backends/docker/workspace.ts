@@ -3,7 +3,7 @@ import { fromZodError } from "../../errors.js";
 import type { ProgressListener } from "../../logger.js";
 import type { Sandbox } from "../../sandbox.js";
 import { Workspace, type WorkspaceOptions } from "../../workspace/workspace.js";
-import { TeardownSchema, type Teardown } from "../bubblewrap/workspace.js";
+import { TeardownSchema, assertOwner, type Teardown } from "../bubblewrap/workspace.js";
 import { ensureBackend, type EnsureOutcome, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { DockerBackendSchema, type DockerBackendSpec } from "../spec.js";
 import { DockerDriver } from "./driver.js";
@@ -101,6 +101,7 @@ export class DockerWorkspace extends Workspace {
     const identity = { workspaceId: this.workspaceId, ...this.#identity };
     const ctx = { logger: this.logger, ...(this.#onProgress ? { onProgress: this.#onProgress } : {}) };
     const { description, outcome } = await ensureBackend(this.driver, identity, { ...ctx, expectExisting: this.#expectExisting });
+    assertOwner(description, this.#identity.userId);
     this.#outcome = outcome;
     const wanted = await this.driver.imageTag();
     if (description.location.image !== wanted) {
