@@ -6,12 +6,13 @@
  * Normalisations applied before comparing (each is a necessary difference, not a tolerated one):
  * - `.index`: `skills_dir_mtime` is the folder's mtime float at write time; two trees written
  *   moments apart cannot share it, so only its presence and type are compared.
- * - `context.jsonl`: a data block moved to data/ gets a fresh `created_at` on both sides (the
- *   reference stamps the rewritten block with "now"), so those stamps are compared by format only.
+ * - `context.jsonl` and call results: values each side makes up (uuid4-hex ids, "now" timestamps,
+ *   e.g. the fresh `created_at` of a data block moved to data/) are compared by shape only.
  */
 import { createHash } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
+import { FIXED_TIME } from "./fixtures.js";
 import type { StepResult } from "./scenario.js";
 
 export type DiffKind = "only-ours" | "only-reference" | "content" | "result";
@@ -82,17 +83,22 @@ function normaliseIndex(v: unknown): unknown {
   return v;
 }
 
-const TIME_RE = /^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?/;
+const TIME_RE = /^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$/;
+const RANDOM_ID_RE = /^[0-9a-f]{32}$/;
 
-/** Replaces the fresh `created_at` of blocks that were moved to data/ (see the header). */
-function normaliseContextValue(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(normaliseContextValue);
+/**
+ * Replaces values each side makes up itself: uuid4-hex ids (the scenario never uses that shape)
+ * and "now" timestamps (the scenario only uses FIXED_TIME, which must survive unchanged).
+ */
+export function normaliseGenerated(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(normaliseGenerated);
   if (!v || typeof v !== "object") return v;
   const o: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v as Record<string, unknown>)) o[k] = normaliseContextValue(x);
-  const src = o.source as { type?: string; url?: string } | undefined;
-  if (o.type === "data" && src?.type === "url" && typeof src.url === "string" && src.url.startsWith("workspace:///") && typeof o.created_at === "string")
-    o.created_at = TIME_RE.test(o.created_at) ? "<fresh timestamp>" : o.created_at;
+  for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+    if (k === "id" && typeof x === "string" && RANDOM_ID_RE.test(x)) o[k] = "<random id>";
+    else if ((k === "created_at" || k === "finished_at") && typeof x === "string" && x !== FIXED_TIME && TIME_RE.test(x)) o[k] = "<fresh timestamp>";
+    else o[k] = normaliseGenerated(x);
+  }
   return o;
 }
 
@@ -136,7 +142,7 @@ async function compareFile(rel: string, ours: Buffer, ref: Buffer): Promise<stri
     // Every distinct way the lines differ (not just the first), so one fix does not hide another.
     const seen = new Set<string>();
     a.forEach((line, i) => {
-      const d = firstJsonDiff(normaliseContextValue(line), normaliseContextValue(b[i]), `line ${i + 1}`);
+      const d = firstJsonDiff(normaliseGenerated(line), normaliseGenerated(b[i]), `line ${i + 1}`);
       if (d) seen.add(d.replace(/^line \d+/, "line N"));
     });
     return seen.size ? [...seen].slice(0, 6).join("; ") : undefined;
@@ -178,7 +184,7 @@ export function compareResults(steps: { call: string }[], ours: StepResult[], re
     if (!a || !b) return push("missing result");
     if (a.ok !== b.ok) return push(a.ok ? `ours succeeded (${JSON.stringify(a.value)?.slice(0, 200)}), reference failed: ${(b as { error: string }).error}` : `ours failed: ${(a as { error: string }).error}; reference returned ${JSON.stringify((b as { value: unknown }).value)?.slice(0, 200)}`);
     if (a.ok && b.ok) {
-      const d = firstJsonDiff(a.value, b.value);
+      const d = firstJsonDiff(normaliseGenerated(a.value), normaliseGenerated(b.value));
       if (d) push(d);
     }
   });

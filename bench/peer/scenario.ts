@@ -196,6 +196,9 @@ export async function buildScenario(root: string, variant: "full" | "reduced"): 
     },
     { call: "offloadContext", sessionId: "s1", messages: [{ name: "user", role: "user", id: "m4", content: [text("t4", "appended")], metadata: {}, created_at: FIXED_TIME }] },
     { call: "offloadContext", sessionId: "s1", messages: [] },
+    // Fields left out: each side fills in its own ids and timestamps (compared by shape).
+    { call: "offloadContext", sessionId: "s4", messages: [{ name: "user", role: "user", content: [{ type: "text", text: "defaults" }] } as unknown as RefMsg] },
+    { call: "offloadData", block: { type: "data", name: null, source: { type: "base64", data: txt, media_type: "text/markdown" } } as unknown as RefDataBlock },
     // Ids that are not safe as one path segment: the reference nests folders ("team:7/a" makes
     // sessions/team:7/a/), we sanitise (see deliberate-differences.ts).
     { call: "offloadToolResult", sessionId: "team:7/a", result: { id: "call 1", name: "t", output: "odd ids", state: "success" } },
