@@ -230,6 +230,8 @@ function buildMounts(opts: BubblewrapSandboxOptions): string[] {
   }
   if (opts.hostEnvDir) a.push("--ro-bind", opts.hostEnvDir, BWRAP_ENV_MOUNT);
   for (const p of opts.readOnlyPaths ?? []) a.push("--ro-bind", p, p);
+  // The sandbox's own root (a tmpfs holding the mount points) becomes read-only; the binds keep their modes.
+  a.push("--remount-ro", "/");
   return a;
 }
 
