@@ -96,10 +96,9 @@ export class SandboxProcessTransport implements Transport {
   async send(message: JSONRPCMessage): Promise<void> {
     const proc = this.#process;
     if (!proc || this.#closed) throw new Error("MCP server process is not running");
-    const line = serializeMessage(message);
-    await new Promise<void>((resolve, reject) => {
-      proc.stdin.write(line, (err) => (err ? reject(err) : resolve()));
-    });
+    // Resolve as soon as the stream takes the line (as the SDK's stdio transport does); write
+    // errors surface through the stream's error event and the process exit.
+    if (!proc.stdin.write(serializeMessage(message))) await new Promise<void>((resolve) => proc.stdin.once("drain", resolve));
   }
 
   /** Ends stdin, waits briefly for a clean exit, then kills. */

@@ -4,7 +4,7 @@ import { PathEscapeError } from "../../errors.js";
 import { toWorkspacePath } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
 import { absPath, capOutput, defineTool, paginate, resolvePath, type ToolContext, type WorkspaceTool } from "./common.js";
-import { MAX_WALK_ENTRIES, hasMagic, isDirectory, join, listDir, segmentRegExp } from "./walk.js";
+import { MAX_WALK_ENTRIES, WALK_CONCURRENCY, hasMagic, isDirectory, join, limiter, listDir, segmentRegExp } from "./walk.js";
 
 export const GlobInputSchema = z.object({
   pattern: z.string().min(1, "pattern must not be empty").describe("Glob pattern, e.g. '**/*.ts' or 'src/*.json' (supports *, ?, [..] and **)."),
@@ -57,6 +57,8 @@ export async function globFiles(sandbox: Sandbox, base: string, pattern: string)
   const seen = new Set<string>();
   let visited = 0;
   let truncated = false;
+  const limit = limiter(WALK_CONCURRENCY);
+  const list = (dir: string) => limit(() => listDir(sandbox, dir));
 
   const walk = async (dir: string, i: number): Promise<void> => {
     const key = `${dir}\0${i}`;
@@ -67,29 +69,32 @@ export async function globFiles(sandbox: Sandbox, base: string, pattern: string)
     const last = i === segments.length - 1;
     if (segment === "**") {
       // `**` = zero or more directories; as the last segment, every file below.
-      const entries = await listDir(sandbox, dir);
+      const entries = await list(dir);
       if (!entries) return;
       visited += entries.length;
       if (visited > MAX_WALK_ENTRIES) return void (truncated = true);
       if (last) {
         for (const e of entries) if (e.type === "file") found.set(join(dir, e.name), { path: join(dir, e.name), mtimeMs: e.mtimeMs });
-      } else await walk(dir, i + 1);
-      for (const e of entries) if (e.type === "dir") await walk(join(dir, e.name), i);
+      }
+      // Directories are listed in parallel (bounded): remote sandboxes pay a round trip per list.
+      await Promise.all([...(last ? [] : [walk(dir, i + 1)]), ...entries.filter((e) => e.type === "dir").map((e) => walk(join(dir, e.name), i))]);
       return;
     }
-    const entries = await listDir(sandbox, dir);
+    const entries = await list(dir);
     if (!entries) return;
     visited += entries.length;
     if (visited > MAX_WALK_ENTRIES) return void (truncated = true);
     const re = hasMagic(segment) ? segmentRegExp(segment) : null;
+    const next: Array<Promise<void>> = [];
     for (const e of entries) {
       const matches = re ? re.test(e.name) : e.name === segment;
       if (!matches) continue;
       const p = join(dir, e.name);
       if (last) {
         if (e.type === "file") found.set(p, { path: p, mtimeMs: e.mtimeMs });
-      } else if (e.type === "dir") await walk(p, i + 1);
+      } else if (e.type === "dir") next.push(walk(p, i + 1));
     }
+    await Promise.all(next);
   };
 
   if (segments.length > 0) await walk(base, 0);

@@ -2,7 +2,7 @@ import { posix } from "node:path";
 import type { Sandbox } from "../../sandbox.js";
 import { absPath } from "./common.js";
 import { MAX_COLUMNS, VCS_DIRS, splitGlobs, type GrepInput } from "./grep.js";
-import { MAX_WALK_ENTRIES, join, listDir, segmentRegExp } from "./walk.js";
+import { MAX_WALK_ENTRIES, WALK_CONCURRENCY, join, limiter, listDir, segmentRegExp } from "./walk.js";
 
 /** Files bigger than this are skipped by the scan (ripgrep would stream them). */
 const MAX_SCAN_FILE_BYTES = 16 * 1024 * 1024;
@@ -52,20 +52,26 @@ export async function scanGrep(sandbox: Sandbox, input: GrepInput, target: strin
   }
   const globs = splitGlobs(input.glob).map(compileGlob);
   const files = isDir ? await listFiles(sandbox, target) : [target];
+  const limit = limiter(WALK_CONCURRENCY);
+  const selected = files.filter((file) => !isDir || passesFilters(target === "" ? file : file.slice(target.length + 1), types, globs));
+  // Read in parallel (bounded), collect in path order.
+  const results = await Promise.all(
+    selected.map((file) =>
+      limit(async () => {
+        let data: Buffer;
+        try {
+          data = await sandbox.readFile(file, { maxBytes: MAX_SCAN_FILE_BYTES });
+        } catch {
+          return [];
+        }
+        if (data.subarray(0, 8192).includes(0)) return [];
+        const shown = absPath(sandbox, file);
+        return searchText(data.toString("utf8"), re, input, shown, isDir ? shown : undefined);
+      }),
+    ),
+  );
   const out: string[] = [];
-  for (const file of files) {
-    const rel = isDir ? (target === "" ? file : file.slice(target.length + 1)) : posix.basename(file);
-    if (isDir && !passesFilters(rel, types, globs)) continue;
-    let data: Buffer;
-    try {
-      data = await sandbox.readFile(file, { maxBytes: MAX_SCAN_FILE_BYTES });
-    } catch {
-      continue;
-    }
-    if (data.subarray(0, 8192).includes(0)) continue;
-    const shown = absPath(sandbox, file);
-    const prefix = isDir ? shown : undefined;
-    const found = searchText(data.toString("utf8"), re, input, shown, prefix);
+  for (const found of results) {
     // With context, rg also separates consecutive files' groups with "--".
     if (found.length && out.length && input.output_mode === "content" && hasContext(input)) out.push("--");
     out.push(...found);
@@ -139,21 +145,24 @@ function searchText(text: string, re: RegExp, input: GrepInput, shown: string, p
 async function listFiles(sandbox: Sandbox, root: string): Promise<string[]> {
   const files: string[] = [];
   let visited = 0;
+  const limit = limiter(WALK_CONCURRENCY);
   const walk = async (dir: string): Promise<void> => {
-    const entries = await listDir(sandbox, dir);
+    const entries = await limit(() => listDir(sandbox, dir));
     if (!entries) return;
     visited += entries.length;
     if (visited > MAX_WALK_ENTRIES) return;
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const subdirs: string[] = [];
     for (const e of entries) {
       const p = join(dir, e.name);
       if (e.type === "dir") {
-        if (!VCS_DIRS.includes(e.name)) await walk(p);
+        if (!VCS_DIRS.includes(e.name)) subdirs.push(p);
       } else if (e.type === "file") files.push(p);
     }
+    await Promise.all(subdirs.map(walk));
   };
   await walk(root);
-  return files;
+  // Listings finish in any order; report files in path order.
+  return files.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 interface CompiledGlob {

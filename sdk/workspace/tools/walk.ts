@@ -52,3 +52,22 @@ export async function isDirectory(sandbox: Sandbox, rel: string): Promise<boolea
     return false;
   }
 }
+
+/** Concurrency for directory listings and file reads: remote sandboxes pay a round trip per call. */
+export const WALK_CONCURRENCY = 8;
+
+/** A counting semaphore: `run(fn)` starts fn when fewer than `n` are running. */
+export function limiter(n: number): <T>(fn: () => Promise<T>) => Promise<T> {
+  let active = 0;
+  const queue: Array<() => void> = [];
+  return async (fn) => {
+    if (active >= n) await new Promise<void>((resolve) => queue.push(resolve));
+    active++;
+    try {
+      return await fn();
+    } finally {
+      active--;
+      queue.shift()?.();
+    }
+  };
+}
