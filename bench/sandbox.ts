@@ -1,0 +1,167 @@
+/**
+ * Sandbox backend figures, each a median against a baseline measured in the same run:
+ *   - Bubblewrap: `exec(["true"])` vs spawning the identical bare `bwrap ... true` argv (goal ≤ 1.3x);
+ *   - Docker: `exec(["true"])` through the engine API vs `docker exec <container> true` from the CLI (goal ≤ 1x);
+ *   - Docker: cold create of a workspace with a cached image (driver.create) vs `docker run -d` of the same image;
+ *   - Docker: resume from pause (driver.resume) vs `docker unpause` from the CLI.
+ * Needs bwrap, and for Docker an engine (DOCKER_HOST, else scripts/dockerd.sh starts the private one)
+ * with the base image (scripts/base-image.sh). Run: npx tsx bench/sandbox.ts [rounds]
+ */
+import { execFile, spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { BubblewrapDriver } from "../sdk/backends/bubblewrap/driver.js";
+import { dockerClient } from "../sdk/backends/docker/client.js";
+import { DockerDriver, containerName } from "../sdk/backends/docker/driver.js";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const ROUNDS = Number(process.argv[2] ?? 30);
+const BASE_IMAGE = process.env.AGENTWS_BASE_IMAGE ?? "agentws-base:bookworm";
+const run = promisify(execFile);
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+};
+const ms = (v: number) => `${v.toFixed(1)} ms`;
+
+function row(name: string, subject: number[], baseline: number[], baselineName: string, goal?: number): void {
+  const ratio = median(subject) / median(baseline);
+  const verdict = goal === undefined ? "" : ratio <= goal ? `  (goal ≤ ${goal}x: met)` : `  (goal ≤ ${goal}x: NOT met)`;
+  console.log(`${name.padEnd(44)} ${ms(median(subject)).padStart(10)}  vs ${baselineName} ${ms(median(baseline))}  → ${ratio.toFixed(2)}x${verdict}`);
+}
+
+/** Alternates subject and baseline so drift (cache, CPU frequency) hits both alike. */
+async function paired(n: number, subject: () => Promise<unknown>, baseline: () => Promise<unknown>): Promise<[number[], number[]]> {
+  for (let i = 0; i < 3; i++) await Promise.all([subject(), baseline()].map((p) => p.catch(() => undefined)));
+  const a: number[] = [];
+  const b: number[] = [];
+  for (let i = 0; i < n; i++) {
+    for (const [fn, out] of i % 2 ? ([[subject, a], [baseline, b]] as const) : ([[baseline, b], [subject, a]] as const)) {
+      const t = performance.now();
+      await fn();
+      out.push(performance.now() - t);
+    }
+  }
+  return [a, b];
+}
+
+function spawnWait(cmd: string, args: string[]): Promise<number | null> {
+  return new Promise((resolve, reject) => {
+    const c = spawn(cmd, args, { stdio: ["ignore", "ignore", "ignore"] });
+    c.once("error", reject);
+    c.once("exit", resolve);
+  });
+}
+
+async function benchBubblewrap(base: string): Promise<void> {
+  const d = new BubblewrapDriver({ basedir: base });
+  await d.create({ workspaceId: "bench-bwrap", managedBy: "runtime" });
+  const sb = await d.connect("bench-bwrap");
+  try {
+    const bare = await sb.argvFor(["true"]);
+    const [subject, baseline] = await paired(
+      ROUNDS,
+      async () => {
+        const r = await sb.exec(["true"]);
+        if (r.exitCode !== 0) throw new Error(r.stderr.toString());
+      },
+      () => spawnWait("bwrap", bare),
+    );
+    row("bubblewrap exec(true)", subject, baseline, "bare bwrap true", 1.3);
+  } finally {
+    await sb.close();
+  }
+}
+
+async function benchDocker(base: string): Promise<void> {
+  const docker = dockerClient();
+  const d = new DockerDriver({ basedir: base, baseImage: BASE_IMAGE });
+  const id = `bench-${process.pid}`;
+  const cli = ["-H", process.env.DOCKER_HOST ?? "unix:///var/run/docker.sock"];
+  await d.create({ workspaceId: id, managedBy: "runtime" });
+  try {
+    const sb = await d.connect(id);
+    const name = containerName(id);
+    const [execs, cliExecs] = await paired(
+      ROUNDS,
+      async () => {
+        const r = await sb.exec(["true"]);
+        if (r.exitCode !== 0) throw new Error(r.stderr.toString());
+      },
+      () => run("docker", [...cli, "exec", name, "true"]),
+    );
+    row("docker exec(true)", execs, cliExecs, "docker exec CLI", 1);
+
+    const image = await d.imageTag();
+    const coldIds: string[] = [];
+    const runIds: string[] = [];
+    const n = Math.max(5, Math.floor(ROUNDS / 3));
+    const [creates, runs] = await paired(
+      n,
+      async () => {
+        const w = `bench-cold-${process.pid}-${coldIds.length}`;
+        coldIds.push(w);
+        await d.create({ workspaceId: w, managedBy: "runtime" });
+      },
+      async () => {
+        const { stdout } = await run("docker", [...cli, "run", "-d", "--init", image, "sleep", "infinity"]);
+        runIds.push(stdout.trim());
+      },
+    );
+    row("docker cold create (cached image)", creates, runs, "docker run -d CLI");
+    await Promise.all([...coldIds.map((w) => d.destroy(w, { deleteData: true })), ...runIds.map((c) => docker.getContainer(c).remove({ force: true }))]);
+
+    // Only the resume is timed; the pause before it is setup.
+    const r: number[] = [];
+    const u: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      await d.pause(id);
+      let t = performance.now();
+      await d.resume(id);
+      r.push(performance.now() - t);
+      await docker.getContainer(name).pause();
+      t = performance.now();
+      await run("docker", [...cli, "unpause", name]);
+      u.push(performance.now() - t);
+    }
+    row("docker resume from pause", r, u, "docker unpause CLI");
+  } finally {
+    await d.destroy(id, { deleteData: true });
+  }
+}
+
+async function dockerAvailable(): Promise<string | null> {
+  try {
+    await dockerClient().ping();
+  } catch {
+    try {
+      const { stdout } = await run(path.join(ROOT, "scripts/dockerd.sh"), ["start"]);
+      const m = /DOCKER_HOST=(\S+)/.exec(stdout);
+      if (m) process.env.DOCKER_HOST = m[1];
+      await dockerClient().ping();
+    } catch (e) {
+      return `no Docker engine (${String((e as Error).message).slice(0, 200)})`;
+    }
+  }
+  try {
+    await dockerClient().getImage(BASE_IMAGE).inspect();
+  } catch {
+    await run(path.join(ROOT, "scripts/base-image.sh"), [BASE_IMAGE], { maxBuffer: 1 << 24 });
+  }
+  return null;
+}
+
+const base = await mkdtemp(path.join(tmpdir(), "bench-sandbox-"));
+try {
+  console.log(`sandbox backends, medians of ${ROUNDS} paired rounds`);
+  await benchBubblewrap(base);
+  const skip = await dockerAvailable();
+  if (skip) console.log(`docker: skipped, ${skip}`);
+  else await benchDocker(base);
+} finally {
+  await rm(base, { recursive: true, force: true });
+}
