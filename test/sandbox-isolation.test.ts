@@ -131,7 +131,8 @@ describe.skipIf(!engine)("Docker isolation", () => {
 
   it("with the network cut, connecting out fails; on the bridge, the same probe connects", async () => {
     const bridged = await open("bridge");
-    const gateway = (await dockerClient().getContainer(bridged.containerId).inspect()).NetworkSettings.Gateway;
+    const networks = (await dockerClient().getContainer(bridged.containerId).inspect()).NetworkSettings.Networks;
+    const gateway = networks.bridge?.Gateway;
     expect(gateway, "the bridge network has a gateway").toBeTruthy();
     const cut = await open("none");
     expect(await probeConnect(bridged, gateway!)).toBe("connected");
