@@ -40,6 +40,33 @@ export const DELIBERATE_DIFFERENCES: DeliberateDifference[] = [
     reason: "The path returned by offloadToolResult names the sanitised folder and file, as on disk.",
   },
   {
+    status: "deliberate",
+    match: /^(content:skills\/[^/]+\/\.index|result:#\d+ listSkills)$/,
+    detail: /legacy/,
+    reason:
+      "Skill folders moved into skills/.seed by the legacy-layout migration are indexed (and so listed) by ours. The reference " +
+      "never indexes them: .seed/.index is rebuilt from skill_paths only, and a partition copied from the seed inherits the seed's " +
+      "folder mtime, which equals the copied index's skills_dir_mtime, so the partition is never reconciled and the migrated skill stays invisible.",
+  },
+  {
+    status: "deliberate",
+    match: /^only-reference:skills\/[^/]+\/\.index$/,
+    reason:
+      "No .index is written for a partition that holds no skill and whose index did not change. The reference writes one only to " +
+      "record the folder mtime it uses to detect changes; ours re-checks the folder against the index instead (index writes are " +
+      "renames that change the folder mtime themselves), so the file would carry nothing.",
+  },
+  {
+    status: "open",
+    match: /^(only-ours|only-reference):skills\/[^/]+\/(skill|uploaded_skill)(\/.*)?$|^content:skills\/[^/]+\/\.index$/,
+    detail: /(dir|file) only in (ours|the reference)|uploaded_skill/,
+    owner: "sdk/workspace/skills.ts (addArchive) - or make it deliberate with a reason",
+    reason:
+      "addSkillArchive on a local workspace: the reference ignores dirName and names the folder after the front matter " +
+      "(uploaded_skill); ours uses dirName (skill). Through the REST upload, which always passes dirName 'skill', every upload " +
+      "would become skill, skill-1, ... (the reference's section 11 item 14 fault for sandboxes).",
+  },
+  {
     status: "open",
     match: /^content:\.mcp$/,
     detail: /stream_progress: missing in ours, reference false$/,

@@ -6,7 +6,7 @@
  * Speaks the same JSON lines as the reference driver. Each bench builds its inputs first
  * (untimed), times only the calls under test with performance.now(), then cleans up (untimed).
  */
-import { mkdtemp, readFile, readdir, rm, stat } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -204,7 +204,6 @@ async function managerFirstConcurrent(): Promise<Timed> {
 async function bwrapExecTrue(): Promise<Timed> {
   const root = await tmp("bwrap");
   try {
-    const { mkdir } = await import("node:fs/promises");
     await mkdir(path.join(root, "ws"));
     await mkdir(path.join(root, "tmp"));
     // network "host" = the reference's --share-net, which it requires for its gateway.
@@ -302,6 +301,23 @@ export async function runScenario(workdir: string, steps: Step[]): Promise<StepR
       case "offloadData": {
         const out = await need().offloadData(s.block as DataBlock);
         return { id: out.id, name: out.name ?? null, source: out.source };
+      }
+      case "addSkillArchive": {
+        const data = await readFile(s.file);
+        await need().addSkillArchive(data, { format: s.format, dirName: s.dirName, ...(s.agentId !== undefined ? { agentId: s.agentId } : {}) });
+        return null;
+      }
+      case "reset":
+        await need().reset();
+        return null;
+      case "snapshot":
+        await cp(workdir, `${workdir}@${s.label}`, { recursive: true, verbatimSymlinks: true });
+        return null;
+      case "writeFile": {
+        const target = path.join(workdir, s.path);
+        await mkdir(path.dirname(target), { recursive: true });
+        await writeFile(target, s.content);
+        return null;
       }
       case "offloadContext": {
         const w = need();

@@ -36,7 +36,9 @@ function classify(differences: Difference[]): Pick<ParityReport, "accepted" | "o
   const unexpected: Difference[] = [];
   const used = new Set<DeliberateDifference>();
   for (const d of differences) {
-    const hit = DELIBERATE_DIFFERENCES.find((e) => e.match.test(d.key) && (!e.detail || e.detail.test(d.detail)));
+    // Entries describe paths inside a workspace; a snapshot's "@<label>/" prefix is not part of them.
+    const bare = d.key.replace(/^([a-z-]+):@[^/]+\//, "$1:");
+    const hit = DELIBERATE_DIFFERENCES.find((e) => e.match.test(bare) && (!e.detail || e.detail.test(d.detail)));
     if (!hit) unexpected.push(d);
     else {
       used.add(hit);
@@ -56,13 +58,24 @@ export async function runParity(variant: "full" | "reduced", opts: { reference?:
     const steps = await buildScenario(root, variant);
     const refReply = await ref.request<{ id: number; ok: boolean; results: StepResult[] }>({ op: "scenario", workdir: referenceDir, steps });
     const oursResults = await runScenario(oursDir, steps);
-    const tree = await compareTrees(oursDir, referenceDir);
-    const differences = [...compareResults(steps, oursResults, refReply.results), ...tree.differences];
+    // Each snapshot pair, then the final trees; snapshot paths are prefixed "@<label>/".
+    const labels = steps.flatMap((s) => (s.call === "snapshot" ? [s.label] : []));
+    let filesCompared = 0;
+    const differences = compareResults(steps, oursResults, refReply.results);
+    for (const label of [...labels, undefined]) {
+      const suffix = label === undefined ? "" : `@${label}`;
+      const tree = await compareTrees(oursDir + suffix, referenceDir + suffix);
+      filesCompared += tree.files;
+      for (const d of tree.differences) {
+        const target = label === undefined ? d.target : `@${label}/${d.target}`;
+        differences.push({ ...d, target, key: `${d.kind}:${target}` });
+      }
+    }
     const { accepted, open, unexpected, used } = classify(differences);
     return {
       variant,
       steps: steps.length,
-      filesCompared: tree.files,
+      filesCompared,
       accepted,
       open,
       unexpected,

@@ -391,6 +391,19 @@ class Scenario:
             for k, v in (("agent_id", "agentId"), ("session_id", "sessionId"))
             if v in s
         }
+        if call == "snapshot":
+            shutil.copytree(
+                self.workdir,
+                f"{self.workdir}@{s['label']}",
+                symlinks=True,
+            )
+            return None
+        if call == "writeFile":
+            target = os.path.join(self.workdir, s["path"])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(s["content"])
+            return None
         if call == "init":
             self.ws = LocalWorkspace(
                 workdir=self.workdir,
@@ -413,6 +426,18 @@ class Scenario:
             return [_skill_json(x, self.workdir) for x in skills]
         if call == "addSkill":
             await ws.add_skill(s["path"], **scope)
+            return None
+        if call == "addSkillArchive":
+            with open(s["file"], "rb") as f:
+                data = f.read()
+
+            async def stream():
+                yield data
+
+            await ws.add_skill_archive(stream(), s["format"], s["dirName"], **scope)
+            return None
+        if call == "reset":
+            await ws.reset()
             return None
         if call == "removeSkill":
             await ws.remove_skill(s["name"], **scope)

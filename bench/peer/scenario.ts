@@ -6,6 +6,7 @@
  * types, context.jsonl appends, purges); `reduced` is the quick subset the test suite runs.
  */
 import { mkdir, writeFile } from "node:fs/promises";
+import { zipSync, strToU8 } from "fflate";
 import path from "node:path";
 import { bytes, skillMd, writeSkill, FIXED_TIME, type RefDataBlock, type RefMsg, type RefToolResult } from "./fixtures.js";
 
@@ -32,7 +33,14 @@ export type Step =
   | { call: "purgeAgent"; agentId: string }
   | { call: "offloadToolResult"; sessionId: string; result: RefToolResult }
   | { call: "offloadData"; block: RefDataBlock }
-  | { call: "offloadContext"; sessionId: string; messages: RefMsg[] };
+  | { call: "offloadContext"; sessionId: string; messages: RefMsg[] }
+  /** Installs a skill archive read from a host file. */
+  | { call: "addSkillArchive"; file: string; format: "zip" | "tar" | "tar.gz"; dirName: string; agentId?: string }
+  | { call: "reset" }
+  /** Not an API call: copies the workspace folder to `<workdir>@<label>`; parity.ts compares each copy pair. */
+  | { call: "snapshot"; label: string }
+  /** Not an API call: writes a file into the workspace folder directly (legacy layouts, corrupt files). */
+  | { call: "writeFile"; path: string; content: string };
 
 export type StepResult = { ok: true; value: unknown } | { ok: false; error: string };
 
@@ -99,6 +107,14 @@ async function writeScenarioSkills(root: string): Promise<ScenarioSkills> {
   await writeSkill(s.extra1Copy, extra1Md, 7);
   await writeSkill(s.extra1Clash, skillMd("extra-one", "Another skill called extra-one.", "Clash."), 8);
   await writeSkill(s.extra2, skillMd("extra-two", "Bob's skill.", "Extra two body."), 9);
+  // An upload as a browser would zip it: one top folder holding the skill.
+  await writeFile(
+    path.join(root, "scenario-skills", "upload.zip"),
+    zipSync({
+      "Uploaded Skill/SKILL.md": strToU8(skillMd("uploaded skill", "Came in a zip.", "Zip body.")),
+      "Uploaded Skill/scripts/run.sh": strToU8("#!/bin/sh\necho zipped\n"),
+    }),
+  );
   return s;
 }
 
@@ -134,12 +150,18 @@ export async function buildScenario(root: string, variant: "full" | "reduced"): 
   }
 
   return [
+    // A folder left by an older release: skills/ without partitions (and its .skills index), a v1 .mcp.
+    { call: "writeFile", path: "skills/legacy/SKILL.md", content: skillMd("legacy-skill", "From the old layout.", "Legacy body.") },
+    { call: "writeFile", path: "skills/.skills", content: '{"skills_dir_mtime": 0.0, "skills": {}}' },
+    { call: "writeFile", path: "skills/notes.txt", content: "not a skill\n" },
+    { call: "writeFile", path: ".mcp", content: JSON.stringify([httpMcp("old-one")], null, 2) },
     {
       call: "init",
       workspaceId: "parity-ws",
       skillPaths: [k.alpha, k.beta, k.alphaCopy, k.alphaClash, k.unicode, k.invalid],
       defaultMcps: [httpMcp("docs")],
     },
+    { call: "listMcps" },
     { call: "listSkills" },
     { call: "listSkills", agentId: "alice" },
     { call: "addSkill", path: k.extra1, agentId: "alice" },
@@ -207,6 +229,7 @@ export async function buildScenario(root: string, variant: "full" | "reduced"): 
     { call: "purgeSession", agentId: "alice", sessionId: "s2" },
     { call: "purgeAgent", agentId: "bob" },
     { call: "close" },
+    { call: "snapshot", label: "first-session" },
     // Reopen the same folder with the same seeds: nothing is re-seeded or rewritten, .mcp is restored.
     {
       call: "init",
@@ -219,6 +242,20 @@ export async function buildScenario(root: string, variant: "full" | "reduced"): 
     { call: "listMcps", agentId: "bob", sessionId: "s9" },
     { call: "listSkills", agentId: "alice" },
     { call: "listSkills", agentId: "bob" },
+    { call: "addSkillArchive", file: path.join(root, "scenario-skills", "upload.zip"), format: "zip", dirName: "skill", agentId: "alice" },
+    { call: "addSkillArchive", file: path.join(root, "scenario-skills", "upload.zip"), format: "zip", dirName: "skill", agentId: "alice" },
+    { call: "listSkills", agentId: "alice" },
+    // An index that is not JSON counts as empty: the partition is re-indexed from its folders.
+    { call: "writeFile", path: "skills/carol/manual/SKILL.md", content: skillMd("manual", "Put there by hand.", "Manual body.") },
+    { call: "writeFile", path: "skills/carol/.index", content: "{not json" },
+    { call: "listSkills", agentId: "carol" },
+    { call: "close" },
+    { call: "snapshot", label: "before-reset" },
+    { call: "init", workspaceId: "parity-ws", skillPaths: [k.alpha], defaultMcps: [httpMcp("docs")] },
+    { call: "reset" },
+    { call: "listSkills", agentId: "alice" },
+    { call: "listMcps", agentId: "alice", sessionId: "s1" },
+    { call: "offloadToolResult", sessionId: "s1", result: { id: "call-1", name: "t", output: "after reset", state: "success" } },
     { call: "close" },
   ];
 }
