@@ -58,7 +58,7 @@ sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False))
       ["agent-ü", "s2", ["web", "web2"]],
       ["", "", []],
     ]);
-    expect(back.scopes[0]!.specs[0]).toEqual({ ...specs[0], stateful: true, transport: { ...specs[0]!.transport, encodingErrorHandler: "strict" } });
+    expect(back.scopes[0]!.specs[0]).toEqual({ ...specs[0], stateful: true, streamProgress: false, transport: { ...specs[0]!.transport, encodingErrorHandler: "strict" } });
   });
 
   it("unifiedDiff equals difflib.unified_diff (n=3)", () => {

@@ -34,6 +34,8 @@ export const McpServerSpecSchema = z
     disableTools: z.array(z.string()).nullable().optional(),
     /** Seconds per tool call. */
     executionTimeout: z.number().positive().nullable().optional(),
+    /** Kept for `.mcp` compatibility with AgentScope 2.0.x (`stream_progress`); results are always final here. */
+    streamProgress: z.boolean().optional(),
   })
   .superRefine((v, ctx) => {
     if (v.transport.type === "stdio" && v.stateful === false)
@@ -55,6 +57,7 @@ export interface McpClientJson {
   enable_tools: string[] | null;
   disable_tools: string[] | null;
   execution_timeout: number | null;
+  stream_progress: boolean;
 }
 
 export function isStateful(spec: McpServerSpec): boolean {
@@ -73,6 +76,7 @@ export function toMcpJson(spec: McpServerSpec): McpClientJson {
     enable_tools: spec.enableTools ?? null,
     disable_tools: spec.disableTools ?? null,
     execution_timeout: spec.executionTimeout ?? null,
+    stream_progress: spec.streamProgress ?? false,
   };
 }
 
@@ -101,6 +105,7 @@ export function fromMcpJson(value: unknown): McpServerSpec {
       enable_tools: z.array(z.string()).nullish(),
       disable_tools: z.array(z.string()).nullish(),
       execution_timeout: z.number().nullish(),
+      stream_progress: z.boolean().nullish(),
     })
     .parse(value);
   const c = raw.mcp_config;
@@ -116,6 +121,7 @@ export function fromMcpJson(value: unknown): McpServerSpec {
       enableTools: raw.enable_tools,
       disableTools: raw.disable_tools,
       executionTimeout: raw.execution_timeout,
+      streamProgress: raw.stream_progress,
     }),
   );
 }

@@ -84,7 +84,8 @@ export function mcpContract(fixture: WorkspaceFixture): void {
           },
           "enable_tools": ${more.enable ?? "null"},
           "disable_tools": ${more.disable ?? "null"},
-          "execution_timeout": ${more.exec ?? "null"}
+          "execution_timeout": ${more.exec ?? "null"},
+          "stream_progress": false
         }`;
         const expected = `{
   "version": 2,
@@ -113,7 +114,7 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         await ws.addMcp({ ...stdio("echo"), executionTimeout: 12.25 }, { agentId: "a", sessionId: "s" });
         const doc = JSON.parse((await readMcpFile(ws.getBackend()))!);
         const e = doc.mcps.a.s[0];
-        expect(Object.keys(e)).toEqual(["name", "is_stateful", "mcp_config", "enable_tools", "disable_tools", "execution_timeout"]);
+        expect(Object.keys(e)).toEqual(["name", "is_stateful", "mcp_config", "enable_tools", "disable_tools", "execution_timeout", "stream_progress"]);
         expect(Object.keys(e.mcp_config)).toEqual(["type", "command", "args", "env", "cwd", "encoding_error_handler"]);
         expect(e).toMatchObject({ name: "echo", is_stateful: true, execution_timeout: 12.25 });
         expect(e.mcp_config).toMatchObject({ type: "stdio_mcp", command: argv![0], args: argv!.slice(1), env: null, cwd: null, encoding_error_handler: "strict" });
