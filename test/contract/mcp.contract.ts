@@ -416,6 +416,8 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         const [only, but] = await ws.listMcps({ agentId: "a" });
         expect((await only!.listTools()).map((t) => t.toolName).sort()).toEqual(["add", "echo"]);
         expect((await but!.listTools()).map((t) => t.toolName).sort()).toEqual(["add", "echo"]);
+        // Filters shape what models see; a caller naming a hidden tool still reaches it (reference fault 9).
+        expect((await only!.callTool("sleep", { ms: 1 })).output).toBe("slept 1");
       });
 
       it("evicts the least recently listed scope beyond the live cap (cap 2: six connects)", async () => {
