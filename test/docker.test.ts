@@ -130,6 +130,25 @@ describe.skipIf(!engine)("Docker backend", () => {
       expect(await fs.stat(path.join(basedir, w)).catch(() => null)).toBeNull();
     });
 
+    it("re-labels a persistent workspace by recreating its container, keeping files and pause state", async () => {
+      const d = driver();
+      const w = id("tags");
+      await d.create({ workspaceId: w, userId: "u", managedBy: "pulumi", tags: { a: "1" } });
+      await (await d.connect(w)).writeFile("f.txt", "kept");
+      await d.pause(w);
+      await d.updateTags(w, { a: "2", b: "x" });
+      const after = await d.find(w);
+      expect(after).toMatchObject({ state: "paused", userId: "u", managedBy: "pulumi", tags: { a: "2", b: "x" } });
+      await d.resume(w);
+      expect((await (await d.connect(w)).readFile("f.txt")).toString()).toBe("kept");
+      const eph = new DockerDriver({ baseImage: BASE_IMAGE });
+      const e = id("tags-eph");
+      await eph.create({ workspaceId: e, managedBy: "runtime", tags: { a: "1" } });
+      await expectCode(eph.updateTags(e, { a: "2" }), "invalid_argument", /ephemeral/);
+      await eph.updateTags(e, { a: "1" });
+      await eph.destroy(e);
+    });
+
     it("restarts a stopped container on resume", async () => {
       const d = driver();
       const w = id();

@@ -6,7 +6,7 @@ import path from "node:path";
 import { NotFoundError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
 import type { BackendDescription, Driver, DriverContext, ManagedBy, WorkspaceIdentity } from "../driver.js";
 import { BubblewrapBackendSchema, WorkspaceIdSchema, type BubblewrapBackendSpec } from "../spec.js";
-import { BubblewrapSandbox, BWRAP_ENV_MOUNT } from "./sandbox.js";
+import { BubblewrapSandbox, BWRAP_ENV_MOUNT, BWRAP_WORKDIR } from "./sandbox.js";
 import { assertInside, ephemeralBasedir, hashedName, mkdirPrivate } from "./paths.js";
 
 /** What the driver records per workspace (the "backend object" of a host-folder backend). */
@@ -171,7 +171,7 @@ export class BubblewrapDriver implements Driver {
       agentId: r.agentId,
       managedBy: r.managedBy,
       tags: r.tags ?? {},
-      location: { hostPath: path.join(this.#basedir, r.folder), network: this.spec.network },
+      location: { hostPath: path.join(this.#basedir, r.folder), workdir: BWRAP_WORKDIR, network: this.spec.network },
     };
   }
 

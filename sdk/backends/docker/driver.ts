@@ -165,6 +165,26 @@ export class DockerDriver implements Driver {
     }
   }
 
+  /**
+   * Container labels are immutable, so new tags mean a new container: done only for persistent
+   * workspaces (files live in the bind mount); an ephemeral one would lose its files, so it is refused.
+   */
+  async updateTags(workspaceId: string, tags: Record<string, string>, ctx: DriverContext = {}): Promise<void> {
+    const d = await this.find(workspaceId);
+    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
+    if (sameTags(d.tags, tags)) return;
+    if (d.location.persistent !== "true")
+      throw new WorkspaceError(
+        "invalid_argument",
+        `tags: an ephemeral Docker workspace cannot be re-labelled without losing its files; replace the workspace, or give it a basedir`,
+        { field: "tags" },
+      );
+    const wasPaused = d.state === "paused";
+    await this.destroy(workspaceId);
+    await this.create({ workspaceId, userId: d.userId, agentId: d.agentId, managedBy: d.managedBy ?? "runtime", tags }, ctx);
+    if (wasPaused) await this.pause(workspaceId);
+  }
+
   async connect(workspaceId: string): Promise<DockerSandbox> {
     const d = await this.find(workspaceId);
     if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}); create it first`, { field: "workspaceId" });
@@ -238,6 +258,7 @@ function describe(id: string, info: Docker.ContainerInspectInfo): BackendDescrip
     containerName: info.Name.replace(/^\//, ""),
     image: labels[IMAGE_TAG_LABEL] ?? info.Config.Image,
     persistent: String(!!bind),
+    workdir: DOCKER_WORKDIR,
   };
   if (bind?.Source) location.hostPath = bind.Source;
   return {
@@ -250,6 +271,11 @@ function describe(id: string, info: Docker.ContainerInspectInfo): BackendDescrip
     tags,
     location,
   };
+}
+
+function sameTags(a: Record<string, string>, b: Record<string, string>): boolean {
+  const ka = Object.keys(a);
+  return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
 }
 
 function checkId(id: string): string {
