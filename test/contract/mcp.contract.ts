@@ -158,6 +158,27 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         }
       });
 
+      it("neither reads nor writes .mcp when the sandbox is not persistent", async () => {
+        const ws = await open();
+        const sb = ws.getBackend();
+        await sb.writeFile(".mcp", JSON.stringify([{ name: "old", is_stateful: false, mcp_config: { type: "http_mcp", url: server.url } }]));
+        // The same sandbox, seen as ephemeral.
+        const ephemeral = new Proxy(sb, {
+          get: (target, prop) => {
+            if (prop === "persistent") return false;
+            const v = Reflect.get(target, prop, target);
+            return typeof v === "function" ? v.bind(target) : v;
+          },
+        });
+        const reg = registry(ephemeral, { defaultMcps: [http("d", server.url)] });
+        await reg.restore();
+        expect((await reg.list({})).map((h) => h.name)).toEqual(["d"]);
+        await reg.add(http("x", server.url), {});
+        expect((await reg.list({})).map((h) => h.name)).toEqual(["d", "x"]);
+        expect(JSON.parse((await readMcpFile(sb))!)).toEqual([expect.objectContaining({ name: "old" })]);
+        await reg.closeAll();
+      });
+
       it("keeps the valid entries of a half-valid file and names every skipped one", async () => {
         const ws = await open();
         const sb = ws.getBackend();
