@@ -3,14 +3,14 @@ import type * as pulumi from "@pulumi/pulumi";
 /**
  * The serialized dynamic provider. Pulumi stores this object's source as `__provider` in state
  * and runs it in its own process, so it captures nothing but a loader: every method imports
- * the installed package's implementation (impl.ts, compiled JS) through the package's own
- * name, which resolves from the program directory. Provider logic therefore ships with the
+ * the installed package's implementation (`agent-workspaces/providers/impl`, compiled JS:
+ * light, without the Pulumi SDK) through the package's own name, which resolves from the program directory. Provider logic therefore ships with the
  * package, and delete/refresh of old state run the current code rather than a frozen copy.
  *
  * The loader is built with `new Function` on purpose: bundlers and test runners rewrite a
  * literal dynamic import into helpers that cannot be serialized.
  */
-const loadImpl = new Function("return import('agent-workspaces/providers')") as () => Promise<typeof import("./index.js")>;
+const loadImpl = new Function("return import('agent-workspaces/providers/impl')") as () => Promise<typeof import("./impl.js")>;
 
 type Props = Record<string, unknown>;
 

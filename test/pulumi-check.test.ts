@@ -1,10 +1,13 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { WorkspaceResource, type WorkspaceResourceArgs } from "../providers/index.js";
 import { upWithPreview } from "../sdk/cli/engine.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, stateResources, testStack, type Sandbox } from "./pulumi-helpers.js";
+
+// The real engine on a shared 2-core machine: operations take seconds each, more under load.
+vi.setConfig({ testTimeout: 300_000 });
 
 /** Bad inputs are refused by the provider's check, on the real engine, before anything exists. */
 let sb: Sandbox;

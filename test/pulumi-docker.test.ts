@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { dockerClient } from "../sdk/backends/docker/client.js";
 import { FLEET_OUTPUT_NAME, FleetOutputsSchema } from "../sdk/fleet.js";
 import { WorkspaceFleet } from "../providers/index.js";
@@ -8,6 +8,9 @@ import { StepCollector } from "../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../sdk/cli/preview-markdown.js";
 import { BASE_IMAGE, containersFor, dockerEngine } from "./docker-engine.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "./pulumi-helpers.js";
+
+// The real engine on a shared 2-core machine: operations take seconds each, more under load.
+vi.setConfig({ testTimeout: 300_000 });
 
 /** A Docker workspace on the real engine: a base image change replaces the container. */
 const engine = await dockerEngine();

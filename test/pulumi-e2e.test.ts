@@ -1,12 +1,15 @@
 import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type WorkspaceSpecInput } from "../sdk/fleet.js";
 import { WorkspaceFleet } from "../providers/index.js";
 import { StepCollector } from "../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../sdk/cli/preview-markdown.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, stateResources, testStack, type Sandbox } from "./pulumi-helpers.js";
+
+// The real engine on a shared 2-core machine: operations take seconds each, more under load.
+vi.setConfig({ testTimeout: 300_000 });
 
 /**
  * The real Pulumi engine (CLI built from Go modules, file backend, temp PULUMI_HOME) driving

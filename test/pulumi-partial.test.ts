@@ -1,9 +1,12 @@
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { WorkspaceResource } from "../providers/index.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, stateResources, testStack, type Sandbox } from "./pulumi-helpers.js";
+
+// The real engine on a shared 2-core machine: operations take seconds each, more under load.
+vi.setConfig({ testTimeout: 300_000 });
 
 /**
  * A create that provisions the backend object but fails to initialize the layout: the error

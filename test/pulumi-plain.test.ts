@@ -1,9 +1,12 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FleetOutputsSchema } from "../sdk/fleet.js";
 import { ROOT, ensureBuilt, makeSandbox, pulumiBinDir, type Sandbox } from "./pulumi-helpers.js";
+
+// The real engine on a shared 2-core machine: operations take seconds each, more under load.
+vi.setConfig({ testTimeout: 300_000 });
 
 /**
  * The default local stack program (stacks/index.ts, compiled) run two ways on a fresh HOME:

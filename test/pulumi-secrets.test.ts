@@ -2,12 +2,15 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import type { EngineEvent, Stack } from "@pulumi/pulumi/automation/index.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FLEET_OUTPUT_NAME } from "../sdk/fleet.js";
 import { WorkspaceFleet, WorkspaceResource } from "../providers/index.js";
 import { StepCollector, upWithPreview } from "../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../sdk/cli/preview-markdown.js";
 import { backendText, ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "./pulumi-helpers.js";
+
+// The real engine on a shared 2-core machine: operations take seconds each, more under load.
+vi.setConfig({ testTimeout: 300_000 });
 
 /**
  * A sentinel secret in stack config (read by the provider's configure, and passed as a secret

@@ -63,7 +63,7 @@ describe("resource registration (mocks: no engine)", () => {
     const ws = registered.find((r) => r.type === "pulumi-nodejs:dynamic/agentws:Workspace");
     expect(ws).toBeDefined();
     const text = String(ws!.inputs.__provider);
-    expect(text).toContain("agent-workspaces/providers");
+    expect(text).toContain("agent-workspaces/providers/impl");
     expect(text).not.toContain(ROOT);
     expect(text).not.toMatch(/\/(root|home|tmp|work)\//);
     expect(text.length).toBeLessThan(8_000);
