@@ -11,13 +11,25 @@ PIDFILE="$STATE/dockerd.pid"
 EXEC_ROOT="${AGENTWS_DOCKER_EXEC_ROOT:-/run/agentws-docker}"
 log() { echo "[dockerd] $*" >&2; }
 
-running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+running() { [ -f "$PIDFILE" ] && [ "$(cat "/proc/$(cat "$PIDFILE")/comm" 2>/dev/null)" = dockerd ]; }
 ready() { DOCKER_HOST="unix://$SOCK" docker version >/dev/null 2>&1; }
 
 case "${1:-}" in
   start)
     if running && ready; then log "already running (pid $(cat "$PIDFILE"))"; echo "export DOCKER_HOST=unix://$SOCK"; exit 0; fi
     command -v dockerd >/dev/null || { log "dockerd missing: run scripts/setup-sandboxes.sh"; exit 1; }
+    # A previous engine was killed (sessions end that way): clear its runtime state. A pid file whose
+    # pid now belongs to another process would make dockerd refuse to start (or signal a stranger).
+    if [ -f "$PIDFILE" ]; then
+      old="$(cat "$PIDFILE")"
+      if [ "$(cat "/proc/$old/comm" 2>/dev/null)" = dockerd ]; then
+        log "engine pid $old does not answer; stopping it"; kill "$old" 2>/dev/null || true
+        for _ in $(seq 1 40); do kill -0 "$old" 2>/dev/null || break; sleep 0.5; done
+        kill -9 "$old" 2>/dev/null || true
+      fi
+      rm -f "$PIDFILE"
+      rm -rf "$EXEC_ROOT"
+    fi
     mkdir -p "$STATE/data" "$EXEC_ROOT"
     chmod 0700 "$STATE"
     rm -f "$SOCK"
