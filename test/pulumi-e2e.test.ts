@@ -22,6 +22,7 @@ let basedir: string;
 let specs: WorkspaceSpecInput[] = [];
 
 const META = ".agentws.json";
+const SKILLS = join(import.meta.dirname, "fixtures", "skills");
 const folderOf = (dir: string, id: string) => join(dir, id);
 const metaOf = (dir: string, id: string) => JSON.parse(readFileSync(join(folderOf(dir, id), META), "utf8")) as { tags: Record<string, string> };
 
@@ -55,7 +56,7 @@ afterAll(async () => {
 describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
   it("up creates the workspaces and the fleet output", async () => {
     specs = [
-      { workspaceId: "alpha", backend: { kind: "local", basedir }, tags: { team: "a" }, ttlSeconds: 600 },
+      { workspaceId: "alpha", backend: { kind: "local", basedir }, tags: { team: "a" }, ttlSeconds: 600, skillPaths: [join(SKILLS, "alpha")] },
       { userId: "u1", agentId: "a1", backend: { kind: "local", basedir } },
     ];
     const r = await stack.up({ color: "never" });
@@ -67,6 +68,8 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     expect(fleet["4bf1218b645ff727"]).toMatchObject({ userId: "u1", agentId: "a1" });
     for (const id of Object.keys(fleet)) expect(existsSync(join(folderOf(basedir, id), META))).toBe(true);
     expect(metaOf(basedir, "alpha").tags).toEqual({ team: "a" });
+    // Layout and seeds are initialized at create.
+    expect(existsSync(join(folderOf(basedir, "alpha"), "skills", ".seed", "alpha", "SKILL.md"))).toBe(true);
     const types = stateResources(sb, PROJECT).map((x) => x.type);
     expect(types.filter((t) => t === "pulumi-nodejs:dynamic/agentws:Workspace")).toHaveLength(2);
   });
@@ -80,17 +83,19 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     expect(changed).toEqual([]);
   });
 
-  it("changing tags updates in place, and preview --diff and markdown say exactly that", async () => {
+  it("changing tags and seeds updates in place, and preview --diff and markdown say exactly that", async () => {
     writeFileSync(join(folderOf(basedir, "alpha"), "marker.txt"), "kept");
-    specs[0] = { ...specs[0]!, tags: { team: "b" } };
+    specs[0] = { ...specs[0]!, tags: { team: "b" }, skillPaths: [join(SKILLS, "alpha"), join(SKILLS, "beta")] };
     const p = await preview();
-    expect(p.model.changes).toEqual([{ op: "update", workspaceId: "alpha", kind: "local", fields: [{ path: "tags.team", replace: false }] }]);
+    expect(p.model.changes).toEqual([
+      { op: "update", workspaceId: "alpha", kind: "local", fields: [{ path: "skillPaths", replace: false }, { path: "tags.team", replace: false }] },
+    ]);
     expect(p.stdout).toMatch(/~ pulumi-nodejs:dynamic\/agentws:Workspace: \(update\)/);
     expect(p.stdout).toMatch(/team: "a" => "b"/);
     expect(p.stdout).not.toContain("__provider");
     const md = renderPreviewMarkdown(p.model, { stack: "test" });
     expect(md).toContain("**1 to update** · 1 unchanged");
-    expect(md).toContain("| `alpha` | local | `tags.team` |");
+    expect(md).toContain("| `alpha` | local | `skillPaths`, `tags.team` |");
     expect(md).not.toContain("replace");
 
     const r = await stack.up({ color: "never" });
@@ -98,6 +103,7 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     expect(r.summary.resourceChanges?.create ?? 0).toBe(0);
     expect(readFileSync(join(folderOf(basedir, "alpha"), "marker.txt"), "utf8")).toBe("kept");
     expect(metaOf(basedir, "alpha").tags).toEqual({ team: "b" });
+    expect(existsSync(join(folderOf(basedir, "alpha"), "skills", ".seed", "beta", "SKILL.md"))).toBe(true);
     expect(FleetOutputsSchema.parse(r.outputs[FLEET_OUTPUT_NAME]!.value).alpha!.tags).toEqual({ team: "b" });
   });
 

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { homedir } from "node:os";
-import { delimiter, dirname, isAbsolute, join, resolve } from "node:path";
+import { delimiter, dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import {
   LocalWorkspace,
@@ -153,8 +153,4 @@ export class StepCollector {
   model(): PreviewModel {
     return buildModel(this.steps, this.diagnostics);
   }
-}
-
-export function isAbsoluteFileUrlOrPath(p: string): boolean {
-  return p.startsWith("file://") || isAbsolute(p);
 }

@@ -64,6 +64,8 @@ export async function main(argv: string[]): Promise<number> {
   const workDir = resolve(values.cwd ?? process.cwd());
   // The stack program resolves fleet files against the project folder, as `pulumi up` would.
   process.chdir(workDir);
+  if (process.env.PULUMI_CONFIG_PASSPHRASE === undefined && process.env.PULUMI_CONFIG_PASSPHRASE_FILE === undefined)
+    err("note: PULUMI_CONFIG_PASSPHRASE is not set; stack secrets are encrypted with an empty passphrase (fine for local use only)");
   const stack = await openStack({ workDir, stackName });
   const config = await stack.getAllConfig();
   const secrets = Object.values(config)

@@ -25,9 +25,11 @@ export function progressPrinter(write: (line: string) => void, secrets: () => st
     return type === "pulumi-nodejs:dynamic/agentws:Workspace" ? `workspace ${name}` : `${type.split(":").at(-1)} ${name}`;
   };
   const out = (line: string) => write(redact(line, secrets()));
+  // The stack and provider resources are bookkeeping, not something the user declared.
+  const shown = (type: string) => type !== "pulumi:pulumi:Stack" && !type.startsWith("pulumi:providers:");
   return (e) => {
     const pre = e.resourcePreEvent?.metadata;
-    if (pre && pre.op !== "same" && pre.type !== "pulumi:pulumi:Stack") {
+    if (pre && pre.op !== "same" && shown(pre.type)) {
       const verbs = VERB[pre.op];
       if (preview) out(`  ${PREVIEW_SIGN[pre.op] ?? " "} ${pre.op}  ${label(pre.urn, pre.type)}`);
       else {
@@ -36,7 +38,7 @@ export function progressPrinter(write: (line: string) => void, secrets: () => st
       }
     }
     const done = e.resOutputsEvent?.metadata;
-    if (done && done.op !== "same" && done.type !== "pulumi:pulumi:Stack" && !preview) {
+    if (done && done.op !== "same" && shown(done.type) && !preview) {
       const t0 = started.get(`${done.op}:${done.urn}`);
       const secs = t0 ? ` (${((Date.now() - t0) / 1000).toFixed(1)}s)` : "";
       out(`  ${VERB[done.op]?.[1] ?? done.op}  ${label(done.urn, done.type)}${secs}`);
@@ -53,7 +55,7 @@ export function progressPrinter(write: (line: string) => void, secrets: () => st
       const parts = Object.entries(s.resourceChanges ?? {})
         .filter(([op, n]) => op !== "same" && n)
         .map(([op, n]) => `${n} ${op}`);
-      out(`  done in ${s.durationSeconds}s: ${parts.length ? parts.join(", ") : "no changes"}`);
+      out(`  done in ${s.durationSeconds}s: ${parts.length ? `${parts.join(", ")} (resources, counting the stack and components)` : "no changes"}`);
     }
   };
 }
