@@ -98,4 +98,15 @@ describe.sequential("the default local stack", () => {
     expect(destroyed.status, destroyed.stderr).toBe(0);
     expect(readdirSync(join(sb.dir, "user-home", ".agent-workspaces", "local"))).toEqual([]);
   });
+
+  it("a failing preview still renders a markdown comment with the error, and exits non-zero", () => {
+    const bad = join(sb.dir, "bad.fleet.yaml");
+    writeFileSync(bad, "workspaces:\n  - workspaceId: broken\n    backend: { kind: local }\n    ttlSeconds: -1\n");
+    execFileSync(join(bin, "pulumi"), ["config", "set", "--stack", "cli", "agentws:fleetFile", bad], { cwd: sb.workDir, env, stdio: "ignore" });
+    const md = agentws(["preview", "--markdown"]);
+    expect(md.status).toBe(1);
+    expect(md.stdout).toContain("**Errors**");
+    expect(md.stdout).toContain("workspaces[0].ttlSeconds");
+    expect(md.stderr).toContain("agentws preview failed");
+  });
 });

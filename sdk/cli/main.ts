@@ -102,13 +102,20 @@ export async function main(argv: string[]): Promise<number> {
           collector.onEvent(e);
           onEvent(e);
         };
-        const result = await stack.preview({
-          onEvent: both,
-          color: "never",
-          ...(values.diff ? { diff: true } : {}),
-          ...(values["expect-no-changes"] ? { expectNoChanges: true } : {}),
-          ...(values.target ? { target: values.target } : {}),
-        });
+        let result: Awaited<ReturnType<typeof stack.preview>>;
+        try {
+          result = await stack.preview({
+            onEvent: both,
+            color: "never",
+            ...(values.diff ? { diff: true } : {}),
+            ...(values["expect-no-changes"] ? { expectNoChanges: true } : {}),
+            ...(values.target ? { target: values.target } : {}),
+          });
+        } catch (e) {
+          // A failed preview still makes a comment: reviewers need to see the errors too.
+          if (values.markdown) emit(renderPreviewMarkdown(collector.model(), { stack: stackName, redact: secrets }), values.out);
+          throw e;
+        }
         if (values.markdown) emit(renderPreviewMarkdown(collector.model(), { stack: stackName, redact: secrets }), values.out);
         else if (values.diff) process.stdout.write(`${maskAll(result.stdout, secrets).trimEnd()}\n`);
         return 0;
