@@ -6,16 +6,17 @@
  *
  *   npm run bench:peer                           (= npx tsx bench/peer/run.ts)
  *   npx tsx bench/peer/run.ts --rounds 7 --only offload_data_50pct,manager_hits_100k
- *   npx tsx bench/peer/run.ts --markdown bench/peer/results.md --no-parity
+ *   npx tsx bench/peer/run.ts --markdown /tmp/peer.md --no-parity
+ *   npm run bench:peer -- --rounds 9 --update-readme   (rewrites the table in bench/peer/README.md)
  *
  * One warm-up round is run and discarded, then `--rounds` measured rounds (default 5); the side
  * that goes first alternates every round. The ratio is the median of per-round ratios, with
  * their min–max as the spread.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { ensurePeerVenv, startOurs, startReference, type DriverClient, type Reply } from "./driver-client.js";
+import { PEER_DIR, ensurePeerVenv, startOurs, startReference, type DriverClient, type Reply } from "./driver-client.js";
 import { writeFixtures } from "./fixtures.js";
 import { formatParity, runParity } from "./parity.js";
 
@@ -86,6 +87,19 @@ export function formatTable(rows: Row[]): string {
   return out.join("\n");
 }
 
+/** Replaces the table between the markers in bench/peer/README.md. */
+async function updateReadme(block: string): Promise<void> {
+  const file = path.join(PEER_DIR, "README.md");
+  const text = await readFile(file, "utf8");
+  const start = "<!-- peer-table:start -->";
+  const end = "<!-- peer-table:end -->";
+  const i = text.indexOf(start);
+  const j = text.indexOf(end);
+  if (i < 0 || j < i) throw new Error(`${file} has no ${start} ... ${end} markers`);
+  await writeFile(file, `${text.slice(0, i + start.length)}\n${block}\n${text.slice(j)}`);
+  console.error(`table written to ${file}`);
+}
+
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(name);
   return i >= 0 ? process.argv[i + 1] : undefined;
@@ -151,6 +165,7 @@ async function main(): Promise<void> {
     }
     const md = arg("--markdown");
     if (md) await writeFile(md, `${header}\n\n${table}\n${parityText ? `\n\`\`\`\n${parityText}\n\`\`\`\n` : ""}`);
+    if (process.argv.includes("--update-readme")) await updateReadme(`${new Date().toISOString().slice(0, 10)}, ${header}\n\n${table}`);
   } finally {
     await Promise.all([ref.close(), ours.close()]);
     await rm(fx, { recursive: true, force: true });
