@@ -15,9 +15,10 @@ export const ECHO_SERVER = path.join(ROOT, "test/fixtures/mcp/echo-server.mjs");
  * Runs every contract suite in test/contract/*.contract.ts against a fixture. Suites are found by
  * file, so a suite landing later joins every backend without touching this file.
  */
-export function runContractSuites(fixture: WorkspaceFixture): void {
+export function runContractSuites(fixture: WorkspaceFixture, options: { skip?: string[] } = {}): void {
   const modules = import.meta.glob<Record<string, unknown>>("./contract/*.contract.ts", { eager: true });
   for (const [file, mod] of Object.entries(modules).sort(([a], [b]) => a.localeCompare(b))) {
+    if (options.skip?.includes(path.basename(file, ".contract.ts"))) continue;
     const suites = Object.entries(mod).filter(([name, v]) => typeof v === "function" && (name === "default" || /(contract|suite)$/i.test(name)));
     describe(path.basename(file, ".contract.ts"), () => {
       for (const [, suite] of suites) (suite as (f: WorkspaceFixture) => void)(fixture);
