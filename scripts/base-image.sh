@@ -20,6 +20,11 @@ export DOCKER_HOST
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
   log "$IMAGE already present"; exit 0
 fi
+# One builder at a time; a waiter finds the image already there.
+mkdir -p "$CACHE"; exec 9>"$CACHE/.build.lock"; flock 9
+if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  log "$IMAGE already present"; exit 0
+fi
 
 if [ ! -s "$TARBALL" ]; then
   command -v debootstrap >/dev/null || { log "debootstrap missing: run scripts/setup-sandboxes.sh"; exit 1; }

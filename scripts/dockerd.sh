@@ -16,6 +16,8 @@ ready() { DOCKER_HOST="unix://$SOCK" docker version >/dev/null 2>&1; }
 
 case "${1:-}" in
   start)
+    # Concurrent starters (parallel test files) wait for one another instead of racing two engines.
+    mkdir -p "$STATE"; exec 9>"$STATE/.start.lock"; flock 9
     if running && ready; then log "already running (pid $(cat "$PIDFILE"))"; echo "export DOCKER_HOST=unix://$SOCK"; exit 0; fi
     command -v dockerd >/dev/null || { log "dockerd missing: run scripts/setup-sandboxes.sh"; exit 1; }
     # A previous engine was killed (sessions end that way): clear its runtime state. A pid file whose
