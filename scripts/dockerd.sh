@@ -41,7 +41,7 @@ case "${1:-}" in
       --data-root "$STATE/data" \
       --exec-root "$EXEC_ROOT" \
       --pidfile "$PIDFILE" \
-      >"$STATE/dockerd.log" 2>&1 </dev/null &
+      >"$STATE/dockerd.log" 2>&1 </dev/null 9>&- &
     for _ in $(seq 1 120); do
       if ready; then log "ready on unix://$SOCK"; echo "export DOCKER_HOST=unix://$SOCK"; exit 0; fi
       sleep 0.5
