@@ -83,6 +83,26 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     expect(changed).toEqual([]);
   });
 
+  it("a different provider build in state is not a change, and refresh still runs with it", async () => {
+    // State written by another build of the provider shim (as after upgrading the package).
+    const state = await stack.exportStack();
+    const resources = (state.deployment as { resources: { type: string; inputs?: Record<string, string>; outputs?: Record<string, string> }[] }).resources;
+    let edited = 0;
+    for (const r of resources)
+      if (r.type === "pulumi-nodejs:dynamic/agentws:Workspace") {
+        r.inputs!.__provider += "\n// built by an older release";
+        r.outputs!.__provider += "\n// built by an older release";
+        edited++;
+      }
+    expect(edited).toBe(2);
+    await stack.importStack(state);
+    const p = await preview();
+    expect(p.model.changes).toEqual([]);
+    expect(p.stdout).not.toContain("__provider");
+    const refreshed = await stack.refresh({ color: "never" });
+    expect(Object.entries(refreshed.summary.resourceChanges ?? {}).filter(([op, n]) => op !== "same" && n)).toEqual([]);
+  });
+
   it("changing tags and seeds updates in place, and preview --diff and markdown say exactly that", async () => {
     writeFileSync(join(folderOf(basedir, "alpha"), "marker.txt"), "kept");
     specs[0] = { ...specs[0]!, tags: { team: "b" }, skillPaths: [join(SKILLS, "alpha"), join(SKILLS, "beta")] };
