@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { homedir } from "node:os";
-import { delimiter, dirname, join, resolve } from "node:path";
+import { basename, delimiter, dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import {
   LocalWorkspace,
@@ -101,7 +101,9 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
     env.PULUMI_CONFIG_PASSPHRASE_FILE = process.env.PULUMI_CONFIG_PASSPHRASE_FILE;
   }
   const pulumiHome = options.pulumiHome ?? process.env.PULUMI_HOME;
-  const pulumiCommand = await PulumiCommand.get({ root: dirname(binDir), skipVersionCheck: true });
+  // PulumiCommand looks for <root>/bin/pulumi; a CLI in a folder not named bin is found through PATH.
+  if (basename(binDir) !== "bin") process.env.PATH = [binDir, process.env.PATH ?? ""].join(delimiter);
+  const pulumiCommand = await PulumiCommand.get({ ...(basename(binDir) === "bin" ? { root: dirname(binDir) } : {}), skipVersionCheck: true });
   const program = options.program ?? (await loadProgram(workDir, project));
   const projectName = project?.name ?? options.projectName;
   if (!projectName) throw new Error(`no Pulumi.yaml in ${workDir} and no projectName given`);
