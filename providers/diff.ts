@@ -1,4 +1,6 @@
-import { UNKNOWN } from "./inputs.js";
+import { BackendSpecSchema } from "../sdk/backends/spec.js";
+import { WorkspaceSpecSchema } from "../sdk/fleet.js";
+import { ProviderOptionsSchema, UNKNOWN } from "./inputs.js";
 
 /**
  * The provider's diff as a pure function of old outputs and new (checked) inputs.
@@ -28,16 +30,20 @@ export interface WorkspaceDiff {
 const IDENTITY = new Set(["workspaceId", "userId", "agentId"]);
 /** Fields applied in place (tags re-stamped, seeds re-applied, TTL read by the manager). */
 const IN_PLACE = new Set(["tags", "skillPaths", "defaultMcps", "ttlSeconds", "deleteData", "credentials"]);
-/** Fields the provider computes; an old provider may have written others, ignored as well. */
-const IGNORED = new Set(["__provider", "kind", "location", "state", "managedBy", "schemaVersion"]);
+/**
+ * Only inputs are compared: outputs the provider computes (location, state, ...), `__provider`,
+ * and fields an older provider version wrote are not the user's to change.
+ */
+const INPUT_KEYS = new Set([...Object.keys(WorkspaceSpecSchema.shape), ...Object.keys(ProviderOptionsSchema.shape)]);
 /** Leaves whose values are compared but never descended into (secret material). */
 const OPAQUE = new Set(["credentials"]);
 
-export function diffWorkspace(olds: Record<string, unknown>, news: Record<string, unknown>): WorkspaceDiff {
+export function diffWorkspace(rawOlds: Record<string, unknown>, news: Record<string, unknown>): WorkspaceDiff {
+  const olds: Record<string, unknown> = { ...rawOlds, backend: normalizeOldBackend(rawOlds.backend) };
   const fields: FieldChange[] = [];
   const keys = new Set([...Object.keys(olds), ...Object.keys(news)]);
   for (const key of [...keys].sort()) {
-    if (IGNORED.has(key)) continue;
+    if (!INPUT_KEYS.has(key)) continue;
     const replace = IDENTITY.has(key) || key === "backend" || !IN_PLACE.has(key);
     if (OPAQUE.has(key)) {
       const change = compareLeaf(olds[key], news[key]);
@@ -59,6 +65,24 @@ export function diffWorkspace(olds: Record<string, unknown>, news: Record<string
     fields,
     deleteBeforeReplace: replaces.length > 0 && !replaces.includes("workspaceId"),
   };
+}
+
+/**
+ * Reads a stored backend spec with today's schema: fields this version no longer knows are
+ * dropped and fields it added get their defaults, so upgrading the package never reads as a
+ * change (let alone a replacement). A spec today's schema cannot read is compared as stored.
+ */
+function normalizeOldBackend(backend: unknown): unknown {
+  if (!isObject(backend) || containsUnknownDeep(backend)) return backend;
+  let candidate: Record<string, unknown> = backend;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const r = BackendSpecSchema.safeParse(candidate);
+    if (r.success) return r.data;
+    const unknownKeys = new Set(r.error.issues.flatMap((i) => (i.code === "unrecognized_keys" && i.path.length === 0 ? i.keys : [])));
+    if (!unknownKeys.size) return backend;
+    candidate = Object.fromEntries(Object.entries(candidate).filter(([k]) => !unknownKeys.has(k)));
+  }
+  return backend;
 }
 
 function kindOf(backend: unknown): unknown {

@@ -55,11 +55,14 @@ describe("diffWorkspace", () => {
     expect(diffWorkspace(outs, { ...base, tags: UNKNOWN }).fields).toEqual([{ path: "tags", kind: "update", replace: false }]);
   });
 
-  it("tolerates outputs written by an older provider (extra and missing fields)", () => {
+  it("tolerates outputs written by an older provider: dropped fields, new defaults, extra outputs", () => {
     const older = { workspaceId: "w1", backend: { kind: "local", basedir: "/srv/ws", legacyFlag: true }, hostPath: "/x" };
-    const d = diffWorkspace(older, { workspaceId: "w1", backend: { kind: "local", basedir: "/srv/ws" } });
-    expect(d.replaces).toEqual(["backend.legacyFlag", "hostPath"]);
+    expect(diffWorkspace(older, { workspaceId: "w1", backend: { kind: "local", basedir: "/srv/ws" } })).toMatchObject({ changes: false, replaces: [] });
     expect(parseBackend(older.backend)).toEqual({ kind: "local", basedir: "/srv/ws" });
+    // A field added later with a default (bubblewrap `network`) is no change either.
+    const beforeNetwork = { workspaceId: "w1", backend: { kind: "bubblewrap", basedir: "/b" } };
+    expect(diffWorkspace(beforeNetwork, { workspaceId: "w1", backend: { kind: "bubblewrap", basedir: "/b", network: "none" } }).changes).toBe(false);
+    expect(diffWorkspace(beforeNetwork, { workspaceId: "w1", backend: { kind: "bubblewrap", basedir: "/b", network: "host" } }).replaces).toEqual(["backend.network"]);
   });
 });
 
