@@ -11,7 +11,8 @@ import { createBuiltinTools, type WorkspaceTool } from "./tools/index.js";
 import { renderInstructions } from "./instructions.js";
 
 export const WorkspaceOptionsSchema = z.strictObject({
-  workspaceId: z.string().min(1).optional(),
+  /** Empty or missing: a fresh uuid4 hex id, as the reference. */
+  workspaceId: z.string().optional(),
   defaultMcps: z.array(McpServerSpecSchema).optional(),
   skillPaths: z.array(z.string().min(1)).optional(),
   maxLiveStatefulMcps: z.number().int().positive().optional(),
