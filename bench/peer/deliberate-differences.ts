@@ -68,15 +68,6 @@ export const DELIBERATE_DIFFERENCES: DeliberateDifference[] = [
   },
   {
     status: "open",
-    match: /^content:\.mcp$/,
-    detail: /stream_progress: missing in ours, reference false$/,
-    owner: "sdk/workspace/mcp-spec.ts (toMcpJson / fromMcpJson)",
-    reason:
-      "AgentScope 2.0.x's MCPClient has a `stream_progress` field (default false) that `model_dump` writes after `execution_timeout`; " +
-      "our entries stop at `execution_timeout`. Both sides read the other's file, but the bytes differ.",
-  },
-  {
-    status: "open",
     match: /^content:sessions\/[^/]+\/context\.jsonl$/,
     // Only "a top-level message field is missing in ours", in any combination.
     detail: /^line N\.\w+: missing in ours, reference [^;]+(; line N\.\w+: missing in ours, reference [^;]+)*$/,
