@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BubblewrapDriver } from "../sdk/backends/bubblewrap/driver.js";
+import { loadDriver } from "../sdk/backends/index.js";
 import { hashedName } from "../sdk/backends/bubblewrap/paths.js";
 import type { BubblewrapSandbox } from "../sdk/backends/bubblewrap/sandbox.js";
 import { BubblewrapWorkspace } from "../sdk/backends/bubblewrap/workspace.js";
@@ -42,6 +43,14 @@ describe("Bubblewrap backend", () => {
       expect(again.managedBy).toBe("pulumi");
       await d.updateTags(w, { team: "green" });
       expect((await d.find(w))?.tags).toEqual({ team: "green" });
+    });
+
+    it("is the driver loadDriver gives for a bubblewrap spec", async () => {
+      const d = await loadDriver({ kind: "bubblewrap", basedir, network: "none" });
+      expect(d).toBeInstanceOf(BubblewrapDriver);
+      const w = uniqueId("loaded");
+      await d.create({ workspaceId: w, managedBy: "pulumi" });
+      expect((await driver().find(w))?.managedBy).toBe("pulumi");
     });
 
     it("racing creators end with one folder and one record", async () => {

@@ -11,6 +11,7 @@ import { ensureImage, renderBuildContext } from "../sdk/backends/docker/image.js
 import type { DockerSandbox } from "../sdk/backends/docker/sandbox.js";
 import { DockerWorkspace } from "../sdk/backends/docker/workspace.js";
 import { LABELS } from "../sdk/backends/driver.js";
+import { loadDriver } from "../sdk/backends/index.js";
 import { uniqueId } from "./contract/fixture.js";
 import { expectCode } from "./contract/helpers.js";
 import { BASE_IMAGE, containersFor, dockerEngine } from "./docker-engine.js";
@@ -99,6 +100,14 @@ describe.skipIf(!engine)("Docker backend", () => {
       const again = await d.create({ workspaceId: w, managedBy: "runtime" });
       expect(again.location.containerId).toBe(desc.location.containerId);
       expect(await containersFor(w)).toHaveLength(1);
+    });
+
+    it("is the driver loadDriver gives for a docker spec", async () => {
+      const d = await loadDriver({ kind: "docker", basedir, baseImage: BASE_IMAGE, network: "none" });
+      expect(d).toBeInstanceOf(DockerDriver);
+      const w = id("loaded");
+      await d.create({ workspaceId: w, managedBy: "pulumi" });
+      expect(await driver().find(w)).toMatchObject({ managedBy: "pulumi", state: "running" });
     });
 
     it("two drivers racing to create one id end with one container", async () => {

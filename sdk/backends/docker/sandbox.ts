@@ -162,7 +162,9 @@ export class DockerSandbox implements Sandbox {
       exited,
       kill: () => {
         killed = true;
-        void this.#killMarker(marker).finally(() => entry.stream?.destroy());
+        void this.#killMarker(marker)
+          .catch(() => undefined)
+          .finally(() => entry.stream?.destroy());
       },
     };
   }
