@@ -78,7 +78,11 @@ class Host extends LanguageServer {
       resp.setError(e.message);
       return callback(undefined, resp);
     }
-    process.chdir(pwd);
+    // Like Pulumi's own getPwdMain: a program given as a file runs from the project root (so paths
+    // in stack config are project-relative); a program folder runs from that folder.
+    const root = info && info.getRootDirectory();
+    const mainIsFolder = fs.existsSync(path.resolve(programDir, entryPoint)) && fs.statSync(path.resolve(programDir, entryPoint)).isDirectory();
+    process.chdir(!mainIsFolder && root ? root : pwd);
     this.program = async () => {
       const mod = await import(pathToFileURL(main).href);
       if (typeof mod.default === "function") return await mod.default();

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FleetOutputsSchema } from "../sdk/fleet.js";
@@ -40,6 +40,8 @@ beforeAll(() => {
     join(sb.workDir, "Pulumi.yaml"),
     `name: plain\nruntime:\n  name: nodejs\n  options:\n    typescript: false\nmain: ${relative(sb.workDir, join(ROOT, "dist", "stacks", "index.js"))}\n`,
   );
+  mkdirSync(join(sb.workDir, "stacks"));
+  copyFileSync(join(ROOT, "stacks", "local.fleet.yaml"), join(sb.workDir, fleetFile));
   env = {
     ...process.env,
     HOME: home,
@@ -53,7 +55,8 @@ beforeAll(() => {
 
 afterAll(() => sb?.dispose());
 
-const fleetFile = join(ROOT, "stacks", "local.fleet.yaml");
+// Relative, as in the repository's own stacks: resolved against the project folder by both paths.
+const fleetFile = "stacks/local.fleet.yaml";
 
 describe.sequential("the default local stack", () => {
   it("plain `pulumi up` provisions it, preview --json renders as a no-change comment, destroy removes it", () => {
