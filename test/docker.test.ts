@@ -158,6 +158,27 @@ describe.skipIf(!engine)("Docker backend", () => {
       await eph.destroy(e);
     });
 
+    it("runs container processes as the configured user, so bind-mounted files belong to it", async () => {
+      const d = new DockerDriver({ basedir, baseImage: BASE_IMAGE, user: "1234:1234" });
+      const w = id("user");
+      await d.create({ workspaceId: w, managedBy: "runtime" });
+      const sb = await d.connect(w);
+      await fs.chown(path.join(basedir, w), 1234, 1234);
+      expect((await sb.exec(["id", "-u"])).stdout.toString().trim()).toBe("1234");
+      expect((await sb.exec(["sh", "-c", "mkdir -p made/inside && echo x > made/inside/f"])).exitCode).toBe(0);
+      const st = await fs.stat(path.join(basedir, w, "made/inside/f"));
+      expect([st.uid, st.gid]).toEqual([1234, 1234]);
+      expect(() => new DockerDriver({ user: "root" })).toThrow(/user/);
+      // Without a bind mount the image's /workspace is still usable by that user.
+      const eph = new DockerDriver({ baseImage: BASE_IMAGE, user: "1234:1234" });
+      const e = id("user-eph");
+      await eph.create({ workspaceId: e, managedBy: "runtime" });
+      const esb = await eph.connect(e);
+      await esb.writeFile("mine.txt", "ok");
+      expect((await esb.exec(["stat", "-c", "%u", "mine.txt"])).stdout.toString().trim()).toBe("1234");
+      await eph.destroy(e);
+    });
+
     it("restarts a stopped container on resume", async () => {
       const d = driver();
       const w = id();

@@ -54,6 +54,8 @@ export const DockerBackendSchema = z.strictObject({
   readOnlyPaths: z.array(z.string().startsWith("/")).optional(),
   /** Host PEM file added to the image's trust store (registries behind a TLS-inspecting proxy); its content is part of the image hash. */
   caCertificates: z.string().startsWith("/").optional(),
+  /** "uid:gid" container processes run as. Default: the caller's own ids when it is not root (bind-mounted files stay the caller's), else root. */
+  user: z.string().regex(/^\d+(:\d+)?$/, "user must be 'uid' or 'uid:gid' (numbers)").optional(),
 });
 
 export const BackendSpecSchema = z.discriminatedUnion("kind", [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema]);

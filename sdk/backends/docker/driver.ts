@@ -88,6 +88,7 @@ export class DockerDriver implements Driver {
         Labels: labels,
         Env: Object.entries(this.spec.env ?? {}).map(([k, v]) => `${k}=${v}`),
         Tty: false,
+        ...(this.#user() ? { User: this.#user() } : {}),
         HostConfig: { Binds: binds, NetworkMode: this.spec.network, Init: true },
       });
       await c.start().catch((e: unknown) => {
@@ -226,6 +227,14 @@ export class DockerDriver implements Driver {
       if (code !== 304 && code !== 409) throw this.#mapLifecycleError(e, `resume ${d.location.containerName}`);
     }
     return { ...d, state: "running" };
+  }
+
+  /** Who runs inside: the spec's user, else for a bind mount the caller's ids when it is not root (so its files stay the caller's). */
+  #user(): string | undefined {
+    if (this.spec.user) return this.spec.user;
+    const uid = process.getuid?.();
+    const gid = process.getgid?.();
+    return this.persistent && uid !== undefined && uid !== 0 ? `${uid}:${gid ?? uid}` : undefined;
   }
 
   async #prepareHostFolder(id: string): Promise<string | null> {

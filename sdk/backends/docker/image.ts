@@ -68,7 +68,8 @@ export async function renderBuildContext(inputs: ImageInputs): Promise<BuildCont
     );
   }
   if (inputs.npmPackages?.length) lines.push(`RUN npm install -g --no-audit --no-fund ${inputs.npmPackages.map(shellQuote).join(" ")}`);
-  lines.push("RUN mkdir -p /workspace", "WORKDIR /workspace", 'CMD ["sleep", "infinity"]');
+  // World-writable inside the image so a non-root `user` can use an ephemeral /workspace; a bind mount brings its own mode.
+  lines.push("RUN mkdir -p /workspace && chmod 0777 /workspace", "WORKDIR /workspace", 'CMD ["sleep", "infinity"]');
   const dockerfile = `${lines.join("\n")}\n`;
   const h = createHash("sha256").update("DOCKERFILE\0").update(dockerfile);
   for (const name of Object.keys(files).sort()) h.update("\0FILE\0").update(name).update("\0").update(files[name]!);

@@ -50,6 +50,7 @@ export class DockerWorkspace extends Workspace {
       socketPath,
       readOnlyPaths,
       caCertificates,
+      user,
       userId,
       agentId,
       managedBy,
@@ -72,6 +73,7 @@ export class DockerWorkspace extends Workspace {
       socketPath,
       readOnlyPaths,
       caCertificates,
+      user,
     });
     if (!parsed.success) throw fromZodError("options", parsed.error);
     const td = TeardownSchema.optional().safeParse(teardown);
