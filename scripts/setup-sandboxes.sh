@@ -8,8 +8,10 @@ log() { echo "[setup-sandboxes] $*" >&2; }
 
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
-command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+{ command -v dockerd && command -v docker && command -v docker-init; } >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+# debootstrap verifies the mirror with Debian's archive key (only a Recommends of debootstrap).
+[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || missing+=(debian-archive-keyring)
 if [ "${#missing[@]}" -gt 0 ]; then
   [ "$(id -u)" = 0 ] || { log "need root to install: ${missing[*]}"; exit 1; }
   log "installing ${missing[*]}"
