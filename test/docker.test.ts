@@ -74,6 +74,23 @@ describe.skipIf(!engine)("Docker backend", () => {
       expect(JSON.parse(labels["agent-workspaces.image-inputs"]!)).toMatchObject({ nodeVersion: "18" });
     });
 
+    it("bakes extra Python packages into the image, trusting a given CA bundle (registries behind a TLS proxy)", async () => {
+      const bundle = "/etc/ssl/certs/ca-certificates.crt";
+      const hasBundle = !!(await fs.stat(bundle).catch(() => null));
+      const inputs = { baseImage: BASE_IMAGE, pythonPackages: ["six==1.16.0"], ...(hasBundle ? { caCertificates: bundle } : {}) };
+      const ctx = await renderBuildContext(inputs);
+      if (hasBundle) expect(ctx.files["extra-ca.crt"]?.equals(await fs.readFile(bundle))).toBe(true);
+      const tag = await ensureImage(dockerClient(), inputs);
+      const c = await dockerClient().createContainer({ Image: tag, Cmd: ["python3", "-c", "import six; print(six.__version__)"] });
+      try {
+        await c.start();
+        expect((await c.wait()).StatusCode).toBe(0);
+        expect((await c.logs({ stdout: true })).toString()).toContain("1.16.0");
+      } finally {
+        await c.remove({ force: true });
+      }
+    });
+
     it("fails a build whose Node version does not match, saying which", async () => {
       const err = await expectCode(ensureImage(dockerClient(), { baseImage: BASE_IMAGE, nodeVersion: "99" }), "provision_failed");
       expect(err.message).toMatch(/has Node 18, nodeVersion asks for 99/);
