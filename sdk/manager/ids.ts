@@ -1,8 +1,9 @@
-import { randomUUID } from "node:crypto";
-import { blake2b } from "@noble/hashes/blake2.js";
-import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils.js";
+import { randomFillSync } from "node:crypto";
 import { InvalidArgumentError } from "../errors.js";
 import { WORKSPACE_ID_PATTERN } from "../backends/spec.js";
+import { blake2bHex } from "../util/blake2b.js";
+
+export { blake2bHex };
 
 /** Which callers share one workspace. String values match the reference. */
 export const IsolationPolicy = {
@@ -19,14 +20,44 @@ export interface WorkspaceOwner {
   sessionId?: string | undefined;
 }
 
-/** Unkeyed BLAKE2b with a `bytes`-long digest (a BLAKE2b parameter, not a truncation), as lowercase hex. */
-export function blake2bHex(text: string, bytes: number): string {
-  return bytesToHex(blake2b(utf8ToBytes(text), { dkLen: bytes }));
-}
+/**
+ * Random bytes for ids, drawn from the CSPRNG 4 KiB at a time (as `randomUUID` itself pools its
+ * entropy); every byte is used once.
+ */
+const pool = Buffer.alloc(4096);
+let poolOffset = pool.length;
 
 /** A fresh random id: uuid4 hex, 32 chars (the reference's `_generate_id`). */
 export function newWorkspaceId(): string {
-  return randomUUID().replaceAll("-", "");
+  if (poolOffset === pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  const at = poolOffset;
+  poolOffset += 16;
+  // RFC 4122 version 4 and variant bits, as uuid4 sets them.
+  pool[at + 6] = (pool[at + 6]! & 0x0f) | 0x40;
+  pool[at + 8] = (pool[at + 8]! & 0x3f) | 0x80;
+  return pool.toString("hex", at, at + 16);
+}
+
+/**
+ * Derived ids by owner, so a hot caller hashes once: BLAKE2b costs about a microsecond, a lookup
+ * tens of nanoseconds. Keyed by user, then agent, to avoid building the joined string. Bounded:
+ * past MEMO_LIMIT entries the memo starts over (a miss only costs a hash again).
+ */
+const MEMO_LIMIT = 50_000;
+const perAgentMemo = new Map<string, Map<string, string>>();
+const perUserMemo = new Map<string, string>();
+let memoSize = 0;
+
+/** Counts one new entry; true when the memo was emptied to make room. */
+function remember(): boolean {
+  if (++memoSize <= MEMO_LIMIT) return false;
+  perAgentMemo.clear();
+  perUserMemo.clear();
+  memoSize = 1;
+  return true;
 }
 
 /**
@@ -39,14 +70,35 @@ export function newWorkspaceId(): string {
  * land in one workspace.
  */
 export function assignWorkspaceId(owner: WorkspaceOwner, isolation: IsolationPolicy = IsolationPolicy.PER_AGENT): string {
-  checkOwner(owner, isolation);
+  // A memo hit skips checkOwner: only owners that passed it (the check depends on nothing else) are memoised.
   switch (isolation) {
-    case IsolationPolicy.PER_AGENT:
-      return blake2bHex(`${owner.userId}::${owner.agentId}`, 8);
-    case IsolationPolicy.PER_USER:
-      return blake2bHex(`user::${owner.userId}`, 8);
+    case IsolationPolicy.PER_AGENT: {
+      const { userId, agentId } = owner;
+      let byAgent = perAgentMemo.get(userId);
+      let id = byAgent?.get(agentId);
+      if (id !== undefined) return id;
+      checkOwner(owner, isolation);
+      id = blake2bHex(`${userId}::${agentId}`, 8);
+      if (remember()) byAgent = undefined;
+      if (!byAgent) perAgentMemo.set(userId, (byAgent = new Map()));
+      byAgent.set(agentId, id);
+      return id;
+    }
+    case IsolationPolicy.PER_USER: {
+      let id = perUserMemo.get(owner.userId);
+      if (id !== undefined) return id;
+      checkOwner(owner, isolation);
+      id = blake2bHex(`user::${owner.userId}`, 8);
+      remember();
+      perUserMemo.set(owner.userId, id);
+      return id;
+    }
     case IsolationPolicy.PER_SESSION:
+      checkOwner(owner, isolation);
       return newWorkspaceId();
+    default:
+      checkOwner(owner, isolation);
+      throw new InvalidArgumentError("isolation", `must be one of ${ISOLATION_POLICIES.join(", ")}, got '${String(isolation)}'`);
   }
 }
 
