@@ -10,6 +10,8 @@ missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 { command -v dockerd && command -v docker && command -v docker-init; } >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+# The Grep tool prefers ripgrep; its tests exercise both engines.
+command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
 # debootstrap verifies the mirror with Debian's archive key (only a Recommends of debootstrap).
 [ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || missing+=(debian-archive-keyring)
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -31,7 +31,11 @@ fi
 # 4. Sandboxes (bubblewrap, a private dockerd, the offline base image), for the tests.
 if [ "${1:-}" = "--sandboxes" ]; then
   step "sandbox toolchain (bubblewrap, docker engine, base image)"
-  ./scripts/setup-sandboxes.sh >&2
-  eval "$(./scripts/dockerd.sh start)"
-  ./scripts/base-image.sh >&2
+  # Stop the engine afterwards only if this run started it (another run may be using it).
+  if ./scripts/dockerd.sh status >/dev/null 2>&1; then AGENTWS_STARTED_DOCKERD=0; else AGENTWS_STARTED_DOCKERD=1; fi
+  export AGENTWS_STARTED_DOCKERD
+  eval "$(./scripts/setup-sandboxes.sh)"
+  # The reference implementation (AgentScope, from PyPI) for the parity tests; cached after the first run.
+  step "reference venv (AgentScope, for parity tests)"
+  ./scripts/peer-venv.sh >/dev/null
 fi
