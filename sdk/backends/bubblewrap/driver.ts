@@ -119,18 +119,26 @@ export class BubblewrapDriver implements Driver {
     await this.#ensurePackages(id, ctx);
     const envDir = this.#envDir(id);
     const hasEnv = !!(await fs.stat(envDir).catch(() => null));
-    const hostTmp = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-bwrap-tmp-"));
+    // The sandbox's /tmp, one per handle, kept under basedir (0700) so a crashed process leaves nothing in the host's /tmp.
+    const tmpRoot = path.join(this.#basedir, ".agentws", "tmp");
+    await mkdirPrivate(tmpRoot);
+    const hostTmp = await fs.mkdtemp(path.join(tmpRoot, `${hashedName(id).slice(0, 8)}-`));
     await fs.chmod(hostTmp, 0o700);
-    return BubblewrapSandbox.open({
-      hostRoot: host,
-      hostTmp,
-      ownsTmp: true,
-      hostEnvDir: hasEnv ? envDir : undefined,
-      network: this.spec.network,
-      env: this.spec.env,
-      readOnlyPaths: this.spec.readOnlyPaths,
-      persistent: this.persistent,
-    });
+    try {
+      return await BubblewrapSandbox.open({
+        hostRoot: host,
+        hostTmp,
+        ownsTmp: true,
+        hostEnvDir: hasEnv ? envDir : undefined,
+        network: this.spec.network,
+        env: this.spec.env,
+        readOnlyPaths: this.spec.readOnlyPaths,
+        persistent: this.persistent,
+      });
+    } catch (e) {
+      await fs.rm(hostTmp, { recursive: true, force: true });
+      throw e;
+    }
   }
 
   /** Host folder of a workspace (tests, CLI). */
