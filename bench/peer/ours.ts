@@ -32,10 +32,17 @@ async function newWs(workdir: string, skillPaths?: string[]): Promise<LocalWorks
   return ws;
 }
 
+/** CPU time of the last timed region (all threads of this process, not child processes). */
+let lastCpuMs = 0;
+
 async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   const value = await fn();
-  return { ms: performance.now() - t0, value };
+  const ms = performance.now() - t0;
+  const c = process.cpuUsage(c0);
+  lastCpuMs = (c.user + c.system) / 1000;
+  return { ms, value };
 }
 
 // ── bench operations ────────────────────────────────────────────────
@@ -346,7 +353,8 @@ async function handle(req: Record<string, unknown>): Promise<Record<string, unkn
       const fn = BENCHES[String(req.name)];
       if (!fn) throw new Error(`unknown bench '${String(req.name)}'`);
       (globalThis as { gc?: () => void }).gc?.();
-      return { ...(await fn(String(req.fixtures))) };
+      const r = await fn(String(req.fixtures));
+      return { ...r, cpuMs: lastCpuMs };
     }
     case "scenario":
       return { results: await runScenario(String(req.workdir), req.steps as Step[]) };

@@ -77,6 +77,22 @@ def _msg(d: dict) -> Msg:
 
 
 # ── bench operations ───────────────────────────────────────────────
+
+# CPU time of the last timed region (all threads of this process, not child
+# processes): steadier than wall time on a busy machine.
+_LAST_CPU_MS = 0.0
+
+
+def _start() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _stop(t0: tuple[float, float]) -> float:
+    global _LAST_CPU_MS
+    _LAST_CPU_MS = (time.process_time() - t0[1]) * 1000
+    return (time.perf_counter() - t0[0]) * 1000
+
+
 # Each returns (elapsed_ms, count, extra) after doing its own set-up and
 # clean-up outside the timed region.
 
@@ -93,14 +109,14 @@ async def bench_init_seed(fx: str) -> Timed:
     seeds = _load(fx, "index.json")["seedSkills"]
     root = _tmp("init")
     try:
-        t0 = time.perf_counter()
+        t0 = _start()
         ws = LocalWorkspace(
             workdir=os.path.join(root, "ws"),
             workspace_id="peer-bench",
             skill_paths=seeds,
         )
         await ws.initialize()
-        ms = (time.perf_counter() - t0) * 1000
+        ms = _stop(t0)
         await ws.close()
         return ms, len(seeds), {}
     finally:
@@ -112,10 +128,10 @@ async def bench_add_skills(fx: str) -> Timed:
     root = _tmp("add")
     try:
         ws = await _new_ws(os.path.join(root, "ws"))
-        t0 = time.perf_counter()
+        t0 = _start()
         for path in adds:
             await ws.add_skill(path, agent_id="agent-0")
-        ms = (time.perf_counter() - t0) * 1000
+        ms = _stop(t0)
         listed = await ws.list_skills(agent_id="agent-0")
         await ws.close()
         return ms, len(adds), {"skills": len(listed)}
@@ -133,10 +149,10 @@ async def _list_agents(fx: str, warm: bool) -> Timed:
             for a in agents:
                 await ws.list_skills(agent_id=a)
         total = 0
-        t0 = time.perf_counter()
+        t0 = _start()
         for a in agents:
             total += len(await ws.list_skills(agent_id=a))
-        ms = (time.perf_counter() - t0) * 1000
+        ms = _stop(t0)
         await ws.close()
         return ms, len(agents), {"skills": total}
     finally:
@@ -182,10 +198,10 @@ async def _offload_results(fx: str, kind: str) -> Timed:
     root = _tmp("offload")
     try:
         ws = await _new_ws(os.path.join(root, "ws"))
-        t0 = time.perf_counter()
+        t0 = _start()
         for r in results:
             await ws.offload_tool_result("session-1", r)
-        ms = (time.perf_counter() - t0) * 1000
+        ms = _stop(t0)
         await ws.close()
         return ms, len(results), {}
     finally:
@@ -206,10 +222,10 @@ async def bench_offload_data(fx: str) -> Timed:
     root = _tmp("data")
     try:
         ws = await _new_ws(os.path.join(root, "ws"))
-        t0 = time.perf_counter()
+        t0 = _start()
         for b in blocks:
             await ws.offload_data_block(b)
-        ms = (time.perf_counter() - t0) * 1000
+        ms = _stop(t0)
         files = len(os.listdir(os.path.join(root, "ws", "data")))
         await ws.close()
         return ms, len(blocks), {"files": files}
@@ -223,9 +239,9 @@ async def bench_offload_context(fx: str) -> Timed:
     root = _tmp("ctx")
     try:
         ws = await _new_ws(os.path.join(root, "ws"))
-        t0 = time.perf_counter()
+        t0 = _start()
         path = await ws.offload_context("session-1", msgs)
-        ms = (time.perf_counter() - t0) * 1000
+        ms = _stop(t0)
         size = os.path.getsize(path)
         await ws.close()
         return ms, len(msgs), {"bytes": size}
@@ -242,10 +258,10 @@ async def bench_manager_hits(fx: str) -> Timed:
         mgr = LocalWorkspaceManager(root)
         ws = await mgr.get_workspace("user-1", "agent-1", "s1", "ws-hot")
         get = mgr.get_workspace
-        t0 = time.perf_counter()
+        t0 = _start()
         for _ in range(HITS):
             got = await get("user-1", "agent-1", "s1", "ws-hot")
-        ms = (time.perf_counter() - t0) * 1000
+        ms = _stop(t0)
         assert got is ws
         await mgr.close_all()
         return ms, HITS, {}
@@ -264,14 +280,14 @@ async def _assign(policy: IsolationPolicy) -> Timed:
         agents = [f"agent-{i}" for i in range(7)]
         assign = mgr.assign_workspace_id
         last = ""
-        t0 = time.perf_counter()
+        t0 = _start()
         for i in range(ASSIGNS):
             last = await assign(
                 user_id=users[i % 1000],
                 agent_id=agents[i % 7],
                 session_id="s",
             )
-        ms = (time.perf_counter() - t0) * 1000
+        ms = _stop(t0)
         return ms, ASSIGNS, {"last": last if policy != "per_session" else ""}
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -294,7 +310,7 @@ async def bench_manager_first_concurrent(fx: str) -> Timed:
     try:
         mgr = LocalWorkspaceManager(root)
         n = 100
-        t0 = time.perf_counter()
+        t0 = _start()
         got = await asyncio.gather(
             *(
                 mgr.get_workspace(
@@ -306,7 +322,7 @@ async def bench_manager_first_concurrent(fx: str) -> Timed:
                 for i in range(n)
             ),
         )
-        ms = (time.perf_counter() - t0) * 1000
+        ms = _stop(t0)
         assert len({id(w) for w in got}) == n
         await mgr.close_all()
         return ms, n, {}
@@ -332,12 +348,12 @@ async def bench_bwrap_exec_true(fx: str) -> Timed:
                 "bwrap true failed: " + first.stderr.decode("utf-8", "replace"),
             )
         n = 200
-        t0 = time.perf_counter()
+        t0 = _start()
         for _ in range(n):
             r = await backend.exec_shell(["true"])
             if r.exit_code != 0:
                 raise RuntimeError("bwrap true failed")
-        ms = (time.perf_counter() - t0) * 1000
+        ms = _stop(t0)
         return ms, n, {}
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -513,7 +529,7 @@ async def handle(req: dict) -> dict:
             raise ValueError(f"unknown bench {req['name']!r}")
         gc.collect()
         ms, count, extra = await fn(req["fixtures"])
-        return {"ms": ms, "count": count, "extra": extra}
+        return {"ms": ms, "cpuMs": _LAST_CPU_MS, "count": count, "extra": extra}
     if op == "scenario":
         return await run_scenario(req)
     raise ValueError(f"unknown op {op!r}")
