@@ -7,7 +7,7 @@
  *   npm run bench:peer                           (= npx tsx bench/peer/run.ts)
  *   npx tsx bench/peer/run.ts --rounds 7 --only offload_data_50pct,manager_hits_100k
  *   npx tsx bench/peer/run.ts --markdown /tmp/peer.md --no-parity
- *   npm run bench:peer -- --rounds 9 --update-readme   (rewrites the table in bench/peer/README.md)
+ *   npm run bench:peer -- --rounds 9 --update-readme   (rewrites the tables in bench/peer/README.md and README.md)
  *
  * One warm-up round is run and discarded, then `--rounds` measured rounds (default 5); the side
  * that goes first alternates every round. The ratio is the median of per-round ratios, with
@@ -18,7 +18,7 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { PEER_DIR, ensurePeerVenv, startOurs, startReference, type DriverClient, type Reply } from "./driver-client.js";
+import { PEER_DIR, REPO_ROOT, ensurePeerVenv, startOurs, startReference, type DriverClient, type Reply } from "./driver-client.js";
 import { writeFixtures } from "./fixtures.js";
 import { formatParity, runParity } from "./parity.js";
 
@@ -92,17 +92,24 @@ export function formatTable(rows: Row[]): string {
   return out.join("\n");
 }
 
-/** Replaces the table between the markers in bench/peer/README.md. */
+/**
+ * Replaces the block between the peer-table markers in bench/peer/README.md and in the
+ * repository README (which carries the same markers for this command); a file without them is left alone.
+ */
 async function updateReadme(block: string): Promise<void> {
-  const file = path.join(PEER_DIR, "README.md");
-  const text = await readFile(file, "utf8");
   const start = "<!-- peer-table:start -->";
   const end = "<!-- peer-table:end -->";
-  const i = text.indexOf(start);
-  const j = text.indexOf(end);
-  if (i < 0 || j < i) throw new Error(`${file} has no ${start} ... ${end} markers`);
-  await writeFile(file, `${text.slice(0, i + start.length)}\n${block}\n${text.slice(j)}`);
-  console.error(`table written to ${file}`);
+  for (const file of [path.join(PEER_DIR, "README.md"), path.join(REPO_ROOT, "README.md")]) {
+    const text = await readFile(file, "utf8").catch(() => "");
+    const i = text.indexOf(start);
+    const j = text.indexOf(end);
+    if (i < 0 || j < i) {
+      console.error(`${file}: no ${start} ... ${end} markers, not updated`);
+      continue;
+    }
+    await writeFile(file, `${text.slice(0, i + start.length)}\n${block}\n${text.slice(j)}`);
+    console.error(`table written to ${file}`);
+  }
 }
 
 function arg(name: string): string | undefined {
