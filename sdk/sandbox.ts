@@ -40,6 +40,20 @@ export interface Sandbox {
   /** Copies a host file or directory tree into the workspace at `to` (which must not exist). */
   copyIn(hostPath: string, to: string): Promise<void>;
 
+  /**
+   * Optional fast path: names and types of a directory's entries without their size and mtime
+   * (one readdir where `list` needs a stat per entry). Callers fall back to `list` when absent.
+   * NotFoundError when the directory is missing.
+   */
+  readDirTyped?(path: string): Promise<DirEntry[]>;
+  /**
+   * Optional fast path: copies the workspace folder `from` to `to` (created; must not exist) in
+   * one call, instead of a list + readFile + writeFile per file. Regular files and folders only;
+   * names for which `exclude` is true are skipped at every depth; files get mode 0644. A missing
+   * `from` gives an empty `to`. Callers fall back to copying through the other methods when absent.
+   */
+  copyTree?(from: string, to: string, options?: { exclude?: (name: string) => boolean }): Promise<void>;
+
   /** Releases client-side resources (not the backend object). */
   close?(): Promise<void>;
 }
@@ -75,6 +89,11 @@ export interface SandboxProcess {
   /** Resolves with the exit code (null when killed by a signal). */
   readonly exited: Promise<number | null>;
   kill(): void;
+}
+
+export interface DirEntry {
+  name: string;
+  type: FileInfo["type"];
 }
 
 export interface FileInfo {

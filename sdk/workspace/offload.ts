@@ -174,12 +174,13 @@ export class Offloader {
     if (source.type !== "base64") return block;
     if (typeof source.data !== "string") throw new InvalidArgumentError("block.source.data", "must be a base64 string");
     if (typeof source.media_type !== "string" || source.media_type === "") throw new InvalidArgumentError("block.source.media_type", "must be a media type, e.g. 'image/png'");
-    const bytes = decodeBase64(source.data);
+    const compact = checkBase64(source.data);
     const file = `${createHash("sha256").update(source.data, "utf8").digest("hex")}${extensionFor(source.media_type)}`;
     const rel = `data/${file}`;
+    // Same text, same file: a repeated payload costs a stat, not a decode.
     if (!(await this.#sandbox.stat(rel))) {
       try {
-        await this.#sandbox.writeFile(rel, bytes, { exclusive: true });
+        await this.#sandbox.writeFile(rel, Buffer.from(compact, "base64"), { exclusive: true });
       } catch (e) {
         // A concurrent offload of the same content got there first: same bytes, nothing to do.
         if (!isWorkspaceError(e, "conflict")) throw e;
@@ -279,12 +280,15 @@ function isData(b: unknown): b is DataBlock {
   return typeof b === "object" && b !== null && (b as DataBlock).type === "data" && typeof source === "object" && source !== null;
 }
 
-/** Standard base64, whitespace allowed, padding optional. Anything else is an error, not silently dropped. */
-function decodeBase64(text: string): Buffer {
-  const compact = text.replace(/\s+/g, "");
+/**
+ * Standard base64, whitespace allowed, padding optional. Anything else is an error, not silently
+ * dropped. Returns the text without whitespace, ready to decode.
+ */
+function checkBase64(text: string): string {
+  const compact = /\s/.test(text) ? text.replace(/\s+/g, "") : text;
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.replace(/=+$/, "").length % 4 === 1)
     throw new InvalidArgumentError("block.source.data", "is not valid base64 (standard alphabet A-Z a-z 0-9 + /)");
-  return Buffer.from(compact, "base64");
+  return compact;
 }
 
 /** Known keys first in the reference's order, then any others as given. Undefined keys are dropped. */

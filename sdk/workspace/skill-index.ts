@@ -35,7 +35,41 @@ export function parseIndex(text: string | undefined): SkillIndex {
   if (text === undefined) return emptyIndex();
   let data: unknown;
   try {
-    JSON.parse(text); // Only JSON is accepted; YAML (a JSON superset) is then used to keep key order.
+    data = JSON.parse(text); // Only JSON is accepted, as by the reference.
+  } catch {
+    return emptyIndex();
+  }
+  // JSON.parse keeps key order (and Python's rules for repeated keys) except that it moves
+  // integer-like keys ("7") first; only then is the slower order-keeping YAML parse needed.
+  const skills = isRecord(data) ? data.skills : undefined;
+  if (isRecord(skills) && Object.keys(skills).some(isArrayIndex)) return parseIndexOrdered(text);
+  if (!isRecord(data)) return emptyIndex();
+  const mtime = data.skills_dir_mtime;
+  const index: SkillIndex = { mtime: typeof mtime === "number" && Number.isFinite(mtime) ? mtime : 0, entries: new Map() };
+  if (!isRecord(skills)) return index;
+  for (const dir of Object.keys(skills)) {
+    const entry = skills[dir];
+    if (!isRecord(entry)) continue;
+    const hash = entry.hash;
+    const name = entry.skill_name;
+    if (typeof hash === "string" && typeof name === "string") index.entries.set(dir, { hash, skillName: name });
+  }
+  return index;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** A key JavaScript objects order numerically: a canonical integer below 2^32 - 1. */
+function isArrayIndex(key: string): boolean {
+  return /^(?:0|[1-9]\d{0,9})$/.test(key) && Number(key) < 4294967295;
+}
+
+/** The same rules over YAML's ordered maps (JSON is YAML), for indexes with integer-like folder names. */
+function parseIndexOrdered(text: string): SkillIndex {
+  let data: unknown;
+  try {
     data = parseYaml(text, { mapAsMap: true, uniqueKeys: false });
   } catch {
     return emptyIndex();

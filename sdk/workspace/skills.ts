@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
-import { promises as fs } from "node:fs";
+import fsSync, { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { InvalidArgumentError, NotFoundError, isWorkspaceError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { isPlainName } from "../paths.js";
-import type { FileInfo, Sandbox } from "../sandbox.js";
+import type { DirEntry, FileInfo, Sandbox } from "../sandbox.js";
 import { DEFAULT_MAX_EXTRACTED_BYTES, extractArchive, inputLimitFor, spoolInput, type ArchiveFormat } from "./archive.js";
-import { parseSkillMarkdown, type SkillManifest } from "./frontmatter.js";
+import { parseSkillMarkdown, type FrontMatterResult, type SkillManifest } from "./frontmatter.js";
 import {
   INDEX_FILE,
   SEED_PARTITION,
@@ -45,6 +45,8 @@ export interface SkillArchiveOptions {
 const SKILLS = "skills";
 const SKILL_FILE = "SKILL.md";
 const LEGACY_INDEX = ".skills";
+/** A host SKILL.md up to this size is read synchronously (bounded, no thread-pool hop). */
+const SYNC_READ_LIMIT = 256 * 1024;
 
 interface NewSkillPlan {
   added: true;
@@ -140,7 +142,7 @@ export class SkillStore {
         const file = `${rel}/${dir}/${SKILL_FILE}`;
         const [text, info] = await Promise.all([this.#readText(file), this.#sandbox.stat(file)]);
         if (text === undefined || !info) return undefined;
-        const parsed = parseSkillMarkdown(text);
+        const parsed = parseCached(text);
         if (!parsed.ok) {
           this.#logger.warn("skipping skill with an invalid SKILL.md", { file, problem: parsed.problem });
           return undefined;
@@ -279,9 +281,10 @@ export class SkillStore {
 
   /** Brings the index in line with the folders on disk. Also returns every name present in the folder. */
   async #reconcile(rel: string, index: SkillIndex): Promise<{ changed: boolean; onDisk: Set<string> }> {
-    let entries: FileInfo[];
+    let entries: DirEntry[];
     try {
-      entries = await this.#sandbox.list(rel);
+      // Names and types are all this needs: one readdir where the sandbox offers it, not a stat per entry.
+      entries = this.#sandbox.readDirTyped ? await this.#sandbox.readDirTyped(rel) : await this.#sandbox.list(rel);
     } catch (e) {
       if (isWorkspaceError(e, "not_found")) entries = [];
       else throw e;
@@ -297,7 +300,7 @@ export class SkillStore {
     for (const dir of fresh) {
       const text = await this.#readText(`${rel}/${dir}/${SKILL_FILE}`);
       if (text === undefined) continue;
-      const parsed = parseSkillMarkdown(text);
+      const parsed = parseCached(text);
       if (!parsed.ok) {
         this.#logger.warn("ignoring a skill folder with an invalid SKILL.md", { dir: `${rel}/${dir}`, problem: parsed.problem });
         continue;
@@ -340,7 +343,10 @@ export class SkillStore {
       if (this.#equipped.has(partition) || (await this.#sandbox.stat(rel))) return;
       const staging = `${SKILLS}/.equipping-${randomBytes(6).toString("hex")}`;
       try {
-        await this.#copyTree(`${SKILLS}/${SEED_PARTITION}`, staging);
+        const seed = `${SKILLS}/${SEED_PARTITION}`;
+        // One call on sandboxes that can copy a tree themselves (a host folder), else file by file.
+        if (this.#sandbox.copyTree) await this.#sandbox.copyTree(seed, staging, { exclude: isStagingLeftover });
+        else await this.#copyTree(seed, staging);
         await this.#sandbox.rename(staging, rel);
       } catch (e) {
         await this.#sandbox.remove(staging).catch(() => undefined);
@@ -361,8 +367,7 @@ export class SkillStore {
       if (isWorkspaceError(e, "not_found")) return;
       throw e;
     }
-    // Hidden names other than the index are staging leftovers of an interrupted install.
-    const wanted = entries.filter((e) => !e.name.startsWith(".") || e.name === INDEX_FILE);
+    const wanted = entries.filter((e) => !isStagingLeftover(e.name));
     await Promise.all(
       wanted.map(async (e) => {
         if (e.type === "dir") await this.#copyTree(`${from}/${e.name}`, `${to}/${e.name}`);
@@ -443,6 +448,33 @@ function planSkill(skill: HostSkill, index: SkillIndex, onDisk: Set<string>, dir
   return { added: true, dir, name, manifest: skill.manifest, realDir: skill.realDir };
 }
 
+/**
+ * SKILL.md parses by text. Front matter is YAML, whose parser costs far more than reading the file,
+ * and every listing parses every skill again; the result depends on the text alone, so a small
+ * LRU keyed by the text answers repeats. Results are shared: nothing here mutates them.
+ */
+const PARSE_CACHE_ENTRIES = 512;
+const PARSE_CACHE_MAX_TEXT = 64 * 1024;
+const parseCache = new Map<string, FrontMatterResult>();
+
+function parseCached(text: string): FrontMatterResult {
+  if (text.length > PARSE_CACHE_MAX_TEXT) return parseSkillMarkdown(text);
+  let parsed = parseCache.get(text);
+  if (parsed) {
+    parseCache.delete(text);
+  } else {
+    parsed = parseSkillMarkdown(text);
+    if (parseCache.size >= PARSE_CACHE_ENTRIES) parseCache.delete(parseCache.keys().next().value!);
+  }
+  parseCache.set(text, parsed);
+  return parsed;
+}
+
+/** Hidden names other than the index are staging leftovers of an interrupted install: never copied into a partition. */
+function isStagingLeftover(name: string): boolean {
+  return name.startsWith(".") && name !== INDEX_FILE;
+}
+
 /** Runs `fn` over `items` with at most `limit` in flight. */
 async function forEachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -472,21 +504,27 @@ async function readHostSkill(dir: string, label?: string): Promise<HostSkill> {
   const field = label ? "archive" : "skillPath";
   const where = label ? `in ${label}` : `at '${dir}'`;
   const invalid = (why: string) => new InvalidArgumentError(field, `invalid skill ${where}: ${why}`);
+  // Host metadata calls are synchronous: each is a few µs, against tens for a thread-pool round trip.
   let realDir: string;
   try {
-    realDir = await fs.realpath(dir);
+    realDir = fsSync.realpathSync.native(dir);
   } catch {
     throw new NotFoundError(`skill folder '${dir}'`, { field });
   }
-  if (!(await fs.stat(realDir)).isDirectory()) throw invalid("not a folder");
+  if (!fsSync.statSync(realDir).isDirectory()) throw invalid("not a folder");
   const file = path.join(realDir, SKILL_FILE);
   const shown = label ? SKILL_FILE : file;
-  const info = await fs.lstat(file).catch(() => null);
+  let info: fsSync.Stats | undefined;
+  try {
+    info = fsSync.lstatSync(file, { throwIfNoEntry: false });
+  } catch {
+    info = undefined;
+  }
   if (!info) throw invalid(`${shown} not found (a skill is a folder with a SKILL.md whose front matter has 'name' and 'description')`);
   if (info.isSymbolicLink()) throw invalid(`${shown} is a symlink; put the real file in the skill folder`);
   if (!info.isFile()) throw invalid(`${shown} is not a regular file`);
-  const text = await fs.readFile(file, "utf8");
-  const parsed = parseSkillMarkdown(text);
+  const text = info.size <= SYNC_READ_LIMIT ? fsSync.readFileSync(file, "utf8") : await fs.readFile(file, "utf8");
+  const parsed = parseCached(text);
   if (!parsed.ok) throw invalid(`${shown} ${parsed.problem}`);
   return { text, manifest: parsed.manifest, realDir };
 }
