@@ -2,7 +2,7 @@ import { spawn as spawnChild, type ChildProcess } from "node:child_process";
 import { existsSync, lstatSync, readlinkSync, promises as fs } from "node:fs";
 import path from "node:path";
 import { NotFoundError, UnavailableError, WorkspaceError } from "../../errors.js";
-import type { ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput } from "../../util/process.js";
 import { LocalSandbox } from "../local/sandbox.js";
@@ -139,6 +139,12 @@ export class BubblewrapSandbox implements Sandbox {
   }
   copyIn(hostPath: string, to: string): Promise<void> {
     return this.#files.copyIn(hostPath, to);
+  }
+  readDirTyped(p: string): Promise<DirEntry[]> {
+    return this.#files.readDirTyped(p);
+  }
+  copyTree(from: string, to: string, options?: { exclude?: (name: string) => boolean }): Promise<void> {
+    return this.#files.copyTree(from, to, options);
   }
 
   /** Kills every process this handle started (MCP servers included). */

@@ -5,7 +5,7 @@ import { PassThrough, Writable, type Duplex, type Readable } from "node:stream";
 import type Docker from "dockerode";
 import tar from "tar-stream";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
-import type { ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { LocalSandbox } from "../local/sandbox.js";
@@ -87,10 +87,18 @@ export class DockerSandbox implements Sandbox {
   readonly #env: string[];
   readonly #live = new Map<string, { stream?: Duplex | undefined; done: Promise<unknown> }>();
   readonly #files: LocalSandbox | undefined;
+  /** Fast paths, present only when files go through the host folder (an exec would gain nothing). */
+  readonly readDirTyped?: (path: string) => Promise<DirEntry[]>;
+  readonly copyTree?: (from: string, to: string, options?: { exclude?: (name: string) => boolean }) => Promise<void>;
 
   constructor(docker: Docker, containerId: string, options: DockerSandboxOptions) {
     this.#docker = docker;
-    this.#files = options.hostRoot ? new LocalSandbox(options.hostRoot) : undefined;
+    const files = options.hostRoot ? new LocalSandbox(options.hostRoot) : undefined;
+    this.#files = files;
+    if (files) {
+      this.readDirTyped = (p) => files.readDirTyped(p);
+      this.copyTree = (from, to, o) => files.copyTree(from, to, o);
+    }
     this.#container = docker.getContainer(containerId);
     this.persistent = options.persistent;
     this.#env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
