@@ -1,10 +1,15 @@
-import Docker from "dockerode";
+import { createRequire } from "node:module";
+import type Docker from "dockerode";
+
+// Loaded on first use, so importing the SDK for another backend never loads dockerode.
+const load = (): typeof Docker => createRequire(import.meta.url)("dockerode") as typeof Docker;
 
 /**
  * A dockerode client for a socket path, or for DOCKER_HOST / the default socket. dockerode reads
  * DOCKER_HOST only when given no options, so a unix:// DOCKER_HOST is turned into a socketPath here.
  */
 export function dockerClient(socketPath?: string): Docker {
+  const Docker = load();
   if (socketPath) return new Docker({ socketPath: socketPath.replace(/^unix:\/\//, "") });
   const host = process.env.DOCKER_HOST;
   if (host?.startsWith("unix://")) return new Docker({ socketPath: host.slice("unix://".length) });
