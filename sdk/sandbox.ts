@@ -54,6 +54,14 @@ export interface Sandbox {
    */
   copyTree?(from: string, to: string, options?: { exclude?: (name: string) => boolean }): Promise<void>;
 
+  /**
+   * Optional fast path for files whose name the caller claims with this very call (an offloaded
+   * tool result): creates `path` exclusively (ConflictError when it exists) without writeFile's
+   * temp file. The bytes may not be atomic to a concurrent reader in another process; a failed
+   * write leaves no file. Callers fall back to `writeFile(path, data, { exclusive: true })`.
+   */
+  createFile?(path: string, data: Uint8Array | string): Promise<void>;
+
   /** Releases client-side resources (not the backend object). */
   close?(): Promise<void>;
 }

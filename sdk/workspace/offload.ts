@@ -140,7 +140,12 @@ export class Offloader {
       } catch (e) {
         throw new InvalidArgumentError(`messages[${i}]`, "must be plain JSON data (no functions or class instances)", { cause: e });
       }
-      if (Array.isArray(copy.content)) copy.content = await this.#offloadBlocks(copy.content);
+      if (Array.isArray(copy.content)) {
+        // Find the inline payloads in one synchronous walk, then move them one by one, in order.
+        const slots: Slot[] = [];
+        collectInlineData(copy, "content", slots);
+        for (const { container, key } of slots) container[key] = await this.offloadData(container[key] as DataBlock);
+      }
       lines.push(JSON.stringify(orderMessage(copy)));
     }
     if (lines.length > 0) await this.#sandbox.appendFile(rel, `${lines.join("\n")}\n`);
@@ -157,8 +162,7 @@ export class Offloader {
     const tid = sanitizeId(result.id, "result.id");
     const body = await this.#renderToolOutput(result.output);
     const dir = `sessions/${sid}`;
-    const data = Buffer.from(body, "utf8");
-    const rel = await this.#serialPerFolder(dir, () => this.#claim(dir, `tool_result-${tid}`, data));
+    const rel = await this.#serialPerFolder(dir, () => this.#claim(dir, `tool_result-${tid}`, body));
     this.#logger.debug("offloaded a tool result", { path: rel, chars: body.length });
     return this.#agentPath(rel);
   }
@@ -204,14 +208,16 @@ export class Offloader {
 
   // ------------------------------------------------------------------ internals
 
-  async #claim(dir: string, stem: string, body: Uint8Array): Promise<string> {
+  async #claim(dir: string, stem: string, body: string): Promise<string> {
     for (let n = 0; n < 100_000; n++) {
       const rel = `${dir}/${stem}${n === 0 ? "" : `(${n})`}.txt`;
       // The first name is usually free: try it directly. After a collision, stat first so taken
       // names cost a stat rather than a whole write.
       if (n > 0 && (await this.#sandbox.stat(rel))) continue;
       try {
-        await this.#sandbox.writeFile(rel, body, { exclusive: true });
+        // The name is claimed by this very create: a sandbox that can create in place skips the temp file.
+        if (this.#sandbox.createFile) await this.#sandbox.createFile(rel, body);
+        else await this.#sandbox.writeFile(rel, body, { exclusive: true });
         return rel;
       } catch (e) {
         if (!isWorkspaceError(e, "conflict")) throw e;
@@ -249,26 +255,36 @@ export class Offloader {
     return body;
   }
 
-  async #offloadBlocks(blocks: unknown[]): Promise<unknown[]> {
-    const out: unknown[] = [];
-    for (const block of blocks) out.push(await this.#offloadValue(block));
-    return out;
-  }
-
-  /** Base64 data blocks anywhere inside content (e.g. in a tool_result block's output) move to data/. */
-  async #offloadValue(value: unknown): Promise<unknown> {
-    if (Array.isArray(value)) return this.#offloadBlocks(value);
-    if (value === null || typeof value !== "object") return value;
-    if (isData(value) && value.source.type === "base64") return this.offloadData(value);
-    const obj = value as Record<string, unknown>;
-    for (const key of Object.keys(obj)) if (key !== "metadata") obj[key] = await this.#offloadValue(obj[key]);
-    return obj;
-  }
-
   #agentPath(rel: string): string {
     return path.posix.join(this.#sandbox.workdir, rel);
   }
 
+}
+
+/** A place holding a base64 data block inside a copied message: `container[key]`. */
+interface Slot {
+  container: Record<string, unknown>;
+  key: string;
+}
+
+/**
+ * Base64 data blocks anywhere inside `container[key]` (e.g. in a tool_result block's output),
+ * depth first in order; `metadata` is not searched and a data block is not searched inside.
+ */
+function collectInlineData(container: Record<string, unknown>, key: string, slots: Slot[]): void {
+  const value = container[key];
+  if (value === null || typeof value !== "object") return;
+  if (Array.isArray(value)) {
+    // Arrays are walked by index: an index is a key like any other for the assignment later.
+    const arr = value as unknown as Record<string, unknown>;
+    for (let i = 0; i < value.length; i++) collectInlineData(arr, String(i), slots);
+    return;
+  }
+  if (isData(value) && value.source.type === "base64") {
+    slots.push({ container, key });
+    return;
+  }
+  for (const k of Object.keys(value)) if (k !== "metadata") collectInlineData(value as Record<string, unknown>, k, slots);
 }
 
 function isText(b: unknown): b is TextBlock {
@@ -280,15 +296,60 @@ function isData(b: unknown): b is DataBlock {
   return typeof b === "object" && b !== null && (b as DataBlock).type === "data" && typeof source === "object" && source !== null;
 }
 
+/** 1 for the standard base64 alphabet (A-Z a-z 0-9 + /), by char code. */
+const BASE64_ALPHABET = new Uint8Array(128);
+for (const c of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") BASE64_ALPHABET[c.charCodeAt(0)] = 1;
+
+/** JavaScript's `\s`: WhiteSpace and LineTerminator code points. */
+function isSpace(c: number): boolean {
+  return (
+    c === 32 ||
+    (c >= 9 && c <= 13) ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
 /**
  * Standard base64, whitespace allowed, padding optional. Anything else is an error, not silently
- * dropped. Returns the text without whitespace, ready to decode.
+ * dropped. Returns the text without whitespace, ready to decode. One pass over the char codes:
+ * several times faster than the equivalent regex on payload-sized text.
  */
-function checkBase64(text: string): string {
-  const compact = /\s/.test(text) ? text.replace(/\s+/g, "") : text;
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.replace(/=+$/, "").length % 4 === 1)
-    throw new InvalidArgumentError("block.source.data", "is not valid base64 (standard alphabet A-Z a-z 0-9 + /)");
-  return compact;
+export function checkBase64(text: string): string {
+  let digits = 0;
+  let padding = 0;
+  let spaces = false;
+  let ok = true;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 128 && BASE64_ALPHABET[c] === 1) {
+      // A digit after padding: '=' may only end the text.
+      if (padding > 0) {
+        ok = false;
+        break;
+      }
+      digits++;
+    } else if (c === 61) {
+      if (++padding > 2) {
+        ok = false;
+        break;
+      }
+    } else if (isSpace(c)) {
+      spaces = true;
+    } else {
+      ok = false;
+      break;
+    }
+  }
+  if (!ok || digits % 4 === 1) throw new InvalidArgumentError("block.source.data", "is not valid base64 (standard alphabet A-Z a-z 0-9 + /)");
+  return spaces ? text.replace(/\s+/g, "") : text;
 }
 
 /** Known keys first in the reference's order, then any others as given. Undefined keys are dropped. */

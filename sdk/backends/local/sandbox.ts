@@ -152,8 +152,8 @@ export class LocalSandbox implements Sandbox {
     // link() neither follows nor replaces an existing name, so only the replacing write needs this check.
     if (!options.exclusive && stat?.isSymbolicLink()) throw symlinkRefused(rel);
     const tmp = `${p}.tmp-${randomBytes(6).toString("hex")}`;
-    // A Buffer write is several times faster than Node's string write path for large text.
-    const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
+    const encoded = encode(data);
+    const bytes = encoded.bytes;
     const mode = options.mode ?? 0o644;
     try {
       try {
@@ -175,6 +175,49 @@ export class LocalSandbox implements Sandbox {
       fsSync.rmSync(tmp, { force: true });
       if ((e as NodeJS.ErrnoException)?.code === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: rel, cause: e });
       throw mapFsError(e, rel);
+    } finally {
+      encoded.release();
+    }
+  }
+
+  /**
+   * Creates `rel` exclusively (ConflictError when the name exists) with one
+   * open(O_CREAT | O_EXCL | O_NOFOLLOW) and write, instead of writeFile's temp file + link + unlink.
+   * Up to SYNC_IO_LIMIT bytes, create and write happen in one synchronous stretch, so no other
+   * code in this process can see the file before its bytes; another process listing the folder
+   * at that very moment could. Larger files go through the atomic writeFile path.
+   */
+  async createFile(rel: string, data: Uint8Array | string): Promise<void> {
+    const encoded = encode(data);
+    try {
+      if (encoded.bytes.byteLength > SYNC_IO_LIMIT) return await this.writeFile(rel, encoded.bytes, { exclusive: true });
+      const { path: p } = this.#walk(rel, false);
+      const flags = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW;
+      let fd: number;
+      try {
+        try {
+          fd = fsSync.openSync(p, flags, 0o644);
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException)?.code !== "ENOENT") throw e;
+          fsSync.mkdirSync(path.dirname(p), { recursive: true });
+          fd = fsSync.openSync(p, flags, 0o644);
+        }
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException)?.code === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: rel, cause: e });
+        throw mapFsError(e, rel);
+      }
+      try {
+        const bytes = encoded.bytes;
+        for (let done = 0; done < bytes.byteLength; ) done += fsSync.writeSync(fd, bytes, done, bytes.byteLength - done);
+        fsSync.closeSync(fd);
+      } catch (e) {
+        // A failed write (disk full) leaves no partial file behind.
+        fsSync.closeSync(fd);
+        fsSync.rmSync(p, { force: true });
+        throw mapFsError(e, rel);
+      }
+    } finally {
+      encoded.release();
     }
   }
 
@@ -182,14 +225,19 @@ export class LocalSandbox implements Sandbox {
     const { path: p, stat } = this.#walk(rel, false);
     if (stat?.isSymbolicLink()) throw symlinkRefused(rel);
     if (stat === undefined) fsSync.mkdirSync(path.dirname(p), { recursive: true });
-    const bytes = typeof data === "string" ? Buffer.from(data) : data;
-    // O_APPEND with one write call: concurrent appenders never interleave or lose lines.
-    const fd = fsSync.openSync(p, fsc.O_WRONLY | fsc.O_APPEND | fsc.O_CREAT | fsc.O_NOFOLLOW, 0o644);
+    const encoded = encode(data);
+    const bytes = encoded.bytes;
     try {
-      if (bytes.byteLength <= SYNC_IO_LIMIT) fsSync.writeSync(fd, bytes);
-      else await writeFd(fd, bytes, 0, bytes.byteLength);
+      // O_APPEND with one write call: concurrent appenders never interleave or lose lines.
+      const fd = fsSync.openSync(p, fsc.O_WRONLY | fsc.O_APPEND | fsc.O_CREAT | fsc.O_NOFOLLOW, 0o644);
+      try {
+        if (bytes.byteLength <= SYNC_IO_LIMIT) fsSync.writeSync(fd, bytes);
+        else await writeFd(fd, bytes, 0, bytes.byteLength);
+      } finally {
+        fsSync.closeSync(fd);
+      }
     } finally {
-      fsSync.closeSync(fd);
+      encoded.release();
     }
   }
 
@@ -330,6 +378,41 @@ export class LocalSandbox implements Sandbox {
       }
     }
   }
+}
+
+/**
+ * Reusable buffers for encoding large strings. A fresh multi-MiB Buffer costs page faults and GC
+ * work several times the UTF-8 encoding itself; encodeInto a kept buffer avoids both. A buffer is
+ * lent to one write at a time and returned when that write is done (also across its awaits).
+ */
+const SCRATCH_MIN_CHARS = 64 * 1024;
+const SCRATCH_MAX_BYTES = 4 * 1024 * 1024;
+const SCRATCH_KEEP = 4;
+const scratchFree: Buffer[] = [];
+const utf8 = new TextEncoder();
+const noop = (): void => undefined;
+
+interface Encoded {
+  bytes: Uint8Array;
+  release(): void;
+}
+
+/** UTF-8 bytes of `data` (as Buffer.from would give; lone surrogates become U+FFFD). */
+function encode(data: Uint8Array | string): Encoded {
+  if (typeof data !== "string") return { bytes: data, release: noop };
+  // UTF-8 needs at most 3 bytes per UTF-16 unit.
+  const need = data.length * 3;
+  if (data.length < SCRATCH_MIN_CHARS || need > SCRATCH_MAX_BYTES) return { bytes: Buffer.from(data, "utf8"), release: noop };
+  const i = scratchFree.findIndex((b) => b.length >= need);
+  // Sized to the need (next power of two), so many concurrent writes cost no more than their data.
+  const buf = i >= 0 ? scratchFree.splice(i, 1)[0]! : Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(need)));
+  const { written } = utf8.encodeInto(data, buf);
+  return {
+    bytes: buf.subarray(0, written),
+    release: () => {
+      if (scratchFree.length < SCRATCH_KEEP) scratchFree.push(buf);
+    },
+  };
 }
 
 /** Creates `file` (which must not exist) with `bytes`; small files without a thread-pool hop. */
