@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 import { openStack } from "../sdk/cli/engine.js";
-import { LocalWorkspaceManager, parseFleetOutputs, type FleetOutputs, type ManagerEvent } from "../sdk/index.js";
+import { BubblewrapWorkspaceManager, LocalWorkspaceManager, parseFleetOutputs, type FleetOutputs, type ManagerEvent } from "../sdk/index.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const say = (line: string) => console.log(line);
@@ -68,5 +68,19 @@ const resultPath = await ws.offloadToolResult("session-1", { id: "call-1", outpu
 const contextPath = await ws.offloadContext("session-1", [{ name: "user", role: "user", content: "Summarise the workspace." }]);
 say(`      offloaded a large tool result → ${resultPath}`);
 say(`      offloaded compressed context → ${contextPath}`);
-say(`\nmanager stats: ${JSON.stringify(manager.stats())}`);
+say(`      manager stats: ${JSON.stringify(manager.stats())}`);
+
+// The same fleet's sandboxed workspace, served by its own backend's manager.
+const declaredSandbox = Object.values(fleet).find((e) => e.backend.kind === "bubblewrap");
+if (declaredSandbox && declaredSandbox.backend.kind === "bubblewrap" && declaredSandbox.backend.basedir) {
+  await using sandboxes = BubblewrapWorkspaceManager.fromOutputs(fleet, { basedir: declaredSandbox.backend.basedir, ignoreOtherBackends: true });
+  const box = await sandboxes.getWorkspace(declaredSandbox.userId ?? "local", declaredSandbox.agentId ?? "sandboxed", "session-1", declaredSandbox.workspaceId);
+  const shell = box.listTools().find((t) => t.name === "Bash")!;
+  const probe = await shell.execute({
+    command: "echo \"cwd: $(pwd)\"; echo \"root: $(ls / | tr '\\n' ' ')\"; (echo > /dev/tcp/1.1.1.1/53) 2>/dev/null && echo 'network: open' || echo 'network: cut'; touch /usr/x 2>/dev/null || echo '/usr: read-only'",
+  });
+  say(`      bubblewrap workspace ${box.workspaceId} (${box.workdir}):`);
+  say(probe.output.trimEnd().split("\n").map((l) => `        ${l}`).join("\n"));
+} else say("      (no bubblewrap workspace in this fleet: bwrap is not installed here)");
+
 say("done. Run it again: Pulumi reports no changes and the manager reattaches the same workspace.");
