@@ -4,8 +4,9 @@ import path from "node:path";
 import { NotFoundError, UnavailableError, WorkspaceError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
-import { collectOutput } from "../../util/process.js";
+import { collectOutput, DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { LocalSandbox } from "../local/sandbox.js";
+import { ExecRunner } from "./runner.js";
 
 export const BWRAP_WORKDIR = "/workspace";
 
@@ -32,6 +33,8 @@ export const BWRAP_ENV_MOUNT = "/opt/agentws";
 const BASE_PATH = `${BWRAP_ENV_MOUNT}/venv/bin:${BWRAP_ENV_MOUNT}/npm/node_modules/.bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
 const ETC_FILES = ["resolv.conf", "hosts", "nsswitch.conf", "passwd", "group", "alternatives", "ssl", "pki", "ca-certificates", "localtime"];
 const ROOT_DIRS = ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"];
+/** The exec runner is a Python script run from the host's /usr, which every sandbox mounts read-only. */
+const HAS_PYTHON = existsSync("/usr/bin/python3");
 
 /**
  * A host folder run through bubblewrap. Processes see the folder at /workspace, the host's /usr and
@@ -49,6 +52,11 @@ export class BubblewrapSandbox implements Sandbox {
   readonly #mounts: string[];
   readonly #identity: { dev: number; ino: number };
   readonly #children = new Set<ChildProcess>();
+  /** The long-lived bwrap that forks each exec; started on first exec, restarted if it died. */
+  #runner: ExecRunner | undefined;
+  /** Identity of hostEnvDir the runner mounted: a package reinstall swaps the folder, a fresh bwrap would see the new one. */
+  #runnerEnvId = "";
+  #closed = false;
 
   private constructor(opts: BubblewrapSandboxOptions, identity: { dev: number; ino: number }) {
     this.#opts = opts;
@@ -87,6 +95,28 @@ export class BubblewrapSandbox implements Sandbox {
 
   async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
+    if (!this.#closed && HAS_PYTHON) {
+      try {
+        await this.#checkIdentity();
+      } catch (e) {
+        // The runner's bind mount still shows the old folder: it must not serve another command.
+        await this.#stopRunner();
+        throw e;
+      }
+      const cwd = await this.#sandboxCwd(options.cwd ?? "");
+      const env = { ...baseEnv(), ...this.#opts.env, ...options.env, PWD: cwd };
+      const runner = await this.#liveRunner();
+      return runner.exec({
+        argv,
+        cwd,
+        env,
+        stdin: options.stdin,
+        maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
+        timeoutMs: options.timeoutMs,
+        signal: options.signal,
+      });
+    }
+    // After close() (no process may outlive it) or without python3 on the host: one bwrap per command.
     const full = await this.argvFor(argv, options);
     const child = spawnChild(this.#opts.bwrap ?? "bwrap", full, { stdio: ["pipe", "pipe", "pipe"], detached: true });
     this.#track(child);
@@ -149,6 +179,8 @@ export class BubblewrapSandbox implements Sandbox {
 
   /** Kills every process this handle started (MCP servers included). */
   async close(): Promise<void> {
+    this.#closed = true;
+    await this.#stopRunner();
     const waits = [...this.#children].map(
       (c) =>
         new Promise<void>((resolve) => {
@@ -159,6 +191,40 @@ export class BubblewrapSandbox implements Sandbox {
     );
     await Promise.all(waits);
     if (this.#opts.ownsTmp) await fs.rm(this.#opts.hostTmp, { recursive: true, force: true });
+  }
+
+  async #liveRunner(): Promise<ExecRunner> {
+    let envId = "";
+    if (this.#opts.hostEnvDir) {
+      const st = await fs.stat(this.#opts.hostEnvDir).catch(() => null);
+      envId = st ? `${st.dev}:${st.ino}` : "missing";
+    }
+    if (this.#runner?.alive && envId === this.#runnerEnvId) return this.#runner;
+    // Synchronous from here, so concurrent first execs share one new runner; the old one finishes its commands.
+    this.#runner?.retire();
+    this.#runnerEnvId = envId;
+    this.#runner = new ExecRunner(this.#opts.bwrap ?? "bwrap", this.#runnerArgs());
+    return this.#runner;
+  }
+
+  /** pid of the exec runner's bwrap, if one is running (for tests). */
+  get runnerPid(): number | undefined {
+    return this.#runner?.alive ? this.#runner.pid : undefined;
+  }
+
+  async #stopRunner(): Promise<void> {
+    const r = this.#runner;
+    this.#runner = undefined;
+    await r?.stop();
+  }
+
+  /** bwrap argv for the runner: the same mounts and base environment as a per-command bwrap. */
+  #runnerArgs(): string[] {
+    const env = { ...baseEnv(), ...this.#opts.env, PWD: BWRAP_WORKDIR };
+    const out = [...this.#mounts, "--clearenv"];
+    for (const [k, v] of Object.entries(env)) out.push("--setenv", k, v);
+    out.push("--chdir", BWRAP_WORKDIR, "--");
+    return out;
   }
 
   #track(child: ChildProcess): void {

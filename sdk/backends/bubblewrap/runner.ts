@@ -1,0 +1,179 @@
+import { spawn as spawnChild, type ChildProcess } from "node:child_process";
+import type { ExecResult } from "../../sandbox.js";
+import { EXEC_HELPER_SOURCE } from "./exec-helper.js";
+
+/** One command for the runner; env is the complete environment (the runner adds nothing). */
+export interface RunnerRequest {
+  argv: string[];
+  cwd: string;
+  env: Record<string, string>;
+  stdin?: Uint8Array | string | undefined;
+  maxOutputBytes: number;
+  timeoutMs?: number | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+interface Pending {
+  resolve: (r: ExecResult) => void;
+  killed: boolean;
+  cleanup: () => void;
+}
+
+/**
+ * One long-lived bwrap running the exec helper: execs are framed requests on its stdin, multiplexed by
+ * id, answered on its stdout. `bwrapArgs` is the full bwrap argv up to and including `--`; the helper
+ * command is appended. Stopped by `stop()`; once it has died it cannot be reused (make a new one).
+ */
+export class ExecRunner {
+  readonly #child: ChildProcess;
+  readonly #pending = new Map<number, Pending>();
+  #nextId = 1;
+  #buf: Buffer = Buffer.alloc(0);
+  #dead = false;
+  #retired = false;
+  #stderr = "";
+  readonly exited: Promise<void>;
+
+  constructor(bwrap: string, bwrapArgs: string[]) {
+    this.#child = spawnChild(bwrap, [...bwrapArgs, "/usr/bin/python3", "-I", "-S", "-c", EXEC_HELPER_SOURCE], {
+      stdio: ["pipe", "pipe", "pipe"],
+      detached: true,
+    });
+    this.#child.stdout!.on("data", (c: Buffer) => this.#onData(c));
+    // Keep the tail of the helper's stderr to explain a failure to start (bwrap or python3 missing).
+    this.#child.stderr!.on("data", (c: Buffer) => (this.#stderr = (this.#stderr + c.toString()).slice(-2000)));
+    this.#child.stdin!.on("error", () => undefined);
+    this.exited = new Promise((resolve) => {
+      const done = () => {
+        this.#die();
+        resolve();
+      };
+      this.#child.once("error", done);
+      this.#child.once("close", done);
+    });
+    this.#idle();
+  }
+
+  get alive(): boolean {
+    return !this.#dead && !this.#retired;
+  }
+
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  exec(req: RunnerRequest): Promise<ExecResult> {
+    if (!this.alive) return Promise.resolve(stopped(this.#stderr));
+    const id = this.#nextId++;
+    const stdin = req.stdin === undefined ? Buffer.alloc(0) : Buffer.from(req.stdin);
+    const header = Buffer.from(JSON.stringify({ op: "exec", id, argv: req.argv, cwd: req.cwd, env: req.env, max: req.maxOutputBytes }));
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const kill = () => {
+        const p = this.#pending.get(id);
+        if (!p || p.killed) return;
+        p.killed = true;
+        this.#write(frame({ op: "kill", id }, Buffer.alloc(0)));
+      };
+      const pending: Pending = {
+        resolve,
+        killed: false,
+        cleanup: () => {
+          if (timer) clearTimeout(timer);
+          req.signal?.removeEventListener("abort", kill);
+        },
+      };
+      this.#pending.set(id, pending);
+      if (this.#pending.size === 1) this.#busy();
+      if (req.timeoutMs !== undefined && req.timeoutMs > 0) timer = setTimeout(kill, req.timeoutMs);
+      if (req.signal?.aborted) queueMicrotask(kill);
+      else req.signal?.addEventListener("abort", kill, { once: true });
+      this.#write(frame(header, stdin));
+    });
+  }
+
+  /** Stops the runner once the commands in flight are done; it takes no new ones. */
+  retire(): void {
+    this.#retired = true;
+    if (this.#pending.size === 0) void this.stop();
+  }
+
+  /** Kills the runner and every command it is running; pending execs resolve as stopped. */
+  async stop(): Promise<void> {
+    if (!this.#dead) {
+      try {
+        if (this.#child.pid) process.kill(-this.#child.pid, "SIGKILL");
+      } catch {
+        this.#child.kill("SIGKILL");
+      }
+    }
+    await this.exited;
+  }
+
+  #write(data: Buffer): void {
+    if (!this.#dead) this.#child.stdin!.write(data);
+  }
+
+  #onData(chunk: Buffer): void {
+    this.#buf = this.#buf.length === 0 ? chunk : Buffer.concat([this.#buf, chunk]);
+    while (this.#buf.length >= 8) {
+      const hl = this.#buf.readUInt32BE(0);
+      const pl = this.#buf.readUInt32BE(4);
+      if (this.#buf.length < 8 + hl + pl) break;
+      const h = JSON.parse(this.#buf.subarray(8, 8 + hl).toString()) as { id: number; exit: number; out: number; err: number; trunc: boolean };
+      const payload = this.#buf.subarray(8 + hl, 8 + hl + pl);
+      this.#buf = this.#buf.subarray(8 + hl + pl);
+      const p = this.#pending.get(h.id);
+      if (!p) continue;
+      this.#settle(h.id, p, {
+        exitCode: p.killed ? -1 : h.exit,
+        stdout: Buffer.from(payload.subarray(0, h.out)),
+        stderr: Buffer.from(payload.subarray(h.out, h.out + h.err)),
+        timedOut: p.killed,
+        truncated: h.trunc,
+      });
+    }
+  }
+
+  #settle(id: number, p: Pending, r: ExecResult): void {
+    this.#pending.delete(id);
+    p.cleanup();
+    if (r.timedOut && r.stderr.length === 0) r.stderr = Buffer.from("timed out");
+    p.resolve(r);
+    if (this.#pending.size === 0) {
+      this.#idle();
+      if (this.#retired && !this.#dead) void this.stop();
+    }
+  }
+
+  #die(): void {
+    if (this.#dead) return;
+    this.#dead = true;
+    for (const [id, p] of this.#pending) this.#settle(id, p, p.killed ? { ...stopped(""), timedOut: true } : stopped(this.#stderr));
+  }
+
+  // An idle runner must not keep the host process alive; one with commands in flight must.
+  #idle(): void {
+    for (const h of this.#handles()) h.unref?.();
+  }
+  #busy(): void {
+    for (const h of this.#handles()) h.ref?.();
+  }
+  #handles(): { ref?: () => void; unref?: () => void }[] {
+    const c = this.#child;
+    return [c, c.stdin, c.stdout, c.stderr].filter(Boolean) as unknown as { ref?: () => void; unref?: () => void }[];
+  }
+}
+
+function frame(header: object | Buffer, payload: Buffer): Buffer {
+  const h = Buffer.isBuffer(header) ? header : Buffer.from(JSON.stringify(header));
+  const prefix = Buffer.alloc(8);
+  prefix.writeUInt32BE(h.length, 0);
+  prefix.writeUInt32BE(payload.length, 4);
+  return Buffer.concat([prefix, h, payload]);
+}
+
+function stopped(detail: string): ExecResult {
+  const why = detail.trim() ? `: ${detail.trim()}` : "";
+  return { exitCode: -1, stdout: Buffer.alloc(0), stderr: Buffer.from(`sandbox exec runner stopped${why}`), timedOut: false, truncated: false };
+}
