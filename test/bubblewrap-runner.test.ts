@@ -47,6 +47,11 @@ describe("Bubblewrap exec runner (one bwrap per handle)", () => {
     expect(vars(b).filter((l) => /VITEST|NODE_OPTIONS|PYTHONSAFEPATH/.test(l))).toEqual([]);
     expect((await sb.exec(["no-such-binary-here"])).exitCode).toBe(127);
     expect((await sb.exec(["/etc"])).exitCode).toBe(126);
+    // Strings the kernel cannot take fail that one command, not the runner.
+    expect((await sb.exec(["echo", "a\0b"])).exitCode).toBe(127);
+    expect((await sb.exec(["echo", "\ud800"])).exitCode).toBe(127);
+    expect((await sb.exec(["true"], { env: { "A=B": "x" } })).exitCode).toBe(127);
+    expect(sb.runnerPid).toBe(pid);
   });
 
   it("multiplexes concurrent execs, stdout and stderr apart, with output that looks like protocol frames", async () => {
@@ -133,5 +138,13 @@ describe("Bubblewrap exec runner (one bwrap per handle)", () => {
     expect(other.runnerPid).toBeUndefined();
     expect((await other.exec(["echo", "late"])).stdout.toString()).toBe("late\n");
     expect(other.runnerPid).toBeUndefined();
+  });
+
+  it("a missing bwrap binary gives exit 127 with the reason", async () => {
+    const broken = await BubblewrapSandbox.open({ hostRoot: path.join(root, "ws"), hostTmp: path.join(root, "tmp"), network: "none", persistent: true, bwrap: "/nonexistent/bwrap" });
+    const r = await broken.exec(["true"]);
+    expect(r.exitCode).toBe(127);
+    expect(r.stderr.toString()).toMatch(/ENOENT/);
+    await broken.close();
   });
 });

@@ -138,10 +138,12 @@ def start(h, payload):
             h["argv"], cwd=h["cwd"], env=h["env"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True, close_fds=True, bufsize=0,
         )
-    except OSError as e:
-        code = 126 if e.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 127
-        msg = "%s: %s\n" % (h["argv"][0], e.strerror or e)
-        send({"id": jid, "exit": code, "out": 0, "err": len(msg.encode()), "trunc": False}, msg.encode())
+    except Exception as e:
+        # Not only OSError: a NUL byte or an unencodable string in argv/env raises ValueError/UnicodeError,
+        # which must fail this command, not the runner.
+        code = 126 if isinstance(e, OSError) and e.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 127
+        msg = ("%s: %s\n" % (h["argv"][0], getattr(e, "strerror", None) or e)).encode("utf-8", "replace")
+        send({"id": jid, "exit": code, "out": 0, "err": len(msg), "trunc": False}, msg)
         return
     jobs[jid] = Job(jid, proc, payload, h["max"])
 

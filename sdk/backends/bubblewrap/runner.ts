@@ -31,6 +31,7 @@ export class ExecRunner {
   #buf: Buffer = Buffer.alloc(0);
   #dead = false;
   #retired = false;
+  #spawnFailed = false;
   #stderr = "";
   readonly exited: Promise<void>;
 
@@ -48,7 +49,12 @@ export class ExecRunner {
         this.#die();
         resolve();
       };
-      this.#child.once("error", done);
+      this.#child.once("error", (e: NodeJS.ErrnoException) => {
+        // bwrap itself missing: like a failed spawn of a per-command bwrap, every pending exec is exit 127.
+        this.#spawnFailed = e.code === "ENOENT" || e.code === "EACCES";
+        this.#stderr = String(e.message);
+        done();
+      });
       this.#child.once("close", done);
     });
     this.#idle();
@@ -149,7 +155,11 @@ export class ExecRunner {
   #die(): void {
     if (this.#dead) return;
     this.#dead = true;
-    for (const [id, p] of this.#pending) this.#settle(id, p, p.killed ? { ...stopped(""), timedOut: true } : stopped(this.#stderr));
+    for (const [id, p] of this.#pending) {
+      const r = p.killed ? { ...stopped(""), timedOut: true } : stopped(this.#stderr);
+      if (this.#spawnFailed && !p.killed) r.exitCode = 127;
+      this.#settle(id, p, r);
+    }
   }
 
   // An idle runner must not keep the host process alive; one with commands in flight must.
