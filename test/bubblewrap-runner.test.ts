@@ -49,8 +49,10 @@ describe("Bubblewrap exec runner (one bwrap per handle)", () => {
     expect((await sb.exec(["/etc"])).exitCode).toBe(126);
     // Strings the kernel cannot take fail that one command, not the runner.
     expect((await sb.exec(["echo", "a\0b"])).exitCode).toBe(127);
-    expect((await sb.exec(["echo", "\ud800"])).exitCode).toBe(127);
     expect((await sb.exec(["true"], { env: { "A=B": "x" } })).exitCode).toBe(127);
+    expect((await sb.exec(["true"], { env: { A: "x\0y" } })).exitCode).toBe(127);
+    // A lone surrogate becomes U+FFFD, as Node's own spawn encodes it.
+    expect((await sb.exec(["echo", "\ud800"])).stdout.toString()).toBe("\ufffd\n");
     expect(sb.runnerPid).toBe(pid);
   });
 

@@ -3,17 +3,18 @@
  * exec is a fork inside the existing namespaces instead of a new bwrap. Kept as a string so it ships with
  * the compiled package without a data file to copy.
  *
- * Protocol on the helper's stdin/stdout, every frame: u32 BE header length, u32 BE payload length, JSON
- * header, payload bytes.
- *   request  {op:"exec", id, argv, cwd, env, max}  payload = stdin bytes
- *   request  {op:"kill", id}                       SIGKILL the command's process group
- *   reply    {id, exit, out, err, trunc}            payload = stdout (out bytes) then stderr (err bytes)
+ * Protocol on the helper's stdin, every frame: u32 BE header length, u32 BE payload length, header, payload.
+ * The header is NUL-separated fields (no JSON: importing json costs the helper ~9 ms of start-up):
+ *   "x" id max cwd argc argv... "K=V"...   run a command; payload = its stdin bytes
+ *   "k" id                                 SIGKILL the command's process group
+ * Reply on the helper's stdout: u32 id, i32 exit code, u32 stdout length, u32 stderr length, u8 truncated,
+ * then the stdout and stderr bytes.
  * Commands get their own pipes and session (process group), so their output never touches the protocol.
  * When a command exits, whatever is left in its group is killed, as a per-command bwrap would have done
  * by tearing down its pid namespace.
  */
 export const EXEC_HELPER_SOURCE = String.raw`
-import errno, json, os, selectors, signal, struct, subprocess, sys
+import errno, os, selectors, signal, struct, subprocess, sys
 
 IN, OUT = 0, 1
 sel = selectors.DefaultSelector()
@@ -29,9 +30,8 @@ os.set_blocking(IN, False)
 os.set_blocking(OUT, False)
 
 
-def send(header, payload=b""):
-    h = json.dumps(header).encode()
-    outq.extend(struct.pack(">II", len(h), len(payload)) + h + payload)
+def send(jid, code, out, err, trunc):
+    outq.extend(struct.pack(">IiIIB", jid, code, len(out), len(err), trunc) + out + err)
     flush()
 
 
@@ -128,24 +128,25 @@ class Job:
             f.close()
         del jobs[self.id]
         out, err = bytes(self.buf["out"]), bytes(self.buf["err"])
-        send({"id": self.id, "exit": code, "out": len(out), "err": len(err), "trunc": self.trunc}, out + err)
+        send(self.id, code, out, err, self.trunc)
 
 
-def start(h, payload):
-    jid = h["id"]
+def start(f, payload):
+    jid, cap, cwd, argc = int(f[1]), int(f[2]), f[3], int(f[4])
+    argv = f[5 : 5 + argc]
+    env = dict(kv.split(b"=", 1) for kv in f[5 + argc :])
     try:
         proc = subprocess.Popen(
-            h["argv"], cwd=h["cwd"], env=h["env"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True, close_fds=True, bufsize=0,
         )
     except Exception as e:
-        # Not only OSError: a NUL byte or an unencodable string in argv/env raises ValueError/UnicodeError,
-        # which must fail this command, not the runner.
+        # Not only OSError: whatever fails here must fail this command, not the runner.
         code = 126 if isinstance(e, OSError) and e.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 127
-        msg = ("%s: %s\n" % (h["argv"][0], getattr(e, "strerror", None) or e)).encode("utf-8", "replace")
-        send({"id": jid, "exit": code, "out": 0, "err": len(msg), "trunc": False}, msg)
+        msg = argv[0] + (": %s\n" % (getattr(e, "strerror", None) or e)).encode("utf-8", "replace")
+        send(jid, code, b"", msg, False)
         return
-    jobs[jid] = Job(jid, proc, payload, h["max"])
+    jobs[jid] = Job(jid, proc, payload, cap)
 
 
 def reap():
@@ -155,11 +156,11 @@ def reap():
             job.finish(128 - code if code < 0 else code)
 
 
-def handle(h, payload):
-    if h["op"] == "exec":
-        start(h, payload)
-    elif h["op"] == "kill":
-        job = jobs.get(h["id"])
+def handle(f, payload):
+    if f[0] == b"x":
+        start(f, payload)
+    elif f[0] == b"k":
+        job = jobs.get(int(f[1]))
         if job:
             job.kill()
 
@@ -185,7 +186,7 @@ while True:
                 hl, pl = struct.unpack(">II", inbuf[:8])
                 if len(inbuf) < 8 + hl + pl:
                     break
-                h = json.loads(bytes(inbuf[8 : 8 + hl]))
+                h = bytes(inbuf[8 : 8 + hl]).split(b"\0")
                 payload = bytes(inbuf[8 + hl : 8 + hl + pl])
                 del inbuf[: 8 + hl + pl]
                 handle(h, payload)

@@ -72,14 +72,17 @@ export class ExecRunner {
     if (!this.alive) return Promise.resolve(stopped(this.#stderr));
     const id = this.#nextId++;
     const stdin = req.stdin === undefined ? Buffer.alloc(0) : Buffer.from(req.stdin);
-    const header = Buffer.from(JSON.stringify({ op: "exec", id, argv: req.argv, cwd: req.cwd, env: req.env, max: req.maxOutputBytes }));
+    const bad = badField(req);
+    if (bad) return Promise.resolve({ exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from(`${req.argv[0] ?? ""}: ${bad}`), timedOut: false, truncated: false });
+    const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
+    const header = Buffer.from(["x", String(id), String(req.maxOutputBytes), req.cwd, String(req.argv.length), ...req.argv, ...env].join("\0"));
     return new Promise((resolve) => {
       let timer: NodeJS.Timeout | undefined;
       const kill = () => {
         const p = this.#pending.get(id);
         if (!p || p.killed) return;
         p.killed = true;
-        this.#write(frame({ op: "kill", id }, Buffer.alloc(0)));
+        this.#write(frame(Buffer.from(`k\0${id}`), Buffer.alloc(0)));
       };
       const pending: Pending = {
         resolve,
@@ -107,6 +110,8 @@ export class ExecRunner {
   /** Kills the runner and every command it is running; pending execs resolve as stopped. */
   async stop(): Promise<void> {
     if (!this.#dead) {
+      // Held while stopping, so a caller awaiting close() is not dropped by an idle event loop.
+      this.#busy();
       try {
         if (this.#child.pid) process.kill(-this.#child.pid, "SIGKILL");
       } catch {
@@ -122,21 +127,23 @@ export class ExecRunner {
 
   #onData(chunk: Buffer): void {
     this.#buf = this.#buf.length === 0 ? chunk : Buffer.concat([this.#buf, chunk]);
-    while (this.#buf.length >= 8) {
-      const hl = this.#buf.readUInt32BE(0);
-      const pl = this.#buf.readUInt32BE(4);
-      if (this.#buf.length < 8 + hl + pl) break;
-      const h = JSON.parse(this.#buf.subarray(8, 8 + hl).toString()) as { id: number; exit: number; out: number; err: number; trunc: boolean };
-      const payload = this.#buf.subarray(8 + hl, 8 + hl + pl);
-      this.#buf = this.#buf.subarray(8 + hl + pl);
-      const p = this.#pending.get(h.id);
+    // Reply: u32 id, i32 exit, u32 stdout length, u32 stderr length, u8 truncated, then the bytes.
+    while (this.#buf.length >= REPLY_HEADER) {
+      const b = this.#buf;
+      const id = b.readUInt32BE(0);
+      const out = b.readUInt32BE(8);
+      const err = b.readUInt32BE(12);
+      const end = REPLY_HEADER + out + err;
+      if (b.length < end) break;
+      this.#buf = b.subarray(end);
+      const p = this.#pending.get(id);
       if (!p) continue;
-      this.#settle(h.id, p, {
-        exitCode: p.killed ? -1 : h.exit,
-        stdout: Buffer.from(payload.subarray(0, h.out)),
-        stderr: Buffer.from(payload.subarray(h.out, h.out + h.err)),
+      this.#settle(id, p, {
+        exitCode: p.killed ? -1 : b.readInt32BE(4),
+        stdout: Buffer.from(b.subarray(REPLY_HEADER, REPLY_HEADER + out)),
+        stderr: Buffer.from(b.subarray(REPLY_HEADER + out, end)),
         timedOut: p.killed,
-        truncated: h.trunc,
+        truncated: b[16] === 1,
       });
     }
   }
@@ -175,8 +182,20 @@ export class ExecRunner {
   }
 }
 
-function frame(header: object | Buffer, payload: Buffer): Buffer {
-  const h = Buffer.isBuffer(header) ? header : Buffer.from(JSON.stringify(header));
+const REPLY_HEADER = 17;
+
+/** Why the request cannot be encoded (NUL-separated fields), as the kernel would refuse it anyway; else null. */
+function badField(req: RunnerRequest): string | null {
+  if (req.argv.some((a) => a.includes("\0"))) return "argv contains a NUL byte";
+  if (req.cwd.includes("\0")) return "cwd contains a NUL byte";
+  for (const [k, v] of Object.entries(req.env)) {
+    if (k === "" || k.includes("=") || k.includes("\0")) return `invalid environment variable name '${k.replace(/\0/g, "\\0")}'`;
+    if (v.includes("\0")) return `environment variable '${k}' contains a NUL byte`;
+  }
+  return null;
+}
+
+function frame(h: Buffer, payload: Buffer): Buffer {
   const prefix = Buffer.alloc(8);
   prefix.writeUInt32BE(h.length, 0);
   prefix.writeUInt32BE(payload.length, 4);
