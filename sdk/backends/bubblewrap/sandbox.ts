@@ -57,6 +57,8 @@ export class BubblewrapSandbox implements Sandbox {
   /** Identity of hostEnvDir the runner mounted: a package reinstall swaps the folder, a fresh bwrap would see the new one. */
   #runnerEnvId = "";
   #closed = false;
+  /** Runners replaced while commands were in flight; close() still stops them. */
+  readonly #retired = new Set<ExecRunner>();
 
   private constructor(opts: BubblewrapSandboxOptions, identity: { dev: number; ino: number }) {
     this.#opts = opts;
@@ -106,15 +108,16 @@ export class BubblewrapSandbox implements Sandbox {
       const cwd = await this.#sandboxCwd(options.cwd ?? "");
       const env = { ...baseEnv(), ...this.#opts.env, ...options.env, PWD: cwd };
       const runner = await this.#liveRunner();
-      return runner.exec({
-        argv,
-        cwd,
-        env,
-        stdin: options.stdin,
-        maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
-        timeoutMs: options.timeoutMs,
-        signal: options.signal,
-      });
+      if (runner)
+        return runner.exec({
+          argv,
+          cwd,
+          env,
+          stdin: options.stdin,
+          maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
+          timeoutMs: options.timeoutMs,
+          signal: options.signal,
+        });
     }
     // After close() (no process may outlive it) or without python3 on the host: one bwrap per command.
     const full = await this.argvFor(argv, options);
@@ -180,7 +183,7 @@ export class BubblewrapSandbox implements Sandbox {
   /** Kills every process this handle started (MCP servers included). */
   async close(): Promise<void> {
     this.#closed = true;
-    await this.#stopRunner();
+    await Promise.all([this.#stopRunner(), ...[...this.#retired].map((r) => r.stop())]);
     const waits = [...this.#children].map(
       (c) =>
         new Promise<void>((resolve) => {
@@ -193,15 +196,22 @@ export class BubblewrapSandbox implements Sandbox {
     if (this.#opts.ownsTmp) await fs.rm(this.#opts.hostTmp, { recursive: true, force: true });
   }
 
-  async #liveRunner(): Promise<ExecRunner> {
+  /** The runner for the next exec; null once close() has begun (that exec then takes the per-command path). */
+  async #liveRunner(): Promise<ExecRunner | null> {
     let envId = "";
     if (this.#opts.hostEnvDir) {
       const st = await fs.stat(this.#opts.hostEnvDir).catch(() => null);
       envId = st ? `${st.dev}:${st.ino}` : "missing";
     }
+    if (this.#closed) return null;
     if (this.#runner?.alive && envId === this.#runnerEnvId) return this.#runner;
     // Synchronous from here, so concurrent first execs share one new runner; the old one finishes its commands.
-    this.#runner?.retire();
+    if (this.#runner) {
+      const old = this.#runner;
+      this.#retired.add(old);
+      void old.exited.then(() => this.#retired.delete(old));
+      old.retire();
+    }
     this.#runnerEnvId = envId;
     this.#runner = new ExecRunner(this.#opts.bwrap ?? "bwrap", this.#runnerArgs());
     return this.#runner;
