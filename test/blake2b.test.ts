@@ -79,6 +79,12 @@ describe("memoised and pooled ids", () => {
   it("a memoised owner is still checked: an invalid user id never gets an id", () => {
     expect(() => assignWorkspaceId({ userId: "a::b", agentId: "c" })).toThrow(/userId/);
     expect(() => assignWorkspaceId({ userId: 7 as unknown as string, agentId: "c" })).toThrow(/userId: must be a string/);
+    // Memoised under the strings "7" and "5": other types must still be refused.
+    assignWorkspaceId({ userId: "7", agentId: "5" });
+    assignWorkspaceId({ userId: "7", agentId: "5" }, IsolationPolicy.PER_USER);
+    expect(() => assignWorkspaceId({ userId: "7", agentId: 5 as unknown as string })).toThrow(/agentId: must be a string/);
+    expect(() => assignWorkspaceId({ userId: 7 as unknown as string, agentId: "5" })).toThrow(/userId: must be a string/);
+    expect(() => assignWorkspaceId({ userId: 7 as unknown as string, agentId: "5" }, IsolationPolicy.PER_USER)).toThrow(/userId: must be a string/);
   });
 
   it("newWorkspaceId is uuid4 hex: version 4, RFC 4122 variant, no repeats across pool refills", () => {
