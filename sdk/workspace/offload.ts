@@ -131,14 +131,31 @@ export class Offloader {
     if (!Array.isArray(messages)) throw new InvalidArgumentError("messages", "must be an array of messages");
     const rel = `sessions/${sid}/context.jsonl`;
     const lines: string[] = [];
-    for (const [i, message] of messages.entries()) {
-      if (message === null || typeof message !== "object" || Array.isArray(message))
-        throw new InvalidArgumentError(`messages[${i}]`, "must be a message object");
-      let copy: Record<string, unknown>;
+    // One structuredClone of the whole list (each call sets up a MessageChannel in Node 20, so
+    // per message it dominated); shared objects stay shared, as in the reference's deepcopy.
+    // Anything unusual (a non-object, something not cloneable) takes the message-by-message path,
+    // whose errors name the message.
+    let copies: Array<Record<string, unknown>> | undefined;
+    let allObjects = true;
+    // A plain loop, not every(): every() skips holes in a sparse array.
+    for (let i = 0; i < messages.length && allObjects; i++) allObjects = isMessageObject(messages[i]);
+    if (allObjects) {
       try {
-        copy = structuredClone(message) as unknown as Record<string, unknown>;
-      } catch (e) {
-        throw new InvalidArgumentError(`messages[${i}]`, "must be plain JSON data (no functions or class instances)", { cause: e });
+        copies = structuredClone(messages) as unknown as Array<Record<string, unknown>>;
+      } catch {
+        copies = undefined;
+      }
+    }
+    for (const [i, message] of messages.entries()) {
+      let copy: Record<string, unknown>;
+      if (copies) copy = copies[i]!;
+      else {
+        if (!isMessageObject(message)) throw new InvalidArgumentError(`messages[${i}]`, "must be a message object");
+        try {
+          copy = structuredClone(message) as unknown as Record<string, unknown>;
+        } catch (e) {
+          throw new InvalidArgumentError(`messages[${i}]`, "must be plain JSON data (no functions or class instances)", { cause: e });
+        }
       }
       if (Array.isArray(copy.content)) {
         // Find the inline payloads in one synchronous walk, then move them one by one, in order.
@@ -259,6 +276,10 @@ export class Offloader {
     return path.posix.join(this.#sandbox.workdir, rel);
   }
 
+}
+
+function isMessageObject(message: unknown): boolean {
+  return message !== null && typeof message === "object" && !Array.isArray(message);
 }
 
 /** A place holding a base64 data block inside a copied message: `container[key]`. */
