@@ -454,17 +454,24 @@ function planSkill(skill: HostSkill, index: SkillIndex, onDisk: Set<string>, dir
  * LRU keyed by the text answers repeats. Results are shared: nothing here mutates them.
  */
 const PARSE_CACHE_ENTRIES = 512;
-const PARSE_CACHE_MAX_TEXT = 64 * 1024;
+const PARSE_CACHE_CHARS = 4 * 1024 * 1024;
 const parseCache = new Map<string, FrontMatterResult>();
+let parseCacheChars = 0;
 
 function parseCached(text: string): FrontMatterResult {
-  if (text.length > PARSE_CACHE_MAX_TEXT) return parseSkillMarkdown(text);
+  if (text.length > PARSE_CACHE_CHARS / 64) return parseSkillMarkdown(text);
   let parsed = parseCache.get(text);
   if (parsed) {
+    // Move to the young end.
     parseCache.delete(text);
   } else {
     parsed = parseSkillMarkdown(text);
-    if (parseCache.size >= PARSE_CACHE_ENTRIES) parseCache.delete(parseCache.keys().next().value!);
+    parseCacheChars += text.length;
+    while (parseCache.size >= PARSE_CACHE_ENTRIES || parseCacheChars > PARSE_CACHE_CHARS) {
+      const oldest = parseCache.keys().next().value!;
+      parseCache.delete(oldest);
+      parseCacheChars -= oldest.length;
+    }
   }
   parseCache.set(text, parsed);
   return parsed;
