@@ -1,14 +1,14 @@
-import { z } from "zod";
-import { ConflictError, fromZodError } from "../../errors.js";
-import { ManagerOptionsSchema, WorkspaceManager, type ManagedIdentity, type ManagerOptions } from "../../manager/manager.js";
-import { WorkspaceOptionsSchema } from "../../workspace/workspace.js";
-import { TeardownSchema } from "../bubblewrap/workspace.js";
+import type { z } from "zod";
+import { fromZodError } from "../../errors.js";
+import { ManagerOptionsSchema, type ManagerOptions } from "../../manager/manager.js";
+import { SandboxSeedOptionsShape, SandboxWorkspaceManager } from "../../manager/sandbox-manager.js";
+import { TeardownSchema } from "../../workspace/driver-workspace.js";
 import { DockerBackendSchema, type DockerBackendSpec } from "../spec.js";
 import { DockerWorkspace } from "./workspace.js";
 
 export const DockerWorkspaceManagerOptionsSchema = ManagerOptionsSchema.extend({
   ...DockerBackendSchema.omit({ kind: true }).shape,
-  ...WorkspaceOptionsSchema.pick({ defaultMcps: true, skillPaths: true, maxLiveStatefulMcps: true, instructions: true }).shape,
+  ...SandboxSeedOptionsShape,
   /** What an eviction does to the container; "pause" (default) keeps memory and files for a fast resume. */
   teardown: TeardownSchema.default("pause"),
 });
@@ -20,57 +20,15 @@ export type DockerWorkspaceManagerOptions = z.input<typeof DockerWorkspaceManage
  * Idle workspaces are paused by a background sweeper and unpaused on the next request; a restarted
  * service or a second replica finds the same container by name.
  */
-export class DockerWorkspaceManager extends WorkspaceManager<DockerWorkspace> {
-  readonly spec: DockerBackendSpec;
-
+export class DockerWorkspaceManager extends SandboxWorkspaceManager<DockerBackendSpec, DockerWorkspace> {
   constructor(options: DockerWorkspaceManagerOptions = {}) {
     const { logger, onEvent, ...rest } = options;
     const parsed = DockerWorkspaceManagerOptionsSchema.safeParse(rest);
     if (!parsed.success) throw fromZodError("options", parsed.error);
-    const { isolation, ttl, sweepInterval, prewarm, ignoreOtherBackends, defaultMcps, skillPaths, maxLiveStatefulMcps, instructions, teardown, ...backend } = parsed.data;
-    const spec = DockerBackendSchema.parse({ kind: "docker", ...backend });
-    super({
-      isolation,
-      ttl,
-      sweepInterval,
-      ignoreOtherBackends,
-      ...(prewarm ? { prewarm } : {}),
-      ...(logger ? { logger } : {}),
-      ...(onEvent ? { onEvent } : {}),
-      profile: { kind: "docker", eviction: "pause", sweep: "background" },
-      factory: (identity) => {
-        const declared = identity.declared;
-        const { kind: _kind, ...useSpec } = declaredSpec(identity) ?? spec;
-        return new DockerWorkspace({
-          ...useSpec,
-          workspaceId: identity.workspaceId,
-          userId: identity.userId,
-          agentId: identity.agentId,
-          managedBy: identity.managedBy,
-          ...(declared?.tags ? { tags: declared.tags } : {}),
-          expectExisting: Boolean(declared),
-          teardown,
-          defaultMcps: declared?.defaultMcps ?? defaultMcps,
-          skillPaths: declared?.skillPaths ?? skillPaths,
-          maxLiveStatefulMcps,
-          instructions,
-          logger: this.logger,
-        });
-      },
-    });
-    this.spec = spec;
+    const { teardown, ...managerOptions } = parsed.data;
+    super(
+      { ...managerOptions, ...(logger ? { logger } : {}), ...(onEvent ? { onEvent } : {}) },
+      { kind: "docker", schema: DockerBackendSchema, eviction: "pause", teardown, Workspace: DockerWorkspace },
+    );
   }
-
-  /** A warm container nobody claimed was never handed out: remove it and its folder. */
-  protected override async disposePooled(ws: DockerWorkspace): Promise<void> {
-    await ws.close();
-    await ws.driver.destroy(ws.workspaceId, { deleteData: true });
-  }
-}
-
-function declaredSpec(identity: ManagedIdentity): DockerBackendSpec | undefined {
-  const entry = identity.declared;
-  if (!entry) return undefined;
-  if (entry.backend.kind !== "docker") throw new ConflictError(`workspace '${identity.workspaceId}' is declared on backend '${entry.backend.kind}', not docker`);
-  return entry.backend;
 }

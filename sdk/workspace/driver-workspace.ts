@@ -1,0 +1,123 @@
+import { z } from "zod";
+import { ensureBackend, type BackendDescription, type Driver, type DriverContext, type EnsureOutcome, type ManagedBy, type WorkspaceIdentity } from "../backends/driver.js";
+import { ConflictError, fromZodError } from "../errors.js";
+import type { ProgressListener } from "../logger.js";
+import type { Sandbox } from "../sandbox.js";
+import { Workspace, type WorkspaceOptions } from "./workspace.js";
+
+/** What close() does to the backend: pause, keep as is, or destroy. The default is the backend's. */
+export const TeardownSchema = z.enum(["pause", "keep", "destroy"]);
+export type Teardown = z.infer<typeof TeardownSchema>;
+
+/** Options every driver-backed workspace takes besides its backend spec. */
+export interface DriverWorkspaceOptions {
+  userId?: string | undefined;
+  agentId?: string | undefined;
+  managedBy?: ManagedBy;
+  tags?: Record<string, string>;
+  /** What close() does to the backend object (pause, keep, destroy); the default depends on the backend. */
+  teardown?: Teardown;
+  /** The workspace was declared (e.g. by a stack): a missing backend object is recreated with a warning. */
+  expectExisting?: boolean;
+  onProgress?: ProgressListener;
+}
+
+/** The options of a workspace over one backend schema: facade options, the spec's fields (no kind), identity and teardown. */
+export type DriverWorkspaceOptionsFor<Schema extends z.ZodType> = WorkspaceOptions & Omit<z.input<Schema>, "kind"> & DriverWorkspaceOptions;
+
+/** A driver whose backend objects may outlive the process (a basedir was given). */
+export type PersistentAwareDriver = Driver & { readonly persistent: boolean };
+
+/** How a backend plugs into DriverWorkspace: its spec schema, its driver and its teardown defaults. */
+export interface DriverBackend<Spec extends { kind: string }, D extends PersistentAwareDriver> {
+  kind: Spec["kind"];
+  /** Strict object schema of the spec; its keys (but kind) are taken out of the constructor options. */
+  schema: z.ZodType<Spec> & { readonly shape: Record<string, unknown> };
+  createDriver(spec: Spec): D;
+  /** teardown when the caller gave none. */
+  defaultTeardown(driver: D): Teardown;
+  /** Whether teardown "destroy" also deletes the workspace's files. */
+  destroyDeletesData: boolean;
+}
+
+/**
+ * A workspace whose backend object is handled by a Driver: initialize() runs ensureBackend
+ * (create, reattach or resume), refuses an id owned by another user and connects; close()
+ * pauses, keeps or destroys per `teardown`. Subclasses name the backend and its workdir.
+ */
+export abstract class DriverWorkspace<Spec extends { kind: string }, D extends PersistentAwareDriver> extends Workspace {
+  readonly spec: Spec;
+  readonly driver: D;
+  readonly #identity: Omit<WorkspaceIdentity, "workspaceId">;
+  readonly #teardown: Teardown;
+  readonly #destroyDeletesData: boolean;
+  readonly #expectExisting: boolean;
+  readonly #onProgress: ProgressListener | undefined;
+  #outcome: EnsureOutcome | undefined;
+
+  protected constructor(options: WorkspaceOptions & DriverWorkspaceOptions, backend: DriverBackend<Spec, D>) {
+    const { userId, agentId, managedBy, tags, teardown, expectExisting, onProgress, ...rest } = options;
+    // Every spec key goes to the schema (undefined when absent, as a destructuring would); the rest is the facade's.
+    const base: Record<string, unknown> = { ...rest };
+    const backendOptions: Record<string, unknown> = {};
+    for (const key of Object.keys(backend.schema.shape)) {
+      if (key === "kind") continue;
+      backendOptions[key] = base[key];
+      delete base[key];
+    }
+    super(base as WorkspaceOptions);
+    const parsed = backend.schema.safeParse({ kind: backend.kind, ...backendOptions });
+    if (!parsed.success) throw fromZodError("options", parsed.error);
+    const td = TeardownSchema.optional().safeParse(teardown);
+    if (!td.success) throw fromZodError("options.teardown", td.error);
+    this.spec = parsed.data;
+    this.driver = backend.createDriver(this.spec);
+    this.#identity = { userId, agentId, managedBy: managedBy ?? "runtime", tags };
+    this.#teardown = td.data ?? backend.defaultTeardown(this.driver);
+    this.#destroyDeletesData = backend.destroyDeletesData;
+    this.#expectExisting = expectExisting ?? false;
+    this.#onProgress = onProgress;
+  }
+
+  get isPersistent(): boolean {
+    return this.driver.persistent;
+  }
+
+  /** What the last initialize() did: created, reattached, resumed or recreated. */
+  get ensureOutcome(): EnsureOutcome | undefined {
+    return this.#outcome;
+  }
+
+  protected async provision(): Promise<Sandbox> {
+    const identity = { workspaceId: this.workspaceId, ...this.#identity };
+    const ctx: DriverContext = { logger: this.logger, ...(this.#onProgress ? { onProgress: this.#onProgress } : {}) };
+    const { description, outcome } = await ensureBackend(this.driver, identity, { ...ctx, expectExisting: this.#expectExisting });
+    assertOwner(description, this.#identity.userId);
+    this.#outcome = outcome;
+    this.#outcome = (await this.reconcile(description, identity, ctx)) ?? outcome;
+    return this.driver.connect(this.workspaceId, { logger: this.logger });
+  }
+
+  /**
+   * Backend-specific repair of an ensured (and owner-checked) backend object before connecting,
+   * e.g. a container built from an outdated image. Returns the new outcome when it rebuilt it.
+   */
+  protected async reconcile(_description: BackendDescription, _identity: WorkspaceIdentity, _ctx: DriverContext): Promise<EnsureOutcome | undefined> {
+    return undefined;
+  }
+
+  protected override async teardown(sandbox: Sandbox): Promise<void> {
+    await sandbox.close?.();
+    if (this.#teardown === "pause") await this.driver.pause(this.workspaceId);
+    else if (this.#teardown === "destroy") await this.driver.destroy(this.workspaceId, { deleteData: this.#destroyDeletesData });
+  }
+}
+
+/** A workspace id is never shared between users: refuse one whose backend object names another owner. */
+export function assertOwner(description: BackendDescription, userId: string | undefined): void {
+  if (description.userId !== undefined && userId !== undefined && description.userId !== userId)
+    throw new ConflictError(`workspace '${description.workspaceId}' belongs to another user; workspace ids are never shared between users`, {
+      field: "userId",
+      details: { workspaceId: description.workspaceId },
+    });
+}
