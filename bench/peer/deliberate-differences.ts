@@ -57,25 +57,13 @@ export const DELIBERATE_DIFFERENCES: DeliberateDifference[] = [
       "renames that change the folder mtime themselves), so the file would carry nothing.",
   },
   {
-    status: "open",
+    status: "deliberate",
     match: /^(only-ours|only-reference):skills\/[^/]+\/(skill|uploaded_skill)(\/.*)?$|^content:skills\/[^/]+\/\.index$/,
     detail: /(dir|file) only in (ours|the reference)|uploaded_skill/,
-    owner: "sdk/workspace/skills.ts (addArchive) - or make it deliberate with a reason",
     reason:
-      "addSkillArchive on a local workspace: the reference ignores dirName and names the folder after the front matter " +
-      "(uploaded_skill); ours uses dirName (skill). Through the REST upload, which always passes dirName 'skill', every upload " +
-      "would become skill, skill-1, ... (the reference's section 11 item 14 fault for sandboxes).",
-  },
-  {
-    status: "open",
-    match: /^content:sessions\/[^/]+\/context\.jsonl$/,
-    // Only "a top-level message field is missing in ours", in any combination.
-    detail: /^line N\.\w+: missing in ours, reference [^;]+(; line N\.\w+: missing in ours, reference [^;]+)*$/,
-    owner: "sdk/workspace/offload.ts (offloadContext)",
-    reason:
-      "The reference writes every Msg field with its default (`Msg.model_dump_json()`): `usage`, `finished_at`, `finished_reason`, " +
-      "`structured_output` and `error` as null, and a fresh `id` and `created_at` (and `metadata: {}`, block ids and stamps) when the " +
-      "caller gave none. Ours writes only the keys the caller gave, so lines are shorter and may lack an id.",
+      "addSkillArchive with an explicit dirName names the folder dirName (here 'skill'); the reference's LocalWorkspace ignores " +
+      "dirName and uses the front-matter name (uploaded_skill) while its sandboxed workspaces honour it. One implementation " +
+      "serves every backend here, so a name the caller gives is kept everywhere; without dirName the front-matter name is used.",
   },
 ];
 

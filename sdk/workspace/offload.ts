@@ -212,7 +212,7 @@ export class Offloader {
       id: block.id ?? randomUUID().replace(/-/g, ""),
       source: { type: "url", url: `workspace:///data/${file}`, media_type: source.media_type },
       name: block.name ?? null,
-      created_at: new Date().toISOString(),
+      created_at: pythonNow(),
       finished_at: block.finished_at ?? null,
     };
   }
@@ -381,10 +381,42 @@ function ordered(obj: Record<string, unknown>, keys: string[]): Record<string, u
   return out;
 }
 
+/**
+ * The reference writes `Msg.model_dump_json()`: every field, with pydantic's defaults for the ones
+ * the caller left out (a fresh id and timestamp, `{}` metadata, nulls). Lines carry the same keys here.
+ */
+const MESSAGE_DEFAULTS: Record<string, () => unknown> = {
+  id: newId,
+  metadata: () => ({}),
+  created_at: pythonNow,
+  usage: () => null,
+  finished_at: () => null,
+  finished_reason: () => null,
+  structured_output: () => null,
+  error: () => null,
+};
+const BLOCK_DEFAULTS: Record<string, () => unknown> = { id: newId, created_at: pythonNow, finished_at: () => null };
+
+function withDefaults(obj: Record<string, unknown>, defaults: Record<string, () => unknown>): Record<string, unknown> {
+  for (const [k, make] of Object.entries(defaults)) if (obj[k] === undefined) obj[k] = make();
+  return obj;
+}
+
+function newId(): string {
+  return randomUUID().replace(/-/g, "");
+}
+
+/** `datetime.now().isoformat()`: local time, no zone, microseconds (the reference's timestamp factory). */
+function pythonNow(): string {
+  const d = new Date();
+  const p = (n: number, w = 2) => String(n).padStart(w, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}000`;
+}
+
 function orderBlock(block: unknown): unknown {
-  if (isText(block)) return ordered(block as unknown as Record<string, unknown>, TEXT_KEYS);
+  if (isText(block)) return ordered(withDefaults(block as unknown as Record<string, unknown>, BLOCK_DEFAULTS), TEXT_KEYS);
   if (isData(block)) {
-    const b = ordered(block as unknown as Record<string, unknown>, DATA_KEYS);
+    const b = ordered(withDefaults(block as unknown as Record<string, unknown>, { ...BLOCK_DEFAULTS, name: () => null }), DATA_KEYS);
     b.source = ordered(block.source as unknown as Record<string, unknown>, SOURCE_KEYS);
     return b;
   }
@@ -392,7 +424,7 @@ function orderBlock(block: unknown): unknown {
 }
 
 function orderMessage(message: Record<string, unknown>): Record<string, unknown> {
-  const out = ordered(message, MESSAGE_KEYS);
+  const out = ordered(withDefaults(message, MESSAGE_DEFAULTS), MESSAGE_KEYS);
   if (Array.isArray(out.content)) out.content = out.content.map(orderBlock);
   return out;
 }

@@ -48,7 +48,14 @@ export function offloadContract(fixture: WorkspaceFixture): void {
             `{"type":"data","id":"d1","source":{"type":"url","url":"${PNG_URL}","media_type":"image/png"},"name":"pic.png","created_at":"${createdAt}","finished_at":null}],` +
             `"role":"user","id":"m1","metadata":{"k":"v"},"created_at":"2025-01-01T00:00:00.000Z","usage":null,"finished_at":null,"finished_reason":null,"structured_output":null,"error":null}`,
         );
-        expect(lines[1]).toBe(`{"name":"bot","content":"plain","role":"assistant"}`);
+        // Fields the caller left out get the reference's defaults (Msg.model_dump_json writes every field).
+        const second = JSON.parse(lines[1]!) as { id: string; created_at: string };
+        expect(second.id).toMatch(/^[0-9a-f]{32}$/);
+        expect(second.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}$/);
+        expect(lines[1]).toBe(
+          `{"name":"bot","content":"plain","role":"assistant","id":"${second.id}","metadata":{},"created_at":"${second.created_at}",` +
+            `"usage":null,"finished_at":null,"finished_reason":null,"structured_output":null,"error":null}`,
+        );
         expect([...(await ws.getBackend().readFile(`data/${PNG_HASH}.png`))]).toEqual([0, 1, 2, 3, 4, 5]);
 
         expect(await ws.offloadContext("s1", [{ name: "bot", content: "again", role: "assistant" }])).toBe(p);
