@@ -9,6 +9,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { compareResults, compareTrees, type Difference } from "./compare.js";
 import { DELIBERATE_DIFFERENCES, NORMALISATIONS, type DeliberateDifference } from "./deliberate-differences.js";
 import { ensurePeerVenv, startReference, type DriverClient } from "./driver-client.js";
@@ -117,7 +118,7 @@ export function formatParity(r: ParityReport): string {
   return lines.join("\n");
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const variant = process.argv.includes("--reduced") ? "reduced" : "full";
   const keep = process.argv.includes("--keep");
   const report = await runParity(variant, { keep });

@@ -18,6 +18,7 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { PEER_DIR, REPO_ROOT, ensurePeerVenv, startOurs, startReference, type DriverClient, type Reply } from "./driver-client.js";
 import { writeFixtures } from "./fixtures.js";
 import { formatParity, runParity } from "./parity.js";
@@ -191,4 +192,4 @@ async function main(): Promise<void> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await main();
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();
