@@ -94,6 +94,8 @@ interface Entry<W> {
   readonly ttlMs: number;
   /** Owner recorded at creation; another user asking for this id is refused. */
   readonly userId: string | undefined;
+  /** The workspace as an already-settled promise: a cache hit returns it instead of allocating one. */
+  readonly settled: Promise<W>;
 }
 
 /**
@@ -225,13 +227,19 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
    * cached and reaches every waiter. Ask again for each turn of work rather than holding the
    * object: once idle past the TTL it is closed, and a held reference then fails with `closed`.
    */
-  async getWorkspace(userId: string, agentId: string, sessionId?: string, workspaceId?: string): Promise<W> {
-    const id = workspaceId ?? this.#derive(userId, agentId, sessionId);
+  getWorkspace(userId: string, agentId: string, sessionId?: string, workspaceId?: string): Promise<W> {
+    // Not `async`: a hit hands back the entry's settled promise, the hottest path of the manager.
+    let id: string;
+    try {
+      id = workspaceId ?? this.#derive(userId, agentId, sessionId);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const entry = this.#live.get(id);
     if (entry !== undefined && (entry.userId === userId || !entry.userId || !userId)) {
       entry.ws.touch();
       if (this.#nextLazySweep !== undefined && entry.ws.lastActivityAt >= this.#nextLazySweep) this.#lazySweep();
-      return entry.ws;
+      return entry.settled;
     }
     return this.#miss(id, userId, agentId, workspaceId !== undefined);
   }
@@ -247,7 +255,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     if (member !== undefined) {
       // The idle clock starts at the hand-off, not when the member was built.
       member.touch();
-      this.#live.set(member.workspaceId, { id: member.workspaceId, ws: member, ttlMs: this.#ttlMs, userId: owner.userId || undefined });
+      this.#live.set(member.workspaceId, { id: member.workspaceId, ws: member, ttlMs: this.#ttlMs, userId: owner.userId || undefined, settled: Promise.resolve(member) });
       this.#events.emit({ type: "pool-hit", workspaceId: member.workspaceId, durationMs: performance.now() - started });
       return member;
     }
@@ -401,7 +409,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     if (closing) await closing;
     const ws = await this.#build(identity);
     ws.touch();
-    const entry: Entry<W> = { id, ws, ttlMs: ttlOf(identity.declared, this.#ttlMs), userId: identity.userId };
+    const entry: Entry<W> = { id, ws, ttlMs: ttlOf(identity.declared, this.#ttlMs), userId: identity.userId, settled: Promise.resolve(ws) };
     this.#live.set(id, entry);
     return entry;
   }
