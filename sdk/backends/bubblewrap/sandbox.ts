@@ -179,6 +179,9 @@ export class BubblewrapSandbox implements Sandbox {
   copyTree(from: string, to: string, options?: { exclude?: (name: string) => boolean }): Promise<void> {
     return this.#files.copyTree(from, to, options);
   }
+  createFile(p: string, data: Uint8Array | string): Promise<void> {
+    return this.#files.createFile(p, data);
+  }
 
   /** Kills every process this handle started (MCP servers included). */
   async close(): Promise<void> {
