@@ -51,7 +51,8 @@ export interface McpClientOptions {
   defaultCallTimeoutMs: number;
   /** How long a stdio server gets to exit after stdin closes before it is killed. */
   closeGraceMs: number;
-  onActivity: () => void;
+  /** Runs every MCP listing and call as workspace activity: counted in flight, so never evicted mid-call. */
+  track: <T>(fn: () => Promise<T>) => Promise<T>;
 }
 
 const CLIENT_INFO = { name: "agent-workspaces", version: "0.1.0" };
@@ -228,8 +229,7 @@ export class McpHandle implements McpClientHandle {
   async #run<T>(what: string, timeoutMs: number, op: (client: Client, timeout: number) => Promise<T>): Promise<T> {
     if (this.#closed)
       throw new WorkspaceError("closed", `MCP '${this.name}' was closed (removed, evicted or workspace closed); list MCPs again to get a live client`);
-    this.#options.onActivity();
-    try {
+    return this.#options.track(async () => {
       let conn = this.#conn;
       if (conn && !conn.alive)
         throw new WorkspaceError("mcp_error", `MCP server '${this.name}' is not running (${conn.exitInfo()}); list MCPs again to restart it`, {
@@ -254,9 +254,7 @@ export class McpHandle implements McpClientHandle {
           await conn.close();
         }
       }
-    } finally {
-      this.#options.onActivity();
-    }
+    });
   }
 
   #wrap(t: Tool): McpTool {

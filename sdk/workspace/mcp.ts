@@ -13,8 +13,8 @@ export interface McpRegistryOptions {
   /** Cap on live stateful clients across all scopes; default max(40, 2 × stateful defaults). */
   maxLiveStateful?: number | undefined;
   logger: Logger;
-  /** Called at the start and end of every MCP tool listing and call. */
-  onActivity: () => void;
+  /** Wraps every MCP tool listing and call, so the workspace counts it as an operation in flight. */
+  track: <T>(fn: () => Promise<T>) => Promise<T>;
   /** Bound on starting a server and its `initialize` answer. Default 30 s. */
   connectTimeoutMs?: number;
   /** Per-call bound when a spec has no `executionTimeout`. Default 600 s. */
@@ -64,7 +64,7 @@ export class McpRegistry {
       connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
       defaultCallTimeoutMs: options.defaultCallTimeoutMs ?? 600_000,
       closeGraceMs: options.closeGraceMs ?? 2000,
-      onActivity: options.onActivity,
+      track: options.track,
     };
   }
 

@@ -118,7 +118,7 @@ export abstract class Workspace implements AsyncDisposable {
         defaultMcps: this.defaultMcps,
         maxLiveStateful: this.options.maxLiveStatefulMcps,
         logger: this.logger,
-        onActivity: () => this.touch(),
+        track: (fn) => this.track(fn),
       });
       await this.#mcp.restore();
       await this.#skills.initialize(this.skillPaths);

@@ -51,7 +51,7 @@ export function mcpContract(fixture: WorkspaceFixture): void {
     };
     const http = (name: string, url: string, extra: Partial<McpServerSpec> = {}): McpServerSpec => ({ name, transport: { type: "http", url }, ...extra });
     const registry = (sandbox: Sandbox, options: Partial<McpRegistryOptions> = {}) =>
-      new McpRegistry(sandbox, { defaultMcps: [], logger: recordingLogger(), onActivity: () => undefined, closeGraceMs: 500, ...options });
+      new McpRegistry(sandbox, { defaultMcps: [], logger: recordingLogger(), track: (fn) => fn(), closeGraceMs: 500, ...options });
 
     let server: HttpEchoServer;
     beforeAll(async () => {
@@ -310,6 +310,12 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         const sum = await add.call({ a: 2, b: 40 });
         expect(sum).toMatchObject({ ok: true, output: "42", structuredContent: { sum: 42 } });
         expect(ws.lastActivityAt).toBeGreaterThan(before);
+        // A running call is an operation in flight: a manager never evicts the workspace under it.
+        const sleeping = tools.find((t) => t.toolName === "sleep")!.call({ ms: 300 });
+        await new Promise((r) => setTimeout(r, 50));
+        expect(ws.inFlight).toBe(1);
+        expect((await sleeping).ok).toBe(true);
+        expect(ws.inFlight).toBe(0);
         const failed = await tools.find((t) => t.toolName === "fail")!.call({});
         expect(failed).toMatchObject({ ok: false, output: "failed on purpose" });
         const badArgs = await add.call({ a: "x" });
