@@ -209,7 +209,7 @@ export class Offloader {
     }
     return {
       type: "data",
-      id: block.id ?? randomUUID().replace(/-/g, ""),
+      id: block.id ?? newId(),
       source: { type: "url", url: `workspace:///data/${file}`, media_type: source.media_type },
       name: block.name ?? null,
       created_at: pythonNow(),

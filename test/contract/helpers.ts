@@ -6,7 +6,7 @@ import { gzipSync } from "node:zlib";
 import { strToU8, zipSync, type Zippable } from "fflate";
 import * as tar from "tar-stream";
 import { expect } from "vitest";
-import type { WorkspaceErrorCode } from "../../sdk/errors.js";
+import { isWorkspaceError, type WorkspaceError, type WorkspaceErrorCode } from "../../sdk/errors.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 
 export const FIXTURE_SKILLS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/skills");
@@ -34,6 +34,17 @@ export async function expectCode(promise: Promise<unknown>, code: WorkspaceError
   expect((err as { code?: string }).code, (err as Error).message).toBe(code);
   if (pattern) expect((err as Error).message).toMatch(pattern);
   return err as Error;
+}
+
+/** The WorkspaceError a promise rejects with; fails the test on success or on any other error. */
+export async function rejection(p: Promise<unknown>): Promise<WorkspaceError> {
+  try {
+    await p;
+  } catch (e) {
+    if (isWorkspaceError(e)) return e;
+    throw new Error(`expected a WorkspaceError, got ${String(e)}`);
+  }
+  throw new Error("expected a rejection");
 }
 
 /** A host temp folder for test inputs (skill folders built on the fly); removed by the caller. */

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isWorkspaceError, type WorkspaceError } from "../../sdk/errors.js";
 import type { Logger } from "../../sdk/logger.js";
 import type { Sandbox } from "../../sdk/sandbox.js";
 import { McpRegistry, type McpRegistryOptions } from "../../sdk/workspace/mcp.js";
@@ -7,22 +6,13 @@ import type { McpServerSpec } from "../../sdk/workspace/mcp-spec.js";
 import { ECHO_SERVER_IN_WORKSPACE, echoServerBundle } from "../fixtures/mcp/bundle.js";
 import { startHttpEchoServer, type HttpEchoServer } from "../fixtures/mcp/http-server.js";
 import { uniqueId, useWorkspaces, type WorkspaceFixture } from "./fixture.js";
+import { rejection } from "./helpers.js";
 
 /** A logger that keeps warnings, so tests can check what was skipped and why. */
 function recordingLogger(): Logger & { warnings: string[] } {
   const warnings: string[] = [];
   const noop = () => undefined;
   return { warnings, debug: noop, info: noop, error: noop, warn: (msg, fields) => void warnings.push(`${msg} ${fields ? JSON.stringify(fields) : ""}`) };
-}
-
-async function rejection(p: Promise<unknown>): Promise<WorkspaceError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isWorkspaceError(e)) return e;
-    throw new Error(`expected a WorkspaceError, got ${String(e)}`);
-  }
-  throw new Error("expected a rejection");
 }
 
 async function readMcpFile(sandbox: Sandbox): Promise<string | null> {

@@ -1,19 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { isWorkspaceError, type WorkspaceError } from "../../sdk/errors.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 import { createBuiltinTools, type GrepEngine, type WorkspaceTool } from "../../sdk/workspace/tools/index.js";
 import { hasRipgrep } from "../../sdk/workspace/tools/grep.js";
 import { useWorkspaces, type WorkspaceFixture } from "./fixture.js";
-
-async function rejection(p: Promise<unknown>): Promise<WorkspaceError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isWorkspaceError(e)) return e;
-    throw new Error(`expected a WorkspaceError, got ${String(e)}`);
-  }
-  throw new Error("expected a rejection");
-}
+import { rejection } from "./helpers.js";
 
 type Tools = Record<string, WorkspaceTool>;
 const byName = (tools: WorkspaceTool[]): Tools => Object.fromEntries(tools.map((t) => [t.name, t]));
