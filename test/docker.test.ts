@@ -196,6 +196,21 @@ describe.skipIf(!engine)("Docker backend", () => {
       await eph.destroy(e);
     });
 
+    it("back-to-back pause and resume always leave a container that takes exec (the engine's late pause event)", async () => {
+      const d = driver();
+      const w = id();
+      await d.create({ workspaceId: w, managedBy: "runtime" });
+      // No delay between the calls: this is the window in which dockerd may apply containerd's
+      // "paused" event after the unpause and refuse exec for a moment.
+      for (let i = 0; i < 40; i++) {
+        await d.pause(w);
+        await d.resume(w);
+        const r = await (await d.connect(w)).exec(["sh", "-c", `echo round-${i}`]);
+        expect(r.stdout.toString()).toBe(`round-${i}\n`);
+      }
+      await d.destroy(w, { deleteData: true });
+    });
+
     it("restarts a stopped container on resume", async () => {
       const d = driver();
       const w = id();

@@ -147,6 +147,24 @@ export class DockerDriver implements Driver {
     const d = await this.find(workspaceId);
     if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
     await this.#startIfNeeded(d);
+    await this.#settledRunning(workspaceId);
+  }
+
+  /**
+   * The engine applies containerd's "paused" event asynchronously: right after a quick pause then
+   * unpause, a late event can flip the daemon's view back to paused for a few milliseconds, and exec
+   * is refused meanwhile. Wait until the engine agrees the container runs, unpausing again if needed.
+   */
+  async #settledRunning(workspaceId: string, { deadlineMs = 10_000, unpause = true } = {}): Promise<BackendDescription> {
+    const until = Date.now() + deadlineMs;
+    for (let delay = 5; ; delay = Math.min(delay * 2, 200)) {
+      const d = await this.find(workspaceId);
+      if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
+      if (d.state === "running") return d;
+      if (Date.now() >= until) return d;
+      await new Promise((r) => setTimeout(r, delay));
+      if (unpause && delay >= 100) await this.#startIfNeeded(d);
+    }
   }
 
   async destroy(workspaceId: string, options: { deleteData?: boolean } = {}): Promise<void> {
@@ -187,8 +205,11 @@ export class DockerDriver implements Driver {
   }
 
   async connect(workspaceId: string): Promise<DockerSandbox> {
-    const d = await this.find(workspaceId);
+    let d = await this.find(workspaceId);
     if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}); create it first`, { field: "workspaceId" });
+    // A just-resumed container can read as paused for a moment (see #settledRunning); a container
+    // that really is paused stays so: connecting never resumes.
+    if (d.state === "paused") d = await this.#settledRunning(workspaceId, { deadlineMs: 1_000, unpause: false });
     if (d.state !== "running") throw new UnavailableError(`docker workspace '${workspaceId}' is ${d.state}; resume it first`);
     const persistent = d.location.persistent === "true";
     const hostRoot = persistent && d.location.hostPath ? await this.#visibleHostRoot(d) : undefined;
