@@ -61,9 +61,9 @@ describe("resource registration (mocks: no engine)", () => {
     expect(() => new WorkspaceFleet("f", { workspaces: [{ workspaceId: "a", backend: { kind: "local" } }, { workspaceId: "a", backend: { kind: "local" } }] })).toThrow(
       "fleet 'f': workspaces[1] repeats workspace id 'a'",
     );
-    await new Promise((r) => setTimeout(r, 200));
+    // Registration is asynchronous: wait for it rather than for a fixed time (CI may be loaded).
+    await expect.poll(() => registered.some((r) => r.type === "pulumi-nodejs:dynamic/agentws:Workspace"), { timeout: 10_000 }).toBe(true);
     const ws = registered.find((r) => r.type === "pulumi-nodejs:dynamic/agentws:Workspace");
-    expect(ws).toBeDefined();
     const text = String(ws!.inputs.__provider);
     expect(text).toContain("agent-workspaces/providers/impl");
     expect(text).not.toContain(ROOT);
