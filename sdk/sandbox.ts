@@ -21,6 +21,7 @@ export interface Sandbox {
   readFile(path: string, options?: { maxBytes?: number }): Promise<Buffer>;
   /**
    * Atomic (temp file + rename) and creates parent directories. Refuses to follow a symlink out of the root.
+   * A new file gets `mode` (default 0644); a replaced regular file keeps its permission bits unless `mode` is given.
    * With `exclusive`, fails with ConflictError when `path` exists, decided atomically (no check-then-write),
    * so concurrent writers can claim distinct names.
    */

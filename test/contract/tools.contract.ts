@@ -107,6 +107,17 @@ export function toolsContract(fixture: WorkspaceFixture): void {
         expect((await t.Write!.execute({ file_path: "n.txt", content: "" })).output).toContain("(0 lines)");
       });
 
+      it("keeps a replaced file's permission bits (a script stays executable after Write and Edit)", async () => {
+        const { t } = await setup();
+        await t.Bash!.execute({ command: "printf 'echo one\\n' > run.sh && chmod 750 run.sh" });
+        await t.Write!.execute({ file_path: "run.sh", content: "echo two\n" });
+        expect((await t.Bash!.execute({ command: "stat -c %a run.sh && ./run.sh" })).output).toBe("750\ntwo\n");
+        await t.Edit!.execute({ file_path: "run.sh", old_string: "two", new_string: "three" });
+        expect((await t.Bash!.execute({ command: "stat -c %a run.sh && ./run.sh" })).output).toBe("750\nthree\n");
+        await t.Write!.execute({ file_path: "fresh.txt", content: "x" });
+        expect((await t.Bash!.execute({ command: "stat -c %a fresh.txt" })).output).toBe("644\n");
+      });
+
       it("reads numbered lines with offset, limit, CRLF normalisation and long-line cuts", async () => {
         const { t, ws, wd } = await setup();
         const lines = Array.from({ length: 30 }, (_, i) => `line ${i + 1}`);

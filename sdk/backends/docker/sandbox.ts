@@ -33,7 +33,9 @@ exec cat -- "$p"`,
   write: `resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
 mkdir -p -- "$d" 2>/dev/null || exit 68
 t="$d/.$b.agentws-tmp-$$"
-cat > "$t" && chmod "$2" -- "$t" || { rm -f -- "$t"; exit 1; }
+# Mode "-": a replaced regular file keeps its permission bits, a new one gets 644.
+m=$2; [ "$m" = - ] && { m=644; [ -f "$p" ] && m=$(stat -c %a -- "$p"); }
+cat > "$t" && chmod "$m" -- "$t" || { rm -f -- "$t"; exit 1; }
 if [ "$3" = x ]; then
   # link() publishes the whole file and fails atomically when the name exists.
   if ln -T -- "$t" "$p" 2>/dev/null; then rm -f -- "$t"; exit 0; fi
@@ -190,7 +192,7 @@ export class DockerSandbox implements Sandbox {
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
     if (this.#files) return this.#files.writeFile(rel, data, options);
     const clean = nonRoot(checkRelativePath(rel));
-    const mode = (options.mode ?? 0o644).toString(8);
+    const mode = options.mode === undefined ? "-" : options.mode.toString(8);
     this.#check(await this.#op("write", [clean, mode, options.exclusive ? "x" : "-"], { stdin: data }), "write", clean);
   }
 

@@ -154,7 +154,8 @@ export class LocalSandbox implements Sandbox {
     const tmp = `${p}.tmp-${randomBytes(6).toString("hex")}`;
     const encoded = encode(data);
     const bytes = encoded.bytes;
-    const mode = options.mode ?? 0o644;
+    // Replacing a script must not drop its execute bit: keep the old file's permission bits.
+    const mode = options.mode ?? (stat?.isFile() ? stat.mode & 0o7777 : 0o644);
     try {
       try {
         await writeNew(tmp, bytes, mode);
@@ -164,6 +165,8 @@ export class LocalSandbox implements Sandbox {
         fsSync.mkdirSync(path.dirname(p), { recursive: true });
         await writeNew(tmp, bytes, mode);
       }
+      // open() applies the umask; a kept mode must be exact.
+      if (options.mode === undefined && stat?.isFile()) fsSync.chmodSync(tmp, mode);
       if (options.exclusive) {
         // link() publishes the complete file and fails with EEXIST atomically, unlike rename().
         fsSync.linkSync(tmp, p);
