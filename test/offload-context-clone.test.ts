@@ -61,4 +61,22 @@ describe("offloadContext copies", () => {
     // Nothing is appended when a message fails.
     await expect(fs.stat(path.join(root, "sessions/s/context.jsonl"))).rejects.toThrow();
   });
+
+  it("refuses cycles and bigints naming the message, stores nothing, and writes toJSON values as JSON would", async () => {
+    const { root, off } = await offloader();
+    const withData = { role: "user", content: [{ type: "data", source: { type: "base64", data: png, media_type: "image/png" } }] };
+    const cyclic: Record<string, unknown> = { role: "user", content: "x" };
+    cyclic.metadata = { self: cyclic };
+    await expect(off.offloadContext("s", [withData, cyclic] as unknown as Message[])).rejects.toThrow(/messages\[1\]: must be plain JSON data.*cycle/);
+    await expect(off.offloadContext("s", [{ role: "user", content: "x", metadata: { n: 1n } }] as unknown as Message[])).rejects.toThrow(/messages\[0\].*bigint/);
+    // The payload of messages[0] is not stored either: every message is checked before any work.
+    await expect(fs.stat(path.join(root, "data"))).rejects.toThrow();
+    await expect(fs.stat(path.join(root, "sessions/s/context.jsonl"))).rejects.toThrow();
+    const when = new Date(Date.UTC(2026, 0, 2, 3, 4, 5));
+    const shared = { k: "v" };
+    await off.offloadContext("s", [{ role: "user", content: "x", metadata: { when, a: shared, b: shared } }] as unknown as Message[]);
+    const [line] = (await fs.readFile(path.join(root, "sessions/s/context.jsonl"), "utf8")).trimEnd().split("\n").map((l) => JSON.parse(l));
+    // A shared (not cyclic) object is fine; a Date is written through its toJSON.
+    expect(line.metadata).toEqual({ when: "2026-01-02T03:04:05.000Z", a: { k: "v" }, b: { k: "v" } });
+  });
 });
