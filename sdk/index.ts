@@ -22,6 +22,8 @@ export { LocalSandbox } from "./backends/local/sandbox.js";
 export { LocalWorkspace, LocalWorkspaceOptionsSchema, type LocalWorkspaceOptions } from "./backends/local/workspace.js";
 export { BubblewrapWorkspace, type BubblewrapWorkspaceOptions } from "./backends/bubblewrap/workspace.js";
 export { DockerWorkspace, type DockerWorkspaceOptions } from "./backends/docker/workspace.js";
+export { DockerDriver } from "./backends/docker/driver.js";
+export type { PruneImagesOptions, PruneImagesResult } from "./backends/docker/image.js";
 export { BubblewrapWorkspaceManager, BubblewrapWorkspaceManagerOptionsSchema, type BubblewrapWorkspaceManagerOptions } from "./backends/bubblewrap/manager.js";
 export { DockerWorkspaceManager, DockerWorkspaceManagerOptionsSchema, type DockerWorkspaceManagerOptions } from "./backends/docker/manager.js";
 

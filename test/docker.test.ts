@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { dockerClient } from "../sdk/backends/docker/client.js";
 import { DockerDriver, containerName } from "../sdk/backends/docker/driver.js";
-import { ensureImage, renderBuildContext } from "../sdk/backends/docker/image.js";
+import { ensureImage, imageExists, renderBuildContext } from "../sdk/backends/docker/image.js";
 import type { DockerSandbox } from "../sdk/backends/docker/sandbox.js";
 import { DockerWorkspace } from "../sdk/backends/docker/workspace.js";
 import { LABELS } from "../sdk/backends/driver.js";
@@ -88,6 +88,42 @@ describe.skipIf(!engine)("Docker backend", () => {
         expect((await c.logs({ stdout: true })).toString()).toContain("1.16.0");
       } finally {
         await c.remove({ force: true });
+      }
+    });
+
+    it("prunes workspace images no container uses, by base image, with a dry run first (API and CLI)", async () => {
+      const docker = dockerClient();
+      // A base tag of its own, so this test never removes an image another test is about to use.
+      const repo = "agentws-prune-test";
+      const label = uniqueId("b");
+      const base = `${repo}:${label}`;
+      await docker.getImage(BASE_IMAGE).tag({ repo, tag: label });
+      try {
+        const used = await ensureImage(docker, { baseImage: base });
+        const stale = await ensureImage(docker, { baseImage: base, nodeVersion: "18" });
+        const holder = await docker.createContainer({ Image: used, Cmd: ["true"] });
+        try {
+          const d = driver();
+          const dry = await d.pruneImages({ baseImage: base, dryRun: true });
+          expect(dry.removed.map((r) => r.tag)).toEqual([stale]);
+          expect(dry.kept).toEqual([expect.objectContaining({ tag: used, containers: 1 })]);
+          expect(await imageExists(docker, stale)).toBe(true);
+          const real = await d.pruneImages({ baseImage: base });
+          expect(real.removed.map((r) => r.tag)).toEqual([stale]);
+          expect(await imageExists(docker, stale)).toBe(false);
+          expect(await imageExists(docker, used)).toBe(true);
+          expect(await imageExists(docker, BASE_IMAGE)).toBe(true);
+        } finally {
+          await holder.remove({ force: true });
+        }
+        const cli = (...args: string[]) => run(process.execPath, [path.join(ROOT, "bin/agentws.js"), "prune-images", "--base", base, ...args], { env: process.env });
+        const listed = JSON.parse((await cli("--dry-run")).stdout) as { removed: Array<{ tag: string }> };
+        expect(listed.removed.map((r) => r.tag)).toEqual([used]);
+        const done = await cli();
+        expect(done.stderr).toContain(`removed ${used}`);
+        expect(await imageExists(docker, used)).toBe(false);
+      } finally {
+        await docker.getImage(base).remove().catch(() => undefined);
       }
     });
 

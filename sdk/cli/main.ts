@@ -15,6 +15,7 @@ Usage:
   agentws refresh   [--stack local]
   agentws destroy   [--stack local] --yes
   agentws outputs   [--stack local]                    (stack outputs as JSON; secrets masked)
+  agentws prune-images [--base IMAGE] [--dry-run]      (remove Docker workspace images no container uses)
 
 The program is Pulumi.yaml's \`main\` (compiled JS: run \`npm run build\`). State goes to
 $PULUMI_BACKEND_URL, else Pulumi.yaml backend.url, else <project>/.agentws/state.
@@ -35,6 +36,8 @@ export async function main(argv: string[]): Promise<number> {
       target: { type: "string", multiple: true },
       yes: { type: "boolean", short: "y" },
       "skip-preview": { type: "boolean" },
+      base: { type: "string" },
+      "dry-run": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -52,6 +55,7 @@ export async function main(argv: string[]): Promise<number> {
     emit(renderPreviewMarkdown(buildModel(steps, diagnostics, unchangedResources), { ...(values.stack ? { stack: values.stack } : {}) }), values.out);
     return 0;
   }
+  if (command === "prune-images") return pruneImagesCommand(values.base, values["dry-run"] ?? false, err);
   if (!["up", "preview", "refresh", "destroy", "outputs"].includes(command)) {
     err(`unknown command '${command}'\n\n${USAGE}`);
     return 2;
@@ -126,6 +130,24 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
   return 0;
+}
+
+/** Old workspace images pile up as image inputs change; this clears the unused ones (DOCKER_HOST applies). */
+async function pruneImagesCommand(baseImage: string | undefined, dryRun: boolean, err: (line: string) => void): Promise<number> {
+  const { DockerDriver } = await import("../backends/docker/driver.js");
+  try {
+    const { removed, kept } = await new DockerDriver({}).pruneImages({ baseImage, dryRun });
+    const verb = dryRun ? "would remove" : "removed";
+    for (const r of removed) err(`${verb} ${r.tag} (${(r.bytes / 1e6).toFixed(1)} MB)`);
+    for (const k of kept) err(`kept ${k.tag}: used by ${k.containers} container(s)`);
+    const total = removed.reduce((n, r) => n + r.bytes, 0);
+    err(`${verb} ${removed.length} image(s), ${(total / 1e6).toFixed(1)} MB; kept ${kept.length} in use`);
+    process.stdout.write(`${JSON.stringify({ dryRun, removed, kept }, null, 2)}\n`);
+    return 0;
+  } catch (e) {
+    err(`agentws prune-images failed: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
 }
 
 function emit(text: string, out: string | undefined): void {

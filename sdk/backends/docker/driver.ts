@@ -6,7 +6,7 @@ import { ConflictError, NotFoundError, PathEscapeError, UnavailableError, Worksp
 import { LABELS, type BackendDescription, type BackendState, type Driver, type DriverContext, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { DockerBackendSchema, WorkspaceIdSchema, type DockerBackendSpec } from "../spec.js";
 import { sharedDockerClient, statusCode } from "./client.js";
-import { dockerUnavailable, ensureImage, renderBuildContext, type ImageInputs } from "./image.js";
+import { dockerUnavailable, ensureImage, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { DOCKER_WORKDIR, DockerSandbox, mapDockerError } from "./sandbox.js";
 
 /** Label marking containers this SDK made; with the identity LABELS. */
@@ -111,6 +111,11 @@ export class DockerDriver implements Driver {
     const created = await this.find(id);
     if (!created) throw new WorkspaceError("provision_failed", `container ${containerName(id)} vanished right after it was created`);
     return created;
+  }
+
+  /** Removes workspace images no container uses (old tags left by changed image inputs). */
+  pruneImages(options: PruneImagesOptions = {}): Promise<PruneImagesResult> {
+    return pruneImages(this.docker, options);
   }
 
   async find(workspaceId: string): Promise<BackendDescription | null> {

@@ -174,3 +174,69 @@ export function dockerUnavailable(e: unknown): unknown {
 function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
+
+export interface PruneImagesOptions {
+  /** Only images built from this base image (e.g. an old base after moving to a new one). */
+  baseImage?: string | undefined;
+  /** List what would be removed without removing anything. */
+  dryRun?: boolean | undefined;
+}
+
+export interface PruneImagesResult {
+  removed: Array<{ tag: string; id: string; bytes: number }>;
+  /** Images still used by a container (stopped and paused ones count), with how many use them. */
+  kept: Array<{ tag: string; id: string; containers: number }>;
+}
+
+/**
+ * Removes workspace images (those carrying IMAGE_LABEL) that no container uses. Every change of
+ * image inputs builds a new tag and leaves the old one behind; this is how they go. Never forced:
+ * an image a container gained meanwhile stays (the engine refuses, and it is reported as kept).
+ */
+export async function pruneImages(docker: Docker, options: PruneImagesOptions = {}): Promise<PruneImagesResult> {
+  let images: Docker.ImageInfo[];
+  let containers: Docker.ContainerInfo[];
+  try {
+    [images, containers] = await Promise.all([
+      docker.listImages({ filters: { label: [IMAGE_LABEL] } }),
+      docker.listContainers({ all: true }),
+    ]);
+  } catch (e) {
+    throw dockerUnavailable(e);
+  }
+  const users = new Map<string, number>();
+  for (const c of containers) users.set(c.ImageID, (users.get(c.ImageID) ?? 0) + 1);
+  const result: PruneImagesResult = { removed: [], kept: [] };
+  for (const image of images) {
+    if (options.baseImage !== undefined && inputsOf(image)?.baseImage !== options.baseImage) continue;
+    const tag = image.RepoTags?.find((t) => t !== "<none>:<none>") ?? image.Id;
+    const using = users.get(image.Id) ?? 0;
+    if (using > 0) {
+      result.kept.push({ tag, id: image.Id, containers: using });
+      continue;
+    }
+    if (!options.dryRun) {
+      try {
+        await docker.getImage(image.Id).remove();
+      } catch (e) {
+        const code = (e as { statusCode?: number }).statusCode;
+        if (code === 404) continue;
+        if (code === 409) {
+          result.kept.push({ tag, id: image.Id, containers: 1 });
+          continue;
+        }
+        throw dockerUnavailable(e);
+      }
+    }
+    result.removed.push({ tag, id: image.Id, bytes: image.Size });
+  }
+  return result;
+}
+
+function inputsOf(image: Docker.ImageInfo): Partial<ImageInputs> | undefined {
+  try {
+    return JSON.parse(image.Labels?.[IMAGE_LABEL] ?? "") as Partial<ImageInputs>;
+  } catch {
+    return undefined;
+  }
+}
