@@ -239,9 +239,10 @@ export class SkillStore {
     await this.#equip(partition);
     const rel = `${SKILLS}/${partition}`;
     return this.#withLock(partition, async () => {
-      await this.#sandbox.mkdir(rel);
       const index = await this.#loadIndex(rel);
-      const { changed: reconciled, onDisk } = await this.#reconcile(rel, index);
+      const { changed: reconciled, onDisk, missing } = await this.#reconcile(rel, index);
+      // The partition folder is almost always there (equipped above): create it only when it is not.
+      if (missing) await this.#sandbox.mkdir(rel);
       const result = await this.#install(skill, rel, index, onDisk, opts.dirName);
       if (!result.added) {
         if (reconciled) await this.#saveIndex(rel, index);
@@ -280,14 +281,16 @@ export class SkillStore {
   }
 
   /** Brings the index in line with the folders on disk. Also returns every name present in the folder. */
-  async #reconcile(rel: string, index: SkillIndex): Promise<{ changed: boolean; onDisk: Set<string> }> {
+  async #reconcile(rel: string, index: SkillIndex): Promise<{ changed: boolean; onDisk: Set<string>; missing: boolean }> {
     let entries: DirEntry[];
+    let missing = false;
     try {
       // Names and types are all this needs: one readdir where the sandbox offers it, not a stat per entry.
       entries = this.#sandbox.readDirTyped ? await this.#sandbox.readDirTyped(rel) : await this.#sandbox.list(rel);
     } catch (e) {
-      if (isWorkspaceError(e, "not_found")) entries = [];
-      else throw e;
+      if (!isWorkspaceError(e, "not_found")) throw e;
+      entries = [];
+      missing = true;
     }
     const dirs = new Set(entries.filter((e) => e.type === "dir" && !e.name.startsWith(".")).map((e) => e.name));
     let changed = false;
@@ -311,7 +314,7 @@ export class SkillStore {
       index.entries.set(dir, { hash, skillName: name });
       changed = true;
     }
-    return { changed, onDisk: new Set(entries.map((e) => e.name)) };
+    return { changed, onDisk: new Set(entries.map((e) => e.name)), missing };
   }
 
   async #loadIndex(rel: string): Promise<SkillIndex> {

@@ -15,6 +15,8 @@ import { collectOutput } from "../../util/process.js";
  * go through the thread pool so one big file never stalls other work.
  */
 const SYNC_IO_LIMIT = 256 * 1024;
+/** Read once: process.umask() has no side-effect-free getter, and servers do not change it as they run. */
+const UMASK = process.umask();
 /** Directories with more entries than this are stat-ed through the thread pool, in parallel. */
 const SYNC_LIST_LIMIT = 512;
 
@@ -165,8 +167,8 @@ export class LocalSandbox implements Sandbox {
         fsSync.mkdirSync(path.dirname(p), { recursive: true });
         await writeNew(tmp, bytes, mode);
       }
-      // open() applies the umask; a kept mode must be exact.
-      if (options.mode === undefined && stat?.isFile()) fsSync.chmodSync(tmp, mode);
+      // open() applies the umask; a kept mode must be exact (a chmod only when the umask cut bits).
+      if (options.mode === undefined && stat?.isFile() && (mode & UMASK) !== 0) fsSync.chmodSync(tmp, mode);
       if (options.exclusive) {
         // link() publishes the complete file and fails with EEXIST atomically, unlike rename().
         fsSync.linkSync(tmp, p);
