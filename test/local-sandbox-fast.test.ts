@@ -50,7 +50,7 @@ describe("createFile", () => {
   });
 
   it("large content goes through the atomic path and arrives whole, leaving no temp file", async () => {
-    const big = "0123456789abcdef".repeat(40_000) + "é";
+    const big = "0123456789abcdef".repeat(140_000) + "é"; // over CREATE_SYNC_LIMIT (2 MiB)
     await sb.createFile("big.txt", big);
     expect(await fs.readFile(host("big.txt"), "utf8")).toBe(big);
     expect(await fs.readdir(root)).toEqual(["big.txt"]);

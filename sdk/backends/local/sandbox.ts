@@ -15,6 +15,12 @@ import { collectOutput } from "../../util/process.js";
  * go through the thread pool so one big file never stalls other work.
  */
 const SYNC_IO_LIMIT = 256 * 1024;
+/**
+ * createFile claims a new name (tool results): up to this size it writes synchronously, blocking
+ * the event loop well under a millisecond per MiB, rather than paying a temp file, a link and a
+ * thread-pool round trip.
+ */
+const CREATE_SYNC_LIMIT = 2 * 1024 * 1024;
 /** Read once: process.umask() has no side-effect-free getter, and servers do not change it as they run. */
 const UMASK = process.umask();
 /** Directories with more entries than this are stat-ed through the thread pool, in parallel. */
@@ -188,14 +194,14 @@ export class LocalSandbox implements Sandbox {
   /**
    * Creates `rel` exclusively (ConflictError when the name exists) with one
    * open(O_CREAT | O_EXCL | O_NOFOLLOW) and write, instead of writeFile's temp file + link + unlink.
-   * Up to SYNC_IO_LIMIT bytes, create and write happen in one synchronous stretch, so no other
+   * Up to CREATE_SYNC_LIMIT bytes, create and write happen in one synchronous stretch, so no other
    * code in this process can see the file before its bytes; another process listing the folder
    * at that very moment could. Larger files go through the atomic writeFile path.
    */
   async createFile(rel: string, data: Uint8Array | string): Promise<void> {
     const encoded = encode(data);
     try {
-      if (encoded.bytes.byteLength > SYNC_IO_LIMIT) return await this.writeFile(rel, encoded.bytes, { exclusive: true });
+      if (encoded.bytes.byteLength > CREATE_SYNC_LIMIT) return await this.writeFile(rel, encoded.bytes, { exclusive: true });
       const { path: p } = this.#walk(rel, false);
       const flags = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW;
       let fd: number;
