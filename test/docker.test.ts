@@ -267,6 +267,8 @@ describe.skipIf(!engine)("Docker backend", () => {
       const c = await dockerClient().createContainer({ name: containerName(w), Image: BASE_IMAGE, Cmd: ["true"] });
       try {
         await expectCode(d.create({ workspaceId: w, managedBy: "runtime" }), "conflict", /not agent-workspaces/);
+        await expectCode(d.destroy(w), "conflict", /not agent-workspaces/);
+        expect((await c.inspect()).Name).toBe(`/${containerName(w)}`);
       } finally {
         await c.remove({ force: true });
       }
