@@ -90,6 +90,32 @@ describe.skipIf(!engine)("DockerWorkspaceManager", () => {
     }
   });
 
+  it("an idle sweep racing a new request ends with one live, usable workspace and one container, round after round", async () => {
+    const events: ManagerEvent[] = [];
+    const m = manager({ ttl: 0.05, sweepInterval: 3600, onEvent: (e) => events.push(e) });
+    try {
+      const w = uniqueId("evrace");
+      ids.push(w);
+      const first = await m.getWorkspace("u-race", "a", undefined, w);
+      await first.getBackend().writeFile("kept.txt", "kept");
+      for (let round = 0; round < 6; round++) {
+        await new Promise((r) => setTimeout(r, 80));
+        // The sweep pauses the container while the request wants it running: whichever wins, the
+        // caller gets a workspace whose container takes exec (no stale "paused" from the engine).
+        const [, ws] = await Promise.all([m.sweep(), m.getWorkspace("u-race", "a", undefined, w)]);
+        expect(ws.isAlive).toBe(true);
+        expect(m.cachedIds()).toEqual([w]);
+        expect((await ws.getBackend().exec(["cat", "kept.txt"])).stdout.toString()).toBe("kept");
+      }
+      expect(await containersFor(w)).toHaveLength(1);
+      // The race really happened: rounds paused on eviction and resumed for the request.
+      expect(events.filter((e) => e.type === "pause").length).toBeGreaterThan(0);
+      expect(events.filter((e) => e.type === "resume").length).toBeGreaterThan(0);
+    } finally {
+      await m.closeAll();
+    }
+  });
+
   it("a restarted service (new process, same basedir) reattaches to the same container and files", async () => {
     const w = uniqueId("mrestart");
     ids.push(w);
