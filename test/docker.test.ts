@@ -435,6 +435,12 @@ describe.skipIf(!engine)("Docker backend", () => {
       expect((await sb.exec(["pwd"], { cwd: "sub" })).stdout.toString().trim()).toBe("/workspace/sub");
       await expectCode(sb.exec(["pwd"], { cwd: "sub/leak" }), "path_escape");
       expect((await fs.readdir(path.join(basedir, w))).filter((n) => n.startsWith(".agentws-probe"))).toEqual([]);
+      // The host-folder fast paths are offered, and confined like the rest.
+      await sb.createFile!("sub/claimed.txt", "once");
+      await expectCode(sb.createFile!("sub/claimed.txt", "twice"), "conflict");
+      await expectCode(sb.createFile!("sub/leak/x.txt", "x"), "path_escape");
+      expect((await sb.exec(["cat", "sub/claimed.txt"])).stdout.toString()).toBe("once");
+      expect((await sb.readDirTyped!("sub")).map((e) => e.name).sort()).toEqual(["abs", "claimed.txt", "f.txt", "g.txt", "leak"]);
     });
   });
 

@@ -92,6 +92,7 @@ export class DockerSandbox implements Sandbox {
   /** Fast paths, present only when files go through the host folder (an exec would gain nothing). */
   readonly readDirTyped?: (path: string) => Promise<DirEntry[]>;
   readonly copyTree?: (from: string, to: string, options?: { exclude?: (name: string) => boolean }) => Promise<void>;
+  readonly createFile?: (path: string, data: Uint8Array | string) => Promise<void>;
 
   constructor(docker: Docker, containerId: string, options: DockerSandboxOptions) {
     this.#docker = docker;
@@ -100,6 +101,7 @@ export class DockerSandbox implements Sandbox {
     if (files) {
       this.readDirTyped = (p) => files.readDirTyped(p);
       this.copyTree = (from, to, o) => files.copyTree(from, to, o);
+      this.createFile = (p, data) => files.createFile(p, data);
     }
     this.#container = docker.getContainer(containerId);
     this.persistent = options.persistent;
