@@ -1,3 +1,4 @@
+import { PDFDocument, StandardFonts } from "pdf-lib";
 import { describe, expect, it } from "vitest";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 import { createBuiltinTools, type GrepEngine, type WorkspaceTool } from "../../sdk/workspace/tools/index.js";
@@ -148,6 +149,35 @@ export function toolsContract(fixture: WorkspaceFixture): void {
         await ws.getBackend().writeFile("pic.png", png);
         const r = await t.Read!.execute({ file_path: "pic.png" });
         expect(r.metadata).toMatchObject({ mediaType: "image/png", data: png.toString("base64") });
+      });
+
+      it("reads PDFs as text per page, with page ranges, and names what is wrong", async () => {
+        const { t, ws, wd } = await setup();
+        const sb = ws.getBackend();
+        await sb.writeFile("three.pdf", await pdfWithPages(3));
+        await sb.writeFile("long.pdf", await pdfWithPages(25));
+        await sb.writeFile("fake.pdf", "not a pdf at all");
+        const all = await t.Read!.execute({ file_path: "three.pdf" });
+        expect(all.output).toBe(
+          "--- Page 1/3 ---\nPage one of 3\nline two\n\n--- Page 2/3 ---\nPage two of 3\nline two\n\n--- Page 3/3 ---\nPage three of 3\nline two",
+        );
+        expect(all.metadata).toMatchObject({ totalPages: 3, firstPage: 1, lastPage: 3 });
+        expect((await t.Read!.execute({ file_path: "three.pdf", pages: "2" })).output).toBe("--- Page 2/3 ---\nPage two of 3\nline two");
+        const tail = await t.Read!.execute({ file_path: `${wd}/long.pdf`, pages: "6-25" });
+        expect(tail.output.split("\n\n")).toHaveLength(20);
+        expect(tail.output.startsWith("--- Page 6/25 ---\nPage six of 25")).toBe(true);
+        const refused = async (input: Record<string, unknown>, pattern: RegExp) => {
+          const r = await t.Read!.execute(input);
+          expect(r.ok).toBe(false);
+          expect(r.output).toMatch(pattern);
+        };
+        await refused({ file_path: "long.pdf" }, /has 25 pages; pass pages/);
+        await refused({ file_path: "long.pdf", pages: "1-21" }, /asks for 21 pages; at most 20/);
+        await refused({ file_path: "three.pdf", pages: "4" }, /invalid pages "4".*within 1-3/);
+        await refused({ file_path: "three.pdf", pages: "3-2" }, /invalid pages/);
+        await refused({ file_path: "three.pdf", pages: "two" }, /invalid pages/);
+        await refused({ file_path: "fake.pdf" }, /fake\.pdf: not a readable PDF/);
+        await refused({ file_path: "missing.pdf" }, /File does not exist/);
       });
 
       it("edits exactly: unique match, replace_all, literal replacement text", async () => {
@@ -309,4 +339,18 @@ export function toolsContract(fixture: WorkspaceFixture): void {
       });
     });
   });
+}
+
+const NUMBERS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"];
+
+/** A PDF whose page i reads "Page <i in words or digits> of <n>" then "line two". */
+async function pdfWithPages(n: number): Promise<Uint8Array> {
+  const doc = await PDFDocument.create();
+  const font = await doc.embedFont(StandardFonts.Helvetica);
+  for (let i = 1; i <= n; i++) {
+    const page = doc.addPage([300, 200]);
+    page.drawText(`Page ${NUMBERS[i] ?? i} of ${n}`, { x: 20, y: 150, size: 14, font });
+    page.drawText("line two", { x: 20, y: 120, size: 12, font });
+  }
+  return doc.save();
 }

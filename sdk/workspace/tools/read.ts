@@ -2,6 +2,7 @@ import { posix } from "node:path";
 import { z } from "zod";
 import { isWorkspaceError } from "../../errors.js";
 import { MAX_TEXT_BYTES, defineTool, normalizeNewlines, resolvePath, type ToolContext, type ToolResult, type WorkspaceTool } from "./common.js";
+import { PDF_MAX_BYTES, PDF_MAX_PAGES_PER_CALL, PDF_PAGES_WITHOUT_RANGE, pdfText } from "./pdf.js";
 
 export const READ_MAX_LINES = 2000;
 export const READ_MAX_LINE_CHARS = 2000;
@@ -23,23 +24,38 @@ export const ReadInputSchema = z.object({
   file_path: z.string().min(1, "file_path must not be empty").describe("Absolute path of the file (under the workspace), or a workspace-relative path."),
   offset: z.number().int().min(1).default(1).describe("First line to read, 1-based (default 1)."),
   limit: z.number().int().min(1).max(READ_MAX_LINES).default(READ_MAX_LINES).describe(`How many lines to read (default and max ${READ_MAX_LINES}).`),
+  pages: z
+    .string()
+    .optional()
+    .describe(`PDF files only: a page ("3") or a range ("1-5"); required above ${PDF_PAGES_WITHOUT_RANGE} pages, at most ${PDF_MAX_PAGES_PER_CALL} per call.`),
 });
 
-/** Read: numbered lines (`%6d\t`), long lines cut; images come back as base64 in metadata. */
+/** Read: numbered lines (`%6d\t`), long lines cut; images come back as base64 in metadata, PDFs as text per page. */
 export function readTool(ctx: ToolContext): WorkspaceTool {
   return defineTool(ctx, {
     name: "Read",
     description:
       `Reads a file from the workspace. Returns up to ${READ_MAX_LINES} lines starting at offset, each prefixed with its line number; ` +
-      `lines longer than ${READ_MAX_LINE_CHARS} characters are cut. Image files are returned as base64 data.`,
+      `lines longer than ${READ_MAX_LINE_CHARS} characters are cut. Image files are returned as base64 data; ` +
+      `PDF files as text per page (use pages for long documents).`,
     inputSchema: ReadInputSchema,
-    run: async ({ file_path, offset, limit }) => {
+    run: async ({ file_path, offset, limit, pages }) => {
       const { rel, abs } = resolvePath(ctx.sandbox, file_path, "file_path");
       const st = await ctx.sandbox.stat(rel);
       if (!st) return { ok: false, output: `Error: File does not exist: ${abs}` };
       if (st.type === "dir") return { ok: false, output: `Error: Path is a directory, not a file: ${abs}` };
       const ext = posix.extname(rel).toLowerCase();
-      if (ext === ".pdf") return { ok: false, output: `Error: reading PDF files is not supported here: ${abs}; convert it to text with Bash first (e.g. pdftotext)` };
+      if (ext === ".pdf") {
+        let bytes: Buffer;
+        try {
+          bytes = await ctx.sandbox.readFile(rel, { maxBytes: PDF_MAX_BYTES });
+        } catch (e) {
+          return failure(e, abs);
+        }
+        const pdf = await pdfText(bytes, pages);
+        if (!pdf.ok) return { ok: false, output: `Error: ${abs}: ${pdf.error}` };
+        return { ok: true, output: pdf.text, metadata: { file_path: abs, totalPages: pdf.totalPages, firstPage: pdf.first, lastPage: pdf.last } };
+      }
       const image = IMAGE_TYPES[ext];
       let data: Buffer;
       try {
