@@ -398,7 +398,8 @@ function withDefaults(obj: Record<string, unknown>, defaults: Defaults): Record<
  */
 function plainCopy(root: unknown, field: string): unknown {
   const ancestors: object[] = [];
-  const refuse = (what: string) => new InvalidArgumentError(field, `must be plain JSON data (no functions or class instances): ${what}`);
+  // Class instances are fine (copied like JSON.stringify sees them); what JSON cannot carry is not.
+  const refuse = (what: string) => new InvalidArgumentError(field, `must be plain JSON data: ${what}`);
   const copy = (v: unknown): unknown => {
     if (v === null || typeof v !== "object") {
       if (typeof v === "function" || typeof v === "symbol" || typeof v === "bigint") throw refuse(`found a ${typeof v}`);

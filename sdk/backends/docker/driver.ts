@@ -176,17 +176,19 @@ export class DockerDriver implements Driver {
     const id = checkId(workspaceId);
     // find() refuses a foreign container holding the name (ConflictError): it is never removed.
     const found = await this.find(id);
-    // Thaw a paused container before the forced removal: a frozen process cannot die of SIGKILL
-    // until thawed, and we have seen the engine hang (holding the container's lock) on that path.
-    if (found?.state === "paused") await this.docker.getContainer(found.location.containerId!).unpause().catch(() => undefined);
-    if (found)
+    if (found) {
+      const container = this.docker.getContainer(found.location.containerId!);
+      // Thaw a paused container before the forced removal: a frozen process cannot die of SIGKILL
+      // until thawed, and we have seen the engine hang (holding the container's lock) on that path.
+      if (found.state === "paused") await container.unpause().catch(() => undefined);
       try {
-        await this.docker.getContainer(found.location.containerId!).remove({ force: true, v: true });
+        await container.remove({ force: true, v: true });
       } catch (e) {
         const code = statusCode(e);
         // 404: already gone; 409: removal already in progress (a racing destroy).
         if (code !== 404 && code !== 409) throw this.#mapLifecycleError(e, `remove ${containerName(id)}`);
       }
+    }
     const host = this.hostPath(id);
     if (options.deleteData && host) {
       const base = path.resolve(this.spec.basedir!);

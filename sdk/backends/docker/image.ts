@@ -184,7 +184,11 @@ export interface PruneImagesOptions {
 
 export interface PruneImagesResult {
   removed: Array<{ tag: string; id: string; bytes: number }>;
-  /** Images still used by a container (stopped and paused ones count), with how many use them. */
+  /**
+   * Images still used by a container (stopped and paused ones count), with how many use them; 1
+   * stands for "at least one" when the engine refused a removal because a container gained the
+   * image after the listing.
+   */
   kept: Array<{ tag: string; id: string; containers: number }>;
 }
 

@@ -21,7 +21,7 @@ const SYNC_IO_LIMIT = 256 * 1024;
  * thread-pool round trip.
  */
 const CREATE_SYNC_LIMIT = 2 * 1024 * 1024;
-/** Read once: process.umask() has no side-effect-free getter, and servers do not change it as they run. */
+/** Read once at load: the umask is process-wide and a server does not change it as it runs. */
 const UMASK = process.umask();
 /** Directories with more entries than this are stat-ed through the thread pool, in parallel. */
 const SYNC_LIST_LIMIT = 512;
@@ -163,7 +163,8 @@ export class LocalSandbox implements Sandbox {
     const encoded = encode(data);
     const bytes = encoded.bytes;
     // Replacing a script must not drop its execute bit: keep the old file's permission bits.
-    const mode = options.mode ?? (stat?.isFile() ? stat.mode & 0o7777 : 0o644);
+    const keepMode = options.mode === undefined && stat?.isFile() === true;
+    const mode = options.mode ?? (keepMode ? stat!.mode & 0o7777 : 0o644);
     try {
       try {
         await writeNew(tmp, bytes, mode);
@@ -174,7 +175,7 @@ export class LocalSandbox implements Sandbox {
         await writeNew(tmp, bytes, mode);
       }
       // open() applies the umask; a kept mode must be exact (a chmod only when the umask cut bits).
-      if (options.mode === undefined && stat?.isFile() && (mode & UMASK) !== 0) fsSync.chmodSync(tmp, mode);
+      if (keepMode && (mode & UMASK) !== 0) fsSync.chmodSync(tmp, mode);
       if (options.exclusive) {
         // link() publishes the complete file and fails with EEXIST atomically, unlike rename().
         fsSync.linkSync(tmp, p);

@@ -45,23 +45,18 @@ export function readTool(ctx: ToolContext): WorkspaceTool {
       if (!st) return { ok: false, output: `Error: File does not exist: ${abs}` };
       if (st.type === "dir") return { ok: false, output: `Error: Path is a directory, not a file: ${abs}` };
       const ext = posix.extname(rel).toLowerCase();
-      if (ext === ".pdf") {
-        let bytes: Buffer;
-        try {
-          bytes = await ctx.sandbox.readFile(rel, { maxBytes: PDF_MAX_BYTES });
-        } catch (e) {
-          return failure(e, abs);
-        }
-        const pdf = await pdfText(bytes, pages);
-        if (!pdf.ok) return { ok: false, output: `Error: ${abs}: ${pdf.error}` };
-        return { ok: true, output: pdf.text, metadata: { file_path: abs, totalPages: pdf.totalPages, firstPage: pdf.first, lastPage: pdf.last } };
-      }
+      const isPdf = ext === ".pdf";
       const image = IMAGE_TYPES[ext];
       let data: Buffer;
       try {
-        data = await ctx.sandbox.readFile(rel, { maxBytes: image ? MAX_IMAGE_BYTES : MAX_TEXT_BYTES });
+        data = await ctx.sandbox.readFile(rel, { maxBytes: isPdf ? PDF_MAX_BYTES : image ? MAX_IMAGE_BYTES : MAX_TEXT_BYTES });
       } catch (e) {
         return failure(e, abs);
+      }
+      if (isPdf) {
+        const pdf = await pdfText(data, pages);
+        if (!pdf.ok) return { ok: false, output: `Error: ${abs}: ${pdf.error}` };
+        return { ok: true, output: pdf.text, metadata: { file_path: abs, totalPages: pdf.totalPages, firstPage: pdf.first, lastPage: pdf.last } };
       }
       if (image)
         return { ok: true, output: `[${image} image, ${data.length} bytes: ${abs}]`, metadata: { file_path: abs, mediaType: image, data: data.toString("base64") } };
