@@ -1,6 +1,7 @@
 import { BackendSpecSchema } from "../sdk/backends/spec.js";
 import { WorkspaceSpecSchema } from "../sdk/fleet.js";
 import { ProviderOptionsSchema, UNKNOWN } from "./inputs.js";
+import { isObject } from "../sdk/util/records.js";
 
 /**
  * The provider's diff as a pure function of old outputs and new (checked) inputs.
@@ -115,9 +116,6 @@ function containsUnknownDeep(v: unknown): boolean {
   return false;
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 /** JSON with sorted keys, so key order never reads as a change. */
 export function stableJson(v: unknown): string {

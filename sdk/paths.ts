@@ -1,4 +1,5 @@
-import { posix } from "node:path";
+import os from "node:os";
+import path, { posix } from "node:path";
 import { PathEscapeError } from "./errors.js";
 
 /**
@@ -42,4 +43,9 @@ export function joinRel(...parts: string[]): string {
 /** A name usable as one path segment: no separators, not `.`/`..`, not empty, no NUL. */
 export function isPlainName(name: string): boolean {
   return typeof name === "string" && name !== "" && name !== "." && name !== ".." && !/[\\/\0]/.test(name);
+}
+
+/** A host path with `~` or `~/…` expanded to the user's home folder, as a shell would; others unchanged. */
+export function expandHome(p: string): string {
+  return p === "~" ? os.homedir() : p.startsWith("~/") ? path.join(os.homedir(), p.slice(2)) : p;
 }

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { fromZodError } from "../errors.js";
 
 /**
  * Backend options, one zod schema per backend kind: the single source of truth for
@@ -9,6 +10,13 @@ export const WORKSPACE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 export const WorkspaceIdSchema = z
   .string()
   .regex(WORKSPACE_ID_PATTERN, "workspace id must be 1-63 chars of [A-Za-z0-9_.-], starting with a letter or digit");
+
+/** The id, checked by WorkspaceIdSchema; an InvalidArgumentError naming `workspaceId` otherwise. */
+export function parseWorkspaceId(id: string): string {
+  const r = WorkspaceIdSchema.safeParse(id);
+  if (!r.success) throw fromZodError("workspaceId", r.error);
+  return r.data;
+}
 
 const EnvSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "env names must be shell identifiers"), z.string());
 

@@ -5,6 +5,7 @@ import { openStack, StepCollector, upWithPreview } from "./engine.js";
 import { buildModel, stepsFromPreviewJson } from "./preview-model.js";
 import { renderPreviewMarkdown } from "./preview-markdown.js";
 import { progressPrinter } from "./progress.js";
+import { maskSecrets } from "../util/mask.js";
 
 const USAGE = `agentws — provision agent workspaces with Pulumi (Automation API, no language host needed)
 
@@ -121,12 +122,12 @@ export async function main(argv: string[]): Promise<number> {
           throw e;
         }
         if (values.markdown) emit(renderPreviewMarkdown(collector.model(), { stack: stackName, redact: secrets }), values.out);
-        else if (values.diff) process.stdout.write(`${maskAll(result.stdout, secrets).trimEnd()}\n`);
+        else if (values.diff) process.stdout.write(`${maskSecrets(result.stdout, secrets).trimEnd()}\n`);
         return 0;
       }
     }
   } catch (e) {
-    err(`agentws ${command} failed: ${maskAll(conciseError(e), secrets)}`);
+    err(`agentws ${command} failed: ${maskSecrets(conciseError(e), secrets)}`);
     return 1;
   }
   return 0;
@@ -178,8 +179,3 @@ function jsonStrings(value: string): string[] {
   }
 }
 
-function maskAll(text: string, secrets: string[]): string {
-  let out = text;
-  for (const s of [...secrets].filter((x) => x.length >= 4).sort((a, b) => b.length - a.length)) out = out.split(s).join("[secret]");
-  return out;
-}

@@ -1,4 +1,5 @@
 import { ORDER, type PreviewModel, type WorkspaceChange, type WorkspaceOp } from "./preview-model.js";
+import { maskSecrets } from "../util/mask.js";
 
 /**
  * Renders a preview as a short pull-request comment: a summary line, then one section per
@@ -64,7 +65,7 @@ export function renderPreviewMarkdown(model: PreviewModel, options: MarkdownOpti
     const more = options.logUrl ? ` See the [full log](${options.logUrl}).` : " Run `agentws preview --diff` for the full list.";
     out += `\n\n> Comment shortened: ${cut} section(s) left out to stay under GitHub's ${GITHUB_COMMENT_LIMIT.toLocaleString("en-US")}-character limit.${more}`;
   }
-  return redact(out, options.redact ?? []) + "\n";
+  return maskSecrets(out, options.redact ?? []) + "\n";
 }
 
 function row(c: WorkspaceChange): string {
@@ -79,11 +80,4 @@ function escapeCode(s: string): string {
 
 function escapeCell(s: string): string {
   return s.replace(/\|/g, "\\|").replace(/[<>]/g, "");
-}
-
-export function redact(text: string, secrets: string[]): string {
-  let out = text;
-  // Longest first, so a secret containing another is masked whole.
-  for (const s of [...secrets].filter((x) => x.length >= 4).sort((a, b) => b.length - a.length)) out = out.split(s).join("[secret]");
-  return out;
 }

@@ -1,5 +1,5 @@
 import type { EngineEvent } from "@pulumi/pulumi/automation/index.js";
-import { redact } from "./preview-markdown.js";
+import { maskSecrets } from "../util/mask.js";
 
 /**
  * Live progress lines from engine events: one line when a resource operation starts and one
@@ -24,7 +24,7 @@ export function progressPrinter(write: (line: string) => void, secrets: () => st
     const name = urn.split("::").at(-1) ?? urn;
     return type === "pulumi-nodejs:dynamic/agentws:Workspace" ? `workspace ${name}` : `${type.split(":").at(-1)} ${name}`;
   };
-  const out = (line: string) => write(redact(line, secrets()));
+  const out = (line: string) => write(maskSecrets(line, secrets()));
   // The stack and provider resources are bookkeeping, not something the user declared.
   const shown = (type: string) => type !== "pulumi:pulumi:Stack" && !type.startsWith("pulumi:providers:");
   return (e) => {

@@ -1,5 +1,6 @@
 import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../fleet.js";
 import { InvalidArgumentError, UnavailableError, fromZodError } from "../errors.js";
+import { isObject } from "../util/records.js";
 
 /**
  * Reads the `workspaces` stack output (the FleetOutputsSchema contract in sdk/fleet.ts) from
@@ -23,9 +24,6 @@ function unwrap(outputs: unknown): unknown {
   return named;
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 /** Which stack to read. `workDir` is a Pulumi project folder; otherwise `projectName` names it. */
 export interface StackSelector {

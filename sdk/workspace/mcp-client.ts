@@ -7,6 +7,7 @@ import { toWorkspacePath } from "../paths.js";
 import type { Sandbox } from "../sandbox.js";
 import { isStateful, type McpServerSpec } from "./mcp-spec.js";
 import { SandboxProcessTransport } from "./mcp-transport.js";
+import { maskSecrets } from "../util/mask.js";
 
 /** One MCP tool as models see it: `mcp__<server>__<tool>`. */
 export interface McpTool {
@@ -150,10 +151,7 @@ function mapMcpError(e: unknown, spec: McpServerSpec, conn: Connection | undefin
 /** Secrets from the spec (env values, headers) never reach messages. */
 function redact(text: string, spec: McpServerSpec): string {
   const t = spec.transport;
-  const secrets = Object.values((t.type === "stdio" ? t.env : t.headers) ?? {}).filter((v) => v.length >= 4);
-  let out = text;
-  for (const s of secrets) out = out.split(s).join("***");
-  return out;
+  return maskSecrets(text, Object.values((t.type === "stdio" ? t.env : t.headers) ?? {}), "***");
 }
 
 export class McpHandle implements McpClientHandle {

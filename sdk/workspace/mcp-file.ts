@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { joinField } from "../errors.js";
 import { fromMcpJson, toMcpJson, type McpServerSpec } from "./mcp-spec.js";
+import { isObject } from "../util/records.js";
 
 /**
  * The `.mcp` file: reference-compatible (version 2 nested by agent then session; a top-level
@@ -121,6 +122,3 @@ export function pyFloat(x: number): string {
   return `${sign}${digits.slice(0, intLen)}.${digits.slice(intLen)}`;
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}

@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { NotFoundError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
 import type { BackendDescription, Driver, DriverContext, ManagedBy, WorkspaceIdentity } from "../driver.js";
-import { BubblewrapBackendSchema, WorkspaceIdSchema, type BubblewrapBackendSpec } from "../spec.js";
+import { BubblewrapBackendSchema, parseWorkspaceId, type BubblewrapBackendSpec } from "../spec.js";
 import { BubblewrapSandbox, BWRAP_ENV_MOUNT, BWRAP_WORKDIR } from "./sandbox.js";
 import { assertInside, ephemeralBasedir, hashedName, mkdirPrivate } from "./paths.js";
 
@@ -47,7 +47,7 @@ export class BubblewrapDriver implements Driver {
   }
 
   async create(identity: WorkspaceIdentity, ctx: DriverContext = {}): Promise<BackendDescription> {
-    const id = checkId(identity.workspaceId);
+    const id = parseWorkspaceId(identity.workspaceId);
     await ensureBwrap();
     const existing = await this.find(id);
     if (existing) return existing;
@@ -77,7 +77,7 @@ export class BubblewrapDriver implements Driver {
   }
 
   async find(workspaceId: string): Promise<BackendDescription | null> {
-    const record = await this.#read(checkId(workspaceId));
+    const record = await this.#read(parseWorkspaceId(workspaceId));
     if (!record) return null;
     const host = path.join(this.#basedir, record.folder);
     if (!(await fs.stat(host).catch(() => null))?.isDirectory()) return null;
@@ -91,7 +91,7 @@ export class BubblewrapDriver implements Driver {
   async resume(): Promise<void> {}
 
   async destroy(workspaceId: string, options: { deleteData?: boolean } = {}): Promise<void> {
-    const id = checkId(workspaceId);
+    const id = parseWorkspaceId(workspaceId);
     const record = await this.#read(id);
     await fs.rm(this.#indexPath(id), { force: true });
     // Without deleteData the folder stays: a later create adopts it (same deterministic name).
@@ -104,14 +104,14 @@ export class BubblewrapDriver implements Driver {
   }
 
   async updateTags(workspaceId: string, tags: Record<string, string>): Promise<void> {
-    const id = checkId(workspaceId);
+    const id = parseWorkspaceId(workspaceId);
     const record = await this.#read(id);
     if (!record) throw new NotFoundError(`bubblewrap workspace '${id}'`, { field: "workspaceId" });
     await writeAtomic(this.#indexPath(id), JSON.stringify({ ...record, tags }, null, 2));
   }
 
   async connect(workspaceId: string, ctx: DriverContext = {}): Promise<BubblewrapSandbox> {
-    const id = checkId(workspaceId);
+    const id = parseWorkspaceId(workspaceId);
     await ensureBwrap();
     const record = await this.#read(id);
     if (!record) throw new NotFoundError(`bubblewrap workspace '${id}' (create it first)`, { field: "workspaceId" });
@@ -143,7 +143,7 @@ export class BubblewrapDriver implements Driver {
 
   /** Host folder of a workspace (tests, CLI). */
   async hostPath(workspaceId: string): Promise<string | null> {
-    const record = await this.#read(checkId(workspaceId));
+    const record = await this.#read(parseWorkspaceId(workspaceId));
     return record ? path.join(this.#basedir, record.folder) : null;
   }
 
@@ -223,11 +223,6 @@ export class BubblewrapDriver implements Driver {
   }
 }
 
-function checkId(id: string): string {
-  const r = WorkspaceIdSchema.safeParse(id);
-  if (!r.success) throw fromZodError("workspaceId", r.error);
-  return r.data;
-}
 
 async function writeAtomic(file: string, text: string): Promise<void> {
   await mkdirPrivate(path.dirname(file));

@@ -4,7 +4,7 @@ import path from "node:path";
 import type Docker from "dockerode";
 import { ConflictError, NotFoundError, PathEscapeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
 import { LABELS, type BackendDescription, type BackendState, type Driver, type DriverContext, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
-import { DockerBackendSchema, WorkspaceIdSchema, type DockerBackendSpec } from "../spec.js";
+import { DockerBackendSchema, parseWorkspaceId, type DockerBackendSpec } from "../spec.js";
 import { sharedDockerClient, statusCode } from "./client.js";
 import { dockerUnavailable, ensureImage, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { DOCKER_WORKDIR, DockerSandbox, mapDockerError } from "./sandbox.js";
@@ -53,11 +53,11 @@ export class DockerDriver implements Driver {
   /** Host folder bind-mounted for a workspace; null for ephemeral containers. */
   hostPath(workspaceId: string): string | null {
     if (!this.spec.basedir) return null;
-    return path.join(path.resolve(this.spec.basedir), checkId(workspaceId));
+    return path.join(path.resolve(this.spec.basedir), parseWorkspaceId(workspaceId));
   }
 
   async create(identity: WorkspaceIdentity, ctx: DriverContext = {}): Promise<BackendDescription> {
-    const id = checkId(identity.workspaceId);
+    const id = parseWorkspaceId(identity.workspaceId);
     const found = await this.find(id);
     if (found) return this.#startIfNeeded(found);
     const image = await ensureImage(this.docker, this.imageInputs, ctx);
@@ -119,7 +119,7 @@ export class DockerDriver implements Driver {
   }
 
   async find(workspaceId: string): Promise<BackendDescription | null> {
-    const id = checkId(workspaceId);
+    const id = parseWorkspaceId(workspaceId);
     let info: Docker.ContainerInspectInfo;
     try {
       info = await this.docker.getContainer(containerName(id)).inspect();
@@ -173,7 +173,7 @@ export class DockerDriver implements Driver {
   }
 
   async destroy(workspaceId: string, options: { deleteData?: boolean } = {}): Promise<void> {
-    const id = checkId(workspaceId);
+    const id = parseWorkspaceId(workspaceId);
     // find() refuses a foreign container holding the name (ConflictError): it is never removed.
     const found = await this.find(id);
     if (found) {
@@ -321,8 +321,3 @@ function sameTags(a: Record<string, string>, b: Record<string, string>): boolean
   return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
 }
 
-function checkId(id: string): string {
-  const r = WorkspaceIdSchema.safeParse(id);
-  if (!r.success) throw fromZodError("workspaceId", r.error);
-  return r.data;
-}

@@ -4,9 +4,10 @@ import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
 import { ConflictError, NotFoundError, PathEscapeError, WorkspaceError, fromZodError } from "../../errors.js";
+import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
 import type { BackendDescription, Driver, DriverContext, WorkspaceIdentity } from "../driver.js";
-import { LocalBackendSchema, WorkspaceIdSchema, type LocalBackendSpec } from "../spec.js";
+import { LocalBackendSchema, WorkspaceIdSchema, parseWorkspaceId, type LocalBackendSpec } from "../spec.js";
 import { LocalSandbox } from "./sandbox.js";
 
 /** Metadata stamped in each workspace folder so `find` can reattach and tell whose it is. */
@@ -49,9 +50,8 @@ export class LocalDriver implements Driver {
 
   /** The host folder of a workspace id. Ids are checked, so the folder is a direct child of basedir. */
   folderFor(workspaceId: string): string {
-    const id = WorkspaceIdSchema.safeParse(workspaceId);
-    if (!id.success) throw fromZodError("workspaceId", id.error);
-    return this.#path ?? path.join(this.#basedir, id.data);
+    const id = parseWorkspaceId(workspaceId);
+    return this.#path ?? path.join(this.#basedir, id);
   }
 
   async create(identity: WorkspaceIdentity, ctx: DriverContext = {}): Promise<BackendDescription> {
@@ -182,6 +182,3 @@ async function writeMetadata(folder: string, metadata: Metadata, { exclusive }: 
   }
 }
 
-function expandHome(p: string): string {
-  return p === "~" ? os.homedir() : p.startsWith("~/") ? path.join(os.homedir(), p.slice(2)) : p;
-}

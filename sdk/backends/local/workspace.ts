@@ -1,8 +1,8 @@
-import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
 import { fromZodError } from "../../errors.js";
 import type { Logger } from "../../logger.js";
+import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
 import { renderInstructions } from "../../workspace/instructions.js";
 import { Workspace, WorkspaceOptionsSchema } from "../../workspace/workspace.js";
@@ -25,7 +25,7 @@ export class LocalWorkspace extends Workspace {
   constructor(options: LocalWorkspaceOptions) {
     const { workdir, logger, base } = parse(options);
     super({ ...base, logger });
-    this.#workdir = expandHome(workdir);
+    this.#workdir = path.resolve(expandHome(workdir));
     // A bad template should fail here, not in the middle of building a prompt.
     renderInstructions(this.options.instructions, { backend: "local", workdir: this.#workdir });
   }
@@ -47,7 +47,3 @@ function parse(options: LocalWorkspaceOptions): { workdir: string; logger: Logge
   return { workdir, logger, base };
 }
 
-function expandHome(p: string): string {
-  const expanded = p === "~" ? os.homedir() : p.startsWith("~/") ? path.join(os.homedir(), p.slice(2)) : p;
-  return path.resolve(expanded);
-}

@@ -68,9 +68,7 @@ export function absPath(sandbox: Sandbox, rel: string): string {
   return rel === "" ? sandbox.workdir : posix.join(sandbox.workdir, rel);
 }
 
-export function normalizeNewlines(text: string): string {
-  return text.replace(/\r\n?/g, "\n");
-}
+export { normalizeNewlines } from "../frontmatter.js";
 
 /** Maximum size Read/Edit load into memory. */
 export const MAX_TEXT_BYTES = 32 * 1024 * 1024;
