@@ -9,6 +9,9 @@ import { sharedDockerClient, statusCode } from "./client.js";
 import { dockerUnavailable, ensureImage, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { DOCKER_WORKDIR, DockerSandbox, mapDockerError } from "./sandbox.js";
 
+/** Per engine client (shared per socket): whether it shares each basedir with this process. */
+const sharesBasedir = new WeakMap<Docker, Map<string, boolean>>();
+
 /** Label marking containers this SDK made; with the identity LABELS. */
 export const MANAGED_LABEL = "agent-workspaces.managed";
 export const IMAGE_TAG_LABEL = "agent-workspaces.image";
@@ -232,19 +235,29 @@ export class DockerDriver implements Driver {
   /**
    * The bind-mounted folder when this process sees the same files as the container (a local engine):
    * a probe file written here must appear at /workspace inside. Otherwise file operations use exec.
+   * The answer holds for every folder under the same basedir on this engine, so one probe per
+   * engine client and basedir serves every later connect in this process (the manager builds a
+   * new workspace, and driver, for each resume, which would otherwise pay an exec for it).
    */
   async #visibleHostRoot(d: BackendDescription): Promise<string | undefined> {
     const host = d.location.hostPath!;
+    const base = path.dirname(host);
+    let byBase = sharesBasedir.get(this.docker);
+    if (!byBase) sharesBasedir.set(this.docker, (byBase = new Map()));
+    const known = byBase.get(base);
+    if (known !== undefined) return known ? host : undefined;
     const probe = `.agentws-probe-${randomBytes(6).toString("hex")}`;
     try {
       await fs.writeFile(path.join(host, probe), "", { flag: "wx", mode: 0o600 });
     } catch {
+      // Not remembered: the folder may just not be writable yet.
       return undefined;
     }
     try {
       const exec = new DockerSandbox(this.docker, d.location.containerId!, { persistent: true });
-      const r = await exec.exec(["test", "-f", `${DOCKER_WORKDIR}/${probe}`]);
-      return r.exitCode === 0 ? host : undefined;
+      const shared = (await exec.exec(["test", "-f", `${DOCKER_WORKDIR}/${probe}`])).exitCode === 0;
+      byBase.set(base, shared);
+      return shared ? host : undefined;
     } finally {
       await fs.rm(path.join(host, probe), { force: true });
     }
