@@ -93,7 +93,6 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
     const ctx: DriverContext = { logger: this.logger, ...(this.#onProgress ? { onProgress: this.#onProgress } : {}) };
     const { description, outcome } = await ensureBackend(this.driver, identity, { ...ctx, expectExisting: this.#expectExisting });
     assertOwner(description, this.#identity.userId);
-    this.#outcome = outcome;
     this.#outcome = (await this.reconcile(description, identity, ctx)) ?? outcome;
     return this.driver.connect(this.workspaceId, { logger: this.logger });
   }
