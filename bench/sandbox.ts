@@ -3,7 +3,8 @@
  *   - Bubblewrap: `exec(["true"])` vs spawning the identical bare `bwrap ... true` argv (goal ≤ 1.3x);
  *   - Docker: `exec(["true"])` through the engine API vs `docker exec <container> true` from the CLI (goal ≤ 1x);
  *   - Docker: cold create of a workspace with a cached image (driver.create) vs `docker run -d` of the same image;
- *   - Docker: resume from pause (driver.resume) vs `docker unpause` from the CLI.
+ *   - Docker: resume from pause (driver.resume) vs `docker unpause` from the CLI;
+ *   - Docker: a manager's getWorkspace after an idle eviction (resume and reconnect) vs `docker unpause`.
  * Needs bwrap, and for Docker an engine (DOCKER_HOST, else scripts/dockerd.sh starts the private one)
  * with the base image (scripts/base-image.sh). Run: npx tsx bench/sandbox.ts [rounds]
  */
@@ -16,6 +17,7 @@ import { promisify } from "node:util";
 import { BubblewrapDriver } from "../sdk/backends/bubblewrap/driver.js";
 import { dockerClient } from "../sdk/backends/docker/client.js";
 import { DockerDriver, containerName } from "../sdk/backends/docker/driver.js";
+import { DockerWorkspaceManager } from "../sdk/backends/docker/manager.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const ROUNDS = Number(process.argv[2] ?? 30);
@@ -129,6 +131,30 @@ async function benchDocker(base: string): Promise<void> {
       u.push(performance.now() - t);
     }
     row("docker resume from pause", r, u, "docker unpause CLI");
+
+    // What a request pays after an idle eviction: the manager resumes and reconnects the workspace.
+    const m = new DockerWorkspaceManager({ basedir: base, baseImage: BASE_IMAGE, ttl: 0.001, sweepInterval: 3600 });
+    const evicted = `bench-evicted-${process.pid}`;
+    try {
+      await m.getWorkspace("bench", "agent", undefined, evicted);
+      const back: number[] = [];
+      const unpauses: number[] = [];
+      for (let i = 0; i < ROUNDS; i++) {
+        await new Promise((done) => setTimeout(done, 5));
+        if ((await m.sweep()).evicted !== 1) throw new Error("the idle workspace was not evicted");
+        let t = performance.now();
+        await m.getWorkspace("bench", "agent", undefined, evicted);
+        back.push(performance.now() - t);
+        await docker.getContainer(name).pause();
+        t = performance.now();
+        await run("docker", [...cli, "unpause", name]);
+        unpauses.push(performance.now() - t);
+      }
+      row("manager getWorkspace after an idle eviction", back, unpauses, "docker unpause CLI");
+    } finally {
+      await m.closeAll();
+      await d.destroy(evicted, { deleteData: true });
+    }
   } finally {
     await d.destroy(id, { deleteData: true });
   }
