@@ -2,12 +2,12 @@ import { randomBytes } from "node:crypto";
 import fsSync, { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { InvalidArgumentError, NotFoundError, isWorkspaceError } from "../errors.js";
+import { InvalidArgumentError, NotFoundError, TooLargeError, isWorkspaceError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { isPlainName } from "../paths.js";
 import type { DirEntry, FileInfo, Sandbox } from "../sandbox.js";
 import { DEFAULT_MAX_EXTRACTED_BYTES, extractArchive, inputLimitFor, spoolInput, type ArchiveFormat } from "./archive.js";
-import { parseSkillMarkdown, type FrontMatterResult, type SkillManifest } from "./frontmatter.js";
+import { MAX_SKILL_MD_BYTES, parseSkillMarkdown, type FrontMatterResult, type SkillManifest } from "./frontmatter.js";
 import {
   INDEX_FILE,
   SEED_PARTITION,
@@ -140,7 +140,7 @@ export class SkillStore {
     const loaded = await Promise.all(
       [...index.entries].map(async ([dir, entry]) => {
         const file = `${rel}/${dir}/${SKILL_FILE}`;
-        const [text, info] = await Promise.all([this.#readText(file), this.#sandbox.stat(file)]);
+        const [text, info] = await Promise.all([this.#readSkillText(file), this.#sandbox.stat(file)]);
         if (text === undefined || !info) return undefined;
         const parsed = parseCached(text);
         if (!parsed.ok) {
@@ -301,11 +301,11 @@ export class SkillStore {
       }
     const fresh = [...dirs].filter((d) => !index.entries.has(d)).sort();
     for (const dir of fresh) {
-      const text = await this.#readText(`${rel}/${dir}/${SKILL_FILE}`);
+      const text = await this.#readSkillText(`${rel}/${dir}/${SKILL_FILE}`);
       if (text === undefined) continue;
       const parsed = parseCached(text);
       if (!parsed.ok) {
-        this.#logger.warn("ignoring a skill folder with an invalid SKILL.md", { dir: `${rel}/${dir}`, problem: parsed.problem });
+        this.#logger.warn("ignoring a skill folder with an invalid SKILL.md", { dir: `${rel}/${dir}`, file: `${rel}/${dir}/${SKILL_FILE}`, problem: parsed.problem });
         continue;
       }
       const hash = skillHash(text);
@@ -325,6 +325,23 @@ export class SkillStore {
     const info = await this.#sandbox.stat(rel);
     index.mtime = (info?.mtimeMs ?? 0) / 1000;
     await this.#sandbox.writeFile(`${rel}/${INDEX_FILE}`, serializeIndex(index));
+  }
+
+  /**
+   * A SKILL.md in the workspace, read up to MAX_SKILL_MD_BYTES. An agent can plant anything there:
+   * an over-cap file is reported and skipped (undefined), never read whole or let fail the listing.
+   */
+  async #readSkillText(rel: string): Promise<string | undefined> {
+    try {
+      return (await this.#sandbox.readFile(rel, { maxBytes: MAX_SKILL_MD_BYTES })).toString("utf8");
+    } catch (e) {
+      if (isWorkspaceError(e, "too_large")) {
+        this.#logger.warn("skipping skill with an invalid SKILL.md", { file: rel, problem: `is over the ${MAX_SKILL_MD_BYTES}-byte limit for a SKILL.md` });
+        return undefined;
+      }
+      if (isWorkspaceError(e, "not_found") || isWorkspaceError(e, "invalid_argument")) return undefined;
+      throw e;
+    }
   }
 
   async #readText(rel: string): Promise<string | undefined> {
@@ -533,6 +550,8 @@ async function readHostSkill(dir: string, label?: string): Promise<HostSkill> {
   if (!info) throw invalid(`${shown} not found (a skill is a folder with a SKILL.md whose front matter has 'name' and 'description')`);
   if (info.isSymbolicLink()) throw invalid(`${shown} is a symlink; put the real file in the skill folder`);
   if (!info.isFile()) throw invalid(`${shown} is not a regular file`);
+  if (info.size > MAX_SKILL_MD_BYTES)
+    throw new TooLargeError(`invalid skill ${where}: ${shown} is ${info.size} bytes, over the ${MAX_SKILL_MD_BYTES}-byte limit for a SKILL.md`, { field });
   const text = info.size <= SYNC_READ_LIMIT ? fsSync.readFileSync(file, "utf8") : await fs.readFile(file, "utf8");
   const parsed = parseCached(text);
   if (!parsed.ok) throw invalid(`${shown} ${parsed.problem}`);
