@@ -1,7 +1,7 @@
-import { createReadStream, promises as fs } from "node:fs";
+import { createReadStream, mkdirSync, writeFileSync, promises as fs } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import path from "node:path";
-import { Transform } from "node:stream";
+import { Transform, type Readable } from "node:stream";
 import { createGunzip, crc32 } from "node:zlib";
 import { Inflate } from "fflate";
 import * as tar from "tar-stream";
@@ -23,6 +23,10 @@ export const DEFAULT_MAX_EXTRACTED_BYTES = 500 * 1024 * 1024;
 export const MAX_ARCHIVE_ENTRIES = 10_000;
 /** Tar headers, padding and long-name records the tar stream may hold beyond its content bytes. */
 export const TAR_FRAMING_BYTES = 64 * 1024 * 1024;
+/** Tar stream bytes no member explains (beyond 2 KiB of long-name records per member) before it is cut off. */
+export const TAR_UNACCOUNTED_BYTES = 8 * 1024 * 1024;
+/** Members up to this size are written in one synchronous call. */
+const SMALL_MEMBER_BYTES = 64 * 1024;
 /** A zip central directory larger than this is refused before it is read (10,000 entries need ~1 MiB). */
 const MAX_ZIP_DIRECTORY_BYTES = 16 * 1024 * 1024;
 
@@ -110,11 +114,12 @@ class Budget {
 }
 
 /** Creates the member's parent folders once per folder (`made` remembers them), returns its path. */
-async function prepareParent(dest: string, rel: string, made: Set<string>): Promise<string> {
+function prepareParent(dest: string, rel: string, made: Set<string>): string {
   const target = path.join(dest, ...rel.split("/"));
   const parent = path.dirname(target);
   if (!made.has(parent)) {
-    await fs.mkdir(parent, { recursive: true });
+    // Synchronous like the small writes it precedes: a few µs on a local disk.
+    mkdirSync(parent, { recursive: true });
     made.add(parent);
   }
   return target;
@@ -239,7 +244,7 @@ async function extractZip(file: string, dest: string, limit: number): Promise<vo
       if (rel === null) continue;
       try {
         if (entry.kind === "dir") await fs.mkdir(path.join(dest, ...rel.split("/")), { recursive: true });
-        else await writeZipEntry(fh, size, { ...entry, rel }, await prepareParent(dest, rel, made), budget);
+        else await writeZipEntry(fh, size, { ...entry, rel }, prepareParent(dest, rel, made), budget);
       } catch (e) {
         throw fsFailure(e, rel);
       }
@@ -305,44 +310,61 @@ async function isGzip(file: string): Promise<boolean> {
 }
 
 /**
- * Counts the bytes of the (inflated) tar stream and fails it past `limit`: a gzip stream can
- * carry gigabytes that belong to no member at all (zero blocks after the end of the archive,
- * which tar readers skip), so counting member bytes alone would inflate every one of them.
+ * Bytes of the (inflated) tar stream, against what its members account for. A gzip stream can
+ * carry gigabytes that belong to no member (zero blocks after the end of the archive, which tar
+ * readers skip), so counting member bytes alone would inflate all of it: the stream is cut off
+ * once it runs past the limit plus framing, or past what its members explain by more than
+ * TAR_UNACCOUNTED_BYTES (long-name and pax records, the end marker, read-ahead).
  */
-function streamCap(limit: number): Transform {
-  let seen = 0;
-  return new Transform({
-    transform(chunk: Buffer, _encoding, callback) {
-      seen += chunk.byteLength;
-      if (seen > limit)
-        return callback(new TooLargeError(`the archive inflates to more than ${limit} bytes of tar stream (maxExtractedBytes plus ${TAR_FRAMING_BYTES} bytes of headers); refused`));
-      callback(null, chunk);
-    },
-  });
+class TarStreamMeter extends Transform {
+  seen = 0;
+  accounted = 0;
+  members = 0;
+  constructor(readonly limit: number) {
+    super();
+  }
+  /** A member header was read: its header block and padded body are explained bytes. */
+  member(size: number): void {
+    this.members++;
+    this.accounted += 512 + Math.ceil(size / 512) * 512;
+  }
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: (e?: Error | null, data?: Buffer) => void): void {
+    this.seen += chunk.byteLength;
+    if (this.seen > this.limit + TAR_FRAMING_BYTES)
+      return callback(new TooLargeError(`the archive inflates to more than ${this.limit + TAR_FRAMING_BYTES} bytes of tar stream (maxExtractedBytes plus ${TAR_FRAMING_BYTES} bytes of headers); refused`));
+    if (this.seen - this.accounted > TAR_UNACCOUNTED_BYTES + this.members * 2048)
+      return callback(new TooLargeError(`the archive inflates to more than ${this.seen} bytes, of which ${this.seen - this.accounted} belong to no member (data after the end of the archive?); refused`));
+    callback(null, chunk);
+  }
 }
 
 /** Runs `onEntry` for each tar member in order; the callback must consume the body. */
 async function walkTar(
   file: string,
   gzip: boolean,
-  maxStreamBytes: number,
+  limit: number,
   onEntry: (header: tar.Header, body: AsyncIterable<Uint8Array>) => Promise<void>,
 ): Promise<void> {
   const extract = tar.extract();
   const raw = createReadStream(file);
   const inflated = gzip ? raw.pipe(createGunzip()) : raw;
-  const source = inflated.pipe(streamCap(maxStreamBytes));
+  const meter = new TarStreamMeter(limit);
+  const source = inflated.pipe(meter);
   const fail = (e: unknown) => extract.destroy(e instanceof Error ? e : new Error(String(e)));
-  for (const s of new Set([raw, inflated, source])) s.on("error", fail);
+  const streams = new Set<Readable>([raw, inflated, source]);
+  for (const s of streams) s.on("error", fail);
   source.pipe(extract as unknown as NodeJS.WritableStream);
   try {
-    for await (const entry of extract) await onEntry(entry.header, entry as AsyncIterable<Uint8Array>);
+    for await (const entry of extract) {
+      meter.member(entry.header.size ?? 0);
+      await onEntry(entry.header, entry as AsyncIterable<Uint8Array>);
+    }
   } catch (e) {
     if (e instanceof WorkspaceError) throw e;
     throw new InvalidArgumentError("archive", `not a readable tar archive: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   } finally {
     source.unpipe();
-    for (const s of new Set([raw, inflated, source])) s.destroy();
+    for (const s of streams) s.destroy();
   }
 }
 
@@ -372,7 +394,7 @@ async function extractTar(file: string, dest: string, limit: number): Promise<vo
   let declared = 0;
   const budget = new Budget(limit);
   const made = new Set<string>();
-  await walkTar(file, gzip, limit + TAR_FRAMING_BYTES, async (header, body) => {
+  await walkTar(file, gzip, limit, async (header, body) => {
     const entry = planTarEntry(header);
     if (!entry) return drain(body);
     if (++entries > MAX_ARCHIVE_ENTRIES) throw tooManyEntries(`more than ${MAX_ARCHIVE_ENTRIES}`);
@@ -384,8 +406,19 @@ async function extractTar(file: string, dest: string, limit: number): Promise<vo
       return drain(body);
     }
     try {
-      const target = await prepareParent(dest, rel, made);
-      const out = await fs.open(target, "w", entry.executable ? 0o755 : 0o644);
+      const target = prepareParent(dest, rel, made);
+      const mode = entry.executable ? 0o755 : 0o644;
+      if (entry.size <= SMALL_MEMBER_BYTES) {
+        // Most skill files are small: one synchronous write each (µs) instead of three thread-pool round trips.
+        const chunks: Uint8Array[] = [];
+        for await (const chunk of body) {
+          budget.take(chunk.byteLength);
+          chunks.push(chunk);
+        }
+        writeFileSync(target, Buffer.concat(chunks), { mode, flag: "w" });
+        return;
+      }
+      const out = await fs.open(target, "w", mode);
       try {
         for await (const chunk of body) {
           budget.take(chunk.byteLength);
