@@ -461,8 +461,10 @@ function planSkill(skill: HostSkill, index: SkillIndex, onDisk: Set<string>, dir
   for (const [dir, entry] of index.entries) if (entry.hash === hash) return { added: false, dir };
   const name = freeSkillName(skill.manifest.name, new Set([...index.entries.values()].map((e) => e.skillName)));
   const base = sanitizeSkillDirName(dirName ?? skill.manifest.name) || "skill";
+  // The reference's suffixes: `<dirName>-1` for a name the caller gave, `<sanitised name>_1` otherwise.
+  const separator = dirName !== undefined ? "-" : "_";
   let dir = base;
-  for (let i = 1; index.entries.has(dir) || onDisk.has(dir); i++) dir = `${base}_${i}`;
+  for (let i = 1; index.entries.has(dir) || onDisk.has(dir); i++) dir = `${base}${separator}${i}`;
   index.entries.set(dir, { hash, skillName: name });
   onDisk.add(dir);
   return { added: true, dir, name, manifest: skill.manifest, realDir: skill.realDir };
