@@ -36,7 +36,7 @@ export const MAX_MCP_FILE_BYTES = 16 * 1024 * 1024;
 
 /** Why a write is refused, naming the file and what to do. */
 export function unreadableMcpFileMessage(problem: string): string {
-  return `${MCP_FILE} in the workspace could not be read completely (${problem}); it was left untouched and MCP declarations cannot be changed until it is repaired or deleted (reset() deletes it)`;
+  return `${MCP_FILE} in the workspace could not be read completely (${problem}); it was left untouched, and MCP declarations cannot be changed until the file is repaired or deleted (deleting it loses the registrations it holds)`;
 }
 
 export function parseMcpFile(text: string): ParsedMcpFile {
