@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
 import type { McpServerSpec } from "../../sdk/workspace/mcp-spec.js";
+import { startHttpEchoServer } from "../fixtures/mcp/http-server.js";
 
 /**
  * Attack: secrets given to an MCP server (env values, headers, credentials inside its URL) must
@@ -137,4 +138,22 @@ describe("MCP secrets in errors and logs", () => {
       }
     }, 30_000);
   }
+
+  it("user info in an HTTP MCP URL is sent as Basic authorization, not refused by fetch", async () => {
+    const server = await startHttpEchoServer();
+    const url = new URL(server.url);
+    url.username = USER;
+    url.password = encodeURIComponent(PASS + ":x");
+    const { ws, log } = await open();
+    try {
+      await ws.addMcp({ name: "authed", stateful: true, transport: { type: "http", url: url.href } });
+      const [handle] = await ws.listMcps();
+      expect((await handle!.listTools()).length).toBeGreaterThan(0);
+      expect(server.authHeaders).toContain(`Basic ${Buffer.from(`${USER}:${PASS}:x`).toString("base64")}`);
+      expect(leaks(log.lines.join("\n"), PASS)).toBeUndefined();
+    } finally {
+      await ws.close();
+      await server.close();
+    }
+  }, 30_000);
 });
