@@ -45,6 +45,8 @@ export interface SkillArchiveOptions {
 const SKILLS = "skills";
 const SKILL_FILE = "SKILL.md";
 const LEGACY_INDEX = ".skills";
+/** A listing reads at most this many characters of SKILL.md in total; later skills are left out with a warning. */
+export const MAX_LISTED_SKILL_CHARS = 64 * 1024 * 1024;
 /** A host SKILL.md up to this size is read synchronously (bounded, no thread-pool hop). */
 const SYNC_READ_LIMIT = 256 * 1024;
 
@@ -137,19 +139,35 @@ export class SkillStore {
       if ((await this.#reconcile(rel, idx)).changed) await this.#saveIndex(rel, idx);
       return idx;
     });
-    const loaded = await Promise.all(
-      [...index.entries].map(async ([dir, entry]) => {
+    // Each SKILL.md is capped, and so is their sum: an agent can plant thousands of 1 MiB files.
+    const entries = [...index.entries];
+    const loaded: Array<Skill | undefined> = new Array(entries.length);
+    let chars = 0;
+    let skipped = 0;
+    await forEachLimited(
+      entries.map((e, i) => [i, e] as const),
+      32,
+      async ([i, [dir, entry]]) => {
         const file = `${rel}/${dir}/${SKILL_FILE}`;
+        if (chars > MAX_LISTED_SKILL_CHARS) return void skipped++;
         const [text, info] = await Promise.all([this.#readSkillText(file), this.#sandbox.stat(file)]);
-        if (text === undefined || !info) return undefined;
+        if (text === undefined || !info) return;
+        chars += text.length;
+        if (chars > MAX_LISTED_SKILL_CHARS) return void skipped++;
         const parsed = parseCached(text);
         if (!parsed.ok) {
           this.#logger.warn("skipping skill with an invalid SKILL.md", { file, problem: parsed.problem });
-          return undefined;
+          return;
         }
-        return this.#skill(rel, dir, entry.skillName, parsed.manifest, info.mtimeMs);
-      }),
+        loaded[i] = this.#skill(rel, dir, entry.skillName, parsed.manifest, info.mtimeMs);
+      },
     );
+    if (skipped > 0)
+      this.#logger.warn("skills left out of the listing: their SKILL.md files together exceed the listing limit", {
+        partition,
+        skipped,
+        limitChars: MAX_LISTED_SKILL_CHARS,
+      });
     return loaded.filter((s): s is Skill => s !== undefined);
   }
 

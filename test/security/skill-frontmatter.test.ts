@@ -99,4 +99,19 @@ describe("SKILL.md bombs planted by an agent", () => {
       await ws.close();
     }
   }, 20_000);
+
+  it("70 skills of 1 MB each: the listing stops at its total budget and says so", async () => {
+    const body = "b".repeat(1_040_000);
+    const planted: Array<[string, string]> = [];
+    for (let i = 0; i < 70; i++) planted.push([`big${i}`, `---\nname: big${i}\ndescription: d\n---\n${body}\n`]);
+    const { ws, warnings } = await openWith("many", planted);
+    try {
+      const skills = await ws.listSkills();
+      expect(skills.length).toBeGreaterThan(1);
+      expect(skills.length).toBeLessThan(71);
+      expect(JSON.stringify(warnings)).toMatch(/skipped/);
+    } finally {
+      await ws.close();
+    }
+  }, 60_000);
 });
