@@ -1,6 +1,7 @@
-import { createReadStream, promises as fs } from "node:fs";
+import { createReadStream, mkdirSync, writeFileSync, promises as fs } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import path from "node:path";
+import { Transform, type Readable } from "node:stream";
 import { createGunzip, crc32 } from "node:zlib";
 import { Inflate } from "fflate";
 import * as tar from "tar-stream";
@@ -8,16 +9,26 @@ import { InvalidArgumentError, PathEscapeError, TooLargeError, WorkspaceError } 
 
 /**
  * Skill archives are unpacked on the host, in Node, into a fresh folder: never by a program inside
- * the sandbox. Two passes over a spooled copy of the input: the first reads only headers and
- * refuses traversal names, absolute names, links, devices and totals over the limit before
- * anything is extracted; the second extracts while counting real bytes, so a header that lies
- * about sizes cannot go past the limit either.
+ * the sandbox, in one pass over a spooled copy of the input into a private temporary folder.
+ * Every member is checked before its bytes are read: traversal names, absolute names, links and
+ * devices are refused, the entry count is capped, and declared sizes are totalled against the
+ * limit (for zip all at once from the central directory); real bytes are counted while writing,
+ * so a header that lies about sizes cannot go past the limit either, and a gzip stream is cut
+ * off once it inflates past the limit (plus tar framing), whatever its members say.
  */
 export type ArchiveFormat = "zip" | "tar" | "tar.gz";
 
 export const DEFAULT_MAX_EXTRACTED_BYTES = 500 * 1024 * 1024;
-/** Inode bombs (many empty files) are not caught by a byte limit. */
-export const MAX_ARCHIVE_ENTRIES = 100_000;
+/** Inode bombs (many empty files) are not caught by a byte limit; a skill is a handful of files. */
+export const MAX_ARCHIVE_ENTRIES = 10_000;
+/** Tar headers, padding and long-name records the tar stream may hold beyond its content bytes. */
+export const TAR_FRAMING_BYTES = 64 * 1024 * 1024;
+/** Tar stream bytes no member explains (beyond 2 KiB of long-name records per member) before it is cut off. */
+export const TAR_UNACCOUNTED_BYTES = 8 * 1024 * 1024;
+/** Members up to this size are written in one synchronous call. */
+const SMALL_MEMBER_BYTES = 64 * 1024;
+/** A zip central directory larger than this is refused before it is read (10,000 entries need ~1 MiB). */
+const MAX_ZIP_DIRECTORY_BYTES = 16 * 1024 * 1024;
 
 interface PlannedEntry {
   /** Safe relative POSIX path, or null for entries that only name the root. */
@@ -49,11 +60,21 @@ export async function spoolInput(data: Uint8Array | AsyncIterable<Uint8Array>, f
   }
 }
 
-/** Unpacks the spooled archive `file` into the existing empty folder `dest`. */
+/**
+ * Unpacks the spooled archive `file` into the existing empty folder `dest`. A refused archive
+ * leaves `dest` empty: members written before the fault was found are removed again.
+ */
 export async function extractArchive(file: string, format: ArchiveFormat, dest: string, maxExtractedBytes: number): Promise<void> {
-  if (format === "zip") return extractZip(file, dest, maxExtractedBytes);
-  if (format === "tar" || format === "tar.gz") return extractTar(file, dest, maxExtractedBytes);
-  throw new InvalidArgumentError("format", `'${String(format)}' is not an archive format; use "zip", "tar" or "tar.gz"`);
+  if (format !== "zip" && format !== "tar" && format !== "tar.gz")
+    throw new InvalidArgumentError("format", `'${String(format)}' is not an archive format; use "zip", "tar" or "tar.gz"`);
+  try {
+    if (format === "zip") await extractZip(file, dest, maxExtractedBytes);
+    else await extractTar(file, dest, maxExtractedBytes);
+  } catch (e) {
+    const written = await fs.readdir(dest).catch(() => []);
+    await Promise.all(written.map((name) => fs.rm(path.join(dest, name), { recursive: true, force: true })));
+    throw e;
+  }
 }
 
 /** A member name made safe, or an error naming it. Returns null for names that are only the root ("./"). */
@@ -68,9 +89,12 @@ export function safeMemberPath(name: string): string | null {
   return kept.length === 0 ? null : kept.join("/");
 }
 
+function tooManyEntries(count: number | string): TooLargeError {
+  return new TooLargeError(`the archive has ${count} entries, over the limit of ${MAX_ARCHIVE_ENTRIES} (MAX_ARCHIVE_ENTRIES)`);
+}
+
 function checkTotals(entries: PlannedEntry[], limit: number): void {
-  if (entries.length > MAX_ARCHIVE_ENTRIES)
-    throw new TooLargeError(`the archive has ${entries.length} entries, over the limit of ${MAX_ARCHIVE_ENTRIES}`);
+  if (entries.length > MAX_ARCHIVE_ENTRIES) throw tooManyEntries(entries.length);
   const total = entries.reduce((n, e) => n + e.size, 0);
   if (total > limit) throw tooLarge(total, limit);
 }
@@ -89,9 +113,15 @@ class Budget {
   }
 }
 
-async function prepareParent(dest: string, rel: string): Promise<string> {
+/** Creates the member's parent folders once per folder (`made` remembers them), returns its path. */
+function prepareParent(dest: string, rel: string, made: Set<string>): string {
   const target = path.join(dest, ...rel.split("/"));
-  await fs.mkdir(path.dirname(target), { recursive: true });
+  const parent = path.dirname(target);
+  if (!made.has(parent)) {
+    // Synchronous like the small writes it precedes: a few µs on a local disk.
+    mkdirSync(parent, { recursive: true });
+    made.add(parent);
+  }
   return target;
 }
 
@@ -152,8 +182,9 @@ async function readZipDirectory(fh: FileHandle, size: number): Promise<ZipEntry[
   const cdSize = tail.readUInt32LE(eocd + 12);
   const cdOffset = tail.readUInt32LE(eocd + 16);
   if (count === 0xffff || cdSize === 0xffffffff || cdOffset === 0xffffffff) throw badZip("zip64 archives are not supported");
-  if (count > MAX_ARCHIVE_ENTRIES) throw new TooLargeError(`the archive has ${count} entries, over the limit of ${MAX_ARCHIVE_ENTRIES}`);
+  if (count > MAX_ARCHIVE_ENTRIES) throw tooManyEntries(count);
   if (cdOffset + cdSize > size) throw badZip("its central directory lies outside the file");
+  if (cdSize > MAX_ZIP_DIRECTORY_BYTES) throw new TooLargeError(`the archive's central directory is ${cdSize} bytes, over the limit of ${MAX_ZIP_DIRECTORY_BYTES}`);
   const cd = await readAt(fh, cdOffset, cdSize);
 
   const entries: ZipEntry[] = [];
@@ -207,12 +238,13 @@ async function extractZip(file: string, dest: string, limit: number): Promise<vo
     const entries = await readZipDirectory(fh, size);
     checkTotals(entries, limit);
     const budget = new Budget(limit);
+    const made = new Set<string>();
     for (const entry of entries) {
       const rel = entry.rel;
       if (rel === null) continue;
       try {
         if (entry.kind === "dir") await fs.mkdir(path.join(dest, ...rel.split("/")), { recursive: true });
-        else await writeZipEntry(fh, size, { ...entry, rel }, await prepareParent(dest, rel), budget);
+        else await writeZipEntry(fh, size, { ...entry, rel }, prepareParent(dest, rel, made), budget);
       } catch (e) {
         throw fsFailure(e, rel);
       }
@@ -277,24 +309,62 @@ async function isGzip(file: string): Promise<boolean> {
   }
 }
 
+/**
+ * Bytes of the (inflated) tar stream, against what its members account for. A gzip stream can
+ * carry gigabytes that belong to no member (zero blocks after the end of the archive, which tar
+ * readers skip), so counting member bytes alone would inflate all of it: the stream is cut off
+ * once it runs past the limit plus framing, or past what its members explain by more than
+ * TAR_UNACCOUNTED_BYTES (long-name and pax records, the end marker, read-ahead).
+ */
+class TarStreamMeter extends Transform {
+  seen = 0;
+  accounted = 0;
+  members = 0;
+  constructor(readonly limit: number) {
+    super();
+  }
+  /** A member header was read: its header block and padded body are explained bytes. */
+  member(size: number): void {
+    this.members++;
+    this.accounted += 512 + Math.ceil(size / 512) * 512;
+  }
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: (e?: Error | null, data?: Buffer) => void): void {
+    this.seen += chunk.byteLength;
+    if (this.seen > this.limit + TAR_FRAMING_BYTES)
+      return callback(new TooLargeError(`the archive inflates to more than ${this.limit + TAR_FRAMING_BYTES} bytes of tar stream (maxExtractedBytes plus ${TAR_FRAMING_BYTES} bytes of headers); refused`));
+    if (this.seen - this.accounted > TAR_UNACCOUNTED_BYTES + this.members * 2048)
+      return callback(new TooLargeError(`the archive inflates to more than ${this.seen} bytes, of which ${this.seen - this.accounted} belong to no member (data after the end of the archive?); refused`));
+    callback(null, chunk);
+  }
+}
+
 /** Runs `onEntry` for each tar member in order; the callback must consume the body. */
-async function walkTar(file: string, gzip: boolean, onEntry: (header: tar.Header, body: AsyncIterable<Uint8Array>) => Promise<void>): Promise<void> {
+async function walkTar(
+  file: string,
+  gzip: boolean,
+  limit: number,
+  onEntry: (header: tar.Header, body: AsyncIterable<Uint8Array>) => Promise<void>,
+): Promise<void> {
   const extract = tar.extract();
   const raw = createReadStream(file);
-  const source = gzip ? raw.pipe(createGunzip()) : raw;
+  const inflated = gzip ? raw.pipe(createGunzip()) : raw;
+  const meter = new TarStreamMeter(limit);
+  const source = inflated.pipe(meter);
   const fail = (e: unknown) => extract.destroy(e instanceof Error ? e : new Error(String(e)));
-  raw.on("error", fail);
-  source.on("error", fail);
+  const streams = new Set<Readable>([raw, inflated, source]);
+  for (const s of streams) s.on("error", fail);
   source.pipe(extract as unknown as NodeJS.WritableStream);
   try {
-    for await (const entry of extract) await onEntry(entry.header, entry as AsyncIterable<Uint8Array>);
+    for await (const entry of extract) {
+      meter.member(entry.header.size ?? 0);
+      await onEntry(entry.header, entry as AsyncIterable<Uint8Array>);
+    }
   } catch (e) {
     if (e instanceof WorkspaceError) throw e;
     throw new InvalidArgumentError("archive", `not a readable tar archive: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   } finally {
     source.unpipe();
-    raw.destroy();
-    source.destroy();
+    for (const s of streams) s.destroy();
   }
 }
 
@@ -313,34 +383,42 @@ function planTarEntry(header: tar.Header): PlannedEntry | undefined {
   return { rel: safeMemberPath(header.name), kind, size: kind === "file" ? (header.size ?? 0) : 0, executable: ((header.mode ?? 0) & 0o111) !== 0 };
 }
 
+/**
+ * One pass: each header is checked (name, type, entry count, declared total against the limit)
+ * before its body is read, and the body is written while its real bytes are counted. `dest` is a
+ * private temporary folder that the caller removes on failure, so a refusal halfway leaves nothing.
+ */
 async function extractTar(file: string, dest: string, limit: number): Promise<void> {
   const gzip = await isGzip(file);
-  const plan: PlannedEntry[] = [];
-  let total = 0;
-  await walkTar(file, gzip, async (header, body) => {
-    const entry = planTarEntry(header);
-    await drain(body);
-    if (!entry) return;
-    plan.push(entry);
-    total += entry.size;
-    // Stop reading early: no need to walk a huge archive once it is known to be too big.
-    if (total > limit) throw tooLarge(total, limit);
-    if (plan.length > MAX_ARCHIVE_ENTRIES) checkTotals(plan, limit);
-  });
-  checkTotals(plan, limit);
-
+  let entries = 0;
+  let declared = 0;
   const budget = new Budget(limit);
-  await walkTar(file, gzip, async (header, body) => {
+  const made = new Set<string>();
+  await walkTar(file, gzip, limit, async (header, body) => {
     const entry = planTarEntry(header);
-    if (!entry || entry.rel === null || entry.kind === "dir") {
-      if (entry?.rel && entry.kind === "dir") await fs.mkdir(path.join(dest, ...entry.rel.split("/")), { recursive: true });
-      await drain(body);
-      return;
-    }
+    if (!entry) return drain(body);
+    if (++entries > MAX_ARCHIVE_ENTRIES) throw tooManyEntries(`more than ${MAX_ARCHIVE_ENTRIES}`);
+    declared += entry.size;
+    if (declared > limit) throw tooLarge(declared, limit);
     const rel = entry.rel;
+    if (rel === null || entry.kind === "dir") {
+      if (rel !== null) await fs.mkdir(path.join(dest, ...rel.split("/")), { recursive: true }).catch((e: unknown) => Promise.reject(fsFailure(e, rel)));
+      return drain(body);
+    }
     try {
-      const target = await prepareParent(dest, rel);
-      const out = await fs.open(target, "w", entry.executable ? 0o755 : 0o644);
+      const target = prepareParent(dest, rel, made);
+      const mode = entry.executable ? 0o755 : 0o644;
+      if (entry.size <= SMALL_MEMBER_BYTES) {
+        // Most skill files are small: one synchronous write each (µs) instead of three thread-pool round trips.
+        const chunks: Uint8Array[] = [];
+        for await (const chunk of body) {
+          budget.take(chunk.byteLength);
+          chunks.push(chunk);
+        }
+        writeFileSync(target, Buffer.concat(chunks), { mode, flag: "w" });
+        return;
+      }
+      const out = await fs.open(target, "w", mode);
       try {
         for await (const chunk of body) {
           budget.take(chunk.byteLength);

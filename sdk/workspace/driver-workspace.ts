@@ -94,7 +94,13 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
     const { description, outcome } = await ensureBackend(this.driver, identity, { ...ctx, expectExisting: this.#expectExisting });
     assertOwner(description, this.#identity.userId);
     this.#outcome = (await this.reconcile(description, identity, ctx)) ?? outcome;
-    return this.driver.connect(this.workspaceId, { logger: this.logger });
+    const sandbox = await this.driver.connect(this.workspaceId, { logger: this.logger });
+    // As the reference's sandboxed workspaces: data/ and sessions/ exist right after initialize.
+    await Promise.all(["data", "sessions"].map((dir) => sandbox.mkdir(dir))).catch(async (e: unknown) => {
+      await sandbox.close?.();
+      throw e;
+    });
+    return sandbox;
   }
 
   /**

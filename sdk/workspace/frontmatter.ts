@@ -4,7 +4,17 @@ import { parse as parseYaml } from "yaml";
  * SKILL.md front matter with python-frontmatter semantics (the reference's parser):
  * `\r\n` becomes `\n`; the text must begin with a line of three or more dashes; the front matter
  * ends at the next such line; it is YAML; the body after it, trimmed, is the skill's markdown.
+ *
+ * An agent can plant a SKILL.md in its own skills folder and the next listing parses it, so the
+ * file and its front matter are capped, and the YAML is parsed without the duplicate-key check
+ * (quadratic in the key count; without it a repeated key keeps its last value, as PyYAML does).
+ * The byte cap bounds the key count too: 64 KiB holds at most ~13,000 `k: v` lines.
  */
+/** A SKILL.md larger than this is refused (listings skip it with a warning). */
+export const MAX_SKILL_MD_BYTES = 1024 * 1024;
+/** Front matter (between the '---' lines) larger than this is refused before YAML parsing. */
+export const MAX_FRONT_MATTER_BYTES = 64 * 1024;
+
 export interface SkillManifest {
   name: string;
   description: string;
@@ -24,6 +34,9 @@ export function normalizeNewlines(text: string): string {
 }
 
 export function parseSkillMarkdown(raw: string): FrontMatterResult {
+  // Characters never outnumber UTF-8 bytes: the length test skips the byte count for small files.
+  if (raw.length > MAX_SKILL_MD_BYTES || Buffer.byteLength(raw) > MAX_SKILL_MD_BYTES)
+    return { ok: false, problem: `is over the ${MAX_SKILL_MD_BYTES}-byte limit for a SKILL.md` };
   // A leading byte-order mark would hide the opening '---' (editors on Windows add one).
   const text = normalizeNewlines(raw).replace(/^\ufeff/, "");
   const lines = text.split("\n");
@@ -32,9 +45,13 @@ export function parseSkillMarkdown(raw: string): FrontMatterResult {
   const end = lines.findIndex((l, i) => i > 0 && BOUNDARY.test(l));
   if (end < 0) return { ok: false, problem: "has no closing '---' line after its front matter" };
 
+  const block = lines.slice(1, end).join("\n");
+  const blockBytes = Buffer.byteLength(block);
+  if (blockBytes > MAX_FRONT_MATTER_BYTES)
+    return { ok: false, problem: `has ${blockBytes} bytes of front matter, over the ${MAX_FRONT_MATTER_BYTES}-byte limit` };
   let meta: unknown;
   try {
-    meta = parseYaml(lines.slice(1, end).join("\n"));
+    meta = parseYaml(block, { uniqueKeys: false });
   } catch (e) {
     return { ok: false, problem: `has front matter that is not valid YAML (${firstLine(e)})` };
   }

@@ -7,7 +7,7 @@ import { toWorkspacePath } from "../paths.js";
 import type { Sandbox } from "../sandbox.js";
 import { isStateful, type McpServerSpec } from "./mcp-spec.js";
 import { SandboxProcessTransport } from "./mcp-transport.js";
-import { maskSecrets } from "../util/mask.js";
+import { maskSecrets, urlSecrets } from "../util/mask.js";
 
 /** One MCP tool as models see it: `mcp__<server>__<tool>`. */
 export interface McpTool {
@@ -75,8 +75,12 @@ class Connection {
     const t = this.transport;
     if (!(t instanceof SandboxProcessTransport) || !t.closed) return "";
     const code = t.exitCode === undefined ? "" : t.exitCode === null ? " (killed by a signal)" : ` with code ${t.exitCode}`;
-    const tail = t.stderrTail.trim();
-    return `server process exited${code}${tail ? `; stderr: ${redact(tail.slice(-1000), this.spec)}` : ""}`;
+    // Mask first, then cut: cutting first could leave a secret's tail in the excerpt. Where the
+    // transport's own buffer already cut the stream, a partial secret may open it: drop that much.
+    let tail = redact(t.stderrTail, this.spec);
+    if (t.stderrTruncated) tail = tail.slice(longestSecret(this.spec));
+    tail = tail.trim().slice(-STDERR_EXCERPT_CHARS);
+    return `server process exited${code}${tail ? `; stderr: ${tail}` : ""}`;
   }
 
   /** `force` skips the stdio grace period (the server is misbehaving anyway). */
@@ -99,7 +103,8 @@ async function openConnection(sandbox: Sandbox, spec: McpServerSpec, options: Mc
       closeGraceMs: options.closeGraceMs,
     });
   } else {
-    transport = new StreamableHTTPClientTransport(new URL(t.url), t.headers ? { requestInit: { headers: t.headers } } : {});
+    const { url, headers } = withBasicAuth(t.url, t.headers);
+    transport = new StreamableHTTPClientTransport(url, headers ? { requestInit: { headers } } : {});
     if (t.timeout !== undefined) timeoutMs = t.timeout * 1000;
   }
   const client = new Client(CLIENT_INFO);
@@ -143,15 +148,60 @@ function mapMcpError(e: unknown, spec: McpServerSpec, conn: Connection | undefin
   const msg = redact(e instanceof Error ? e.message : String(e), spec);
   const hint = spec.transport.type === "stdio" ? "check the command and its arguments" : "check that the server is reachable";
   return new WorkspaceError("mcp_error", `MCP server '${spec.name}' failed during ${what}: ${exit || msg}; ${hint}`, {
-    cause: e,
+    cause: safeCause(e, spec),
     details: { mcp: spec.name },
   });
 }
 
-/** Secrets from the spec (env values, headers) never reach messages. */
-function redact(text: string, spec: McpServerSpec): string {
+/** The stderr excerpt an error message quotes (its last characters, after masking). */
+const STDERR_EXCERPT_CHARS = 1000;
+
+/** Secrets of a spec: env values, header values, and credentials inside its URL. */
+function specSecrets(spec: McpServerSpec): string[] {
   const t = spec.transport;
-  return maskSecrets(text, Object.values((t.type === "stdio" ? t.env : t.headers) ?? {}), "***");
+  if (t.type === "stdio") return Object.values(t.env ?? {});
+  return [...Object.values(t.headers ?? {}), ...urlSecrets(t.url)];
+}
+
+function longestSecret(spec: McpServerSpec): number {
+  return Math.max(0, ...specSecrets(spec).map((s) => s.length));
+}
+
+/** Secrets from the spec never reach messages. */
+function redact(text: string, spec: McpServerSpec): string {
+  return maskSecrets(text, specSecrets(spec), "***");
+}
+
+/**
+ * The cause chain as given when it carries no secret, else one plain Error with the masked
+ * message: callers log causes too (fetch errors quote the URL whole).
+ */
+function safeCause(e: unknown, spec: McpServerSpec): unknown {
+  let text = "";
+  for (let c: unknown = e, depth = 0; c !== undefined && c !== null && depth < 8; c = (c as { cause?: unknown }).cause, depth++) {
+    const err = c as { message?: unknown; stack?: unknown };
+    text += `${String(err.message ?? c)}\n${String(err.stack ?? "")}\n`;
+  }
+  if (redact(text, spec) === text) return e;
+  const masked = new Error(redact(e instanceof Error ? e.message : String(e), spec));
+  masked.name = e instanceof Error ? e.name : "Error";
+  masked.stack = `${masked.name}: ${masked.message}`;
+  return masked;
+}
+
+/**
+ * fetch refuses URLs with user info, so `https://user:pass@host` becomes the URL without it plus
+ * a Basic Authorization header (as Python's httpx does), unless the headers already carry one.
+ */
+function withBasicAuth(raw: string, headers: Record<string, string> | undefined): { url: URL; headers: Record<string, string> | undefined } {
+  const url = new URL(raw);
+  if (!url.username && !url.password) return { url, headers };
+  const user = decodeURIComponent(url.username);
+  const pass = decodeURIComponent(url.password);
+  url.username = "";
+  url.password = "";
+  if (Object.keys(headers ?? {}).some((k) => k.toLowerCase() === "authorization")) return { url, headers };
+  return { url, headers: { ...headers, Authorization: `Basic ${Buffer.from(`${user}:${pass}`).toString("base64")}` } };
 }
 
 export class McpHandle implements McpClientHandle {

@@ -5,8 +5,10 @@ import { isObject } from "../util/records.js";
 
 /**
  * The `.mcp` file: reference-compatible (version 2 nested by agent then session; a top-level
- * array is version 1, the legacy scope). Parsing is forgiving entry by entry; serialising is
- * byte-compatible with the reference's `json.dumps(indent=2, ensure_ascii=False)`.
+ * array is version 1, the legacy scope). Reading is forgiving entry by entry, but whatever could
+ * not be read marks the file `unreadable`, and the registry never rewrites such a file (that would
+ * drop what it did not understand). Serialising is byte-compatible with the reference's
+ * `json.dumps(indent=2, ensure_ascii=False)`.
  */
 export const MCP_FILE = ".mcp";
 
@@ -20,41 +22,68 @@ export interface ParsedMcpFile {
   scopes: McpScopeEntry[];
   /** Human-readable reasons for everything skipped; empty when the file was clean. */
   warnings: string[];
+  /**
+   * Set when the file holds something this parser could not read (the whole file, or a scope or
+   * an entry): rewriting it would lose that, so the registry refuses writes while this is set.
+   */
+  unreadable?: string;
+}
+
+/** The `.mcp` versions this release reads (1: a top-level array; 2: `{version: 2, mcps}`). */
+export const MCP_FILE_VERSION = 2;
+/** A `.mcp` larger than this is not read (and, being unread, never rewritten). */
+export const MAX_MCP_FILE_BYTES = 16 * 1024 * 1024;
+
+/** Why a write is refused, naming the file and what to do. */
+export function unreadableMcpFileMessage(problem: string): string {
+  return `${MCP_FILE} in the workspace could not be read completely (${problem}); it was left untouched, and MCP declarations cannot be changed until the file is repaired or deleted (deleting it loses the registrations it holds)`;
 }
 
 export function parseMcpFile(text: string): ParsedMcpFile {
+  const whole = (problem: string): ParsedMcpFile => ({
+    scopes: [],
+    warnings: [`${MCP_FILE} ${problem}; using default MCPs for every scope, and refusing to rewrite it until it is repaired or deleted`],
+    unreadable: problem,
+  });
   let doc: unknown;
   try {
     doc = JSON.parse(text);
   } catch (e) {
-    return { scopes: [], warnings: [`${MCP_FILE} is not valid JSON (${(e as Error).message}); using default MCPs for every scope`] };
+    return whole(`is not valid JSON (${(e as Error).message})`);
   }
   const warnings: string[] = [];
+  const skipped: string[] = [];
+  const done = (scopes: McpScopeEntry[]): ParsedMcpFile =>
+    skipped.length ? { scopes, warnings, unreadable: `${skipped.length} part(s) not understood, first: ${skipped[0]}` } : { scopes, warnings };
   if (Array.isArray(doc)) {
     // Version 1: a flat list for the legacy scope ("", "").
-    return { scopes: [{ agentId: "", sessionId: "", specs: parseList(doc, "[]", warnings) }], warnings };
+    return done([{ agentId: "", sessionId: "", specs: parseList(doc, "[]", warnings, skipped) }]);
   }
-  if (!isObject(doc)) return { scopes: [], warnings: [`${MCP_FILE} must be a JSON object or array; using default MCPs for every scope`] };
+  if (!isObject(doc)) return whole("must be a JSON object or array");
+  if ("version" in doc && doc.version !== MCP_FILE_VERSION)
+    return whole(`has version ${JSON.stringify(doc.version)}, which this release does not read (it reads versions 1 and ${MCP_FILE_VERSION})`);
   const mcps = doc.mcps;
-  if (!isObject(mcps)) return { scopes: [], warnings: [`${MCP_FILE}: 'mcps' must be an object; using default MCPs for every scope`] };
+  if (!isObject(mcps)) return whole("has no 'mcps' object");
   const scopes: McpScopeEntry[] = [];
   for (const [agentId, sessions] of Object.entries(mcps)) {
     if (!isObject(sessions)) {
       warnings.push(`${MCP_FILE}: mcps['${agentId}'] is not an object; skipped`);
+      skipped.push(`mcps['${agentId}']`);
       continue;
     }
     for (const [sessionId, list] of Object.entries(sessions)) {
       if (!Array.isArray(list)) {
         warnings.push(`${MCP_FILE}: mcps['${agentId}']['${sessionId}'] is not a list; skipped`);
+        skipped.push(`mcps['${agentId}']['${sessionId}']`);
         continue;
       }
-      scopes.push({ agentId, sessionId, specs: parseList(list, `mcps['${agentId}']['${sessionId}']`, warnings) });
+      scopes.push({ agentId, sessionId, specs: parseList(list, `mcps['${agentId}']['${sessionId}']`, warnings, skipped) });
     }
   }
-  return { scopes, warnings };
+  return done(scopes);
 }
 
-function parseList(list: unknown[], where: string, warnings: string[]): McpServerSpec[] {
+function parseList(list: unknown[], where: string, warnings: string[], skipped: string[]): McpServerSpec[] {
   const specs: McpServerSpec[] = [];
   list.forEach((entry, i) => {
     const label = isObject(entry) && typeof entry.name === "string" ? `'${entry.name}'` : `#${i}`;
@@ -63,8 +92,10 @@ function parseList(list: unknown[], where: string, warnings: string[]): McpServe
       spec = fromMcpJson(entry);
     } catch (e) {
       warnings.push(`${MCP_FILE}: skipped invalid MCP ${label} in ${where}: ${describeError(e)}`);
+      skipped.push(`MCP ${label} in ${where}`);
       return;
     }
+    // A repeated name was read (the first is kept): dropping the copy on rewrite loses nothing in use.
     if (specs.some((s) => s.name === spec.name)) {
       warnings.push(`${MCP_FILE}: skipped duplicate MCP '${spec.name}' in ${where}`);
       return;

@@ -22,6 +22,7 @@ export class SandboxProcessTransport implements Transport {
   #closed = false;
   #exitCode: number | null | undefined;
   #stderrTail = Buffer.alloc(0);
+  #stderrTruncated = false;
 
   constructor(spawn: () => SandboxProcess, options: { closeGraceMs?: number } = {}) {
     this.#spawn = spawn;
@@ -39,6 +40,10 @@ export class SandboxProcessTransport implements Transport {
   /** The last few KiB the server wrote to stderr, for error messages. */
   get stderrTail(): string {
     return this.#stderrTail.toString("utf8");
+  }
+  /** Whether older stderr was dropped, so the tail may begin in the middle of something. */
+  get stderrTruncated(): boolean {
+    return this.#stderrTruncated;
   }
 
   async start(): Promise<void> {
@@ -70,6 +75,7 @@ export class SandboxProcessTransport implements Transport {
     // Always drain stderr, or a chatty server blocks on a full pipe.
     proc.stderr.on("data", (chunk: Buffer) => {
       const joined = Buffer.concat([this.#stderrTail, chunk]);
+      if (joined.length > STDERR_TAIL_BYTES) this.#stderrTruncated = true;
       this.#stderrTail = joined.length > STDERR_TAIL_BYTES ? joined.subarray(joined.length - STDERR_TAIL_BYTES) : joined;
     });
     for (const stream of [proc.stdin, proc.stdout, proc.stderr]) stream.on("error", () => undefined);

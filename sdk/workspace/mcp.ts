@@ -3,7 +3,7 @@ import type { Logger } from "../logger.js";
 import { toWorkspacePath } from "../paths.js";
 import type { Sandbox } from "../sandbox.js";
 import { McpHandle, type McpClientHandle, type McpClientOptions } from "./mcp-client.js";
-import { MCP_FILE, parseMcpFile, serializeMcpFile } from "./mcp-file.js";
+import { MAX_MCP_FILE_BYTES, MCP_FILE, parseMcpFile, serializeMcpFile, unreadableMcpFileMessage } from "./mcp-file.js";
 import { McpServerSpecSchema, isStateful, type McpServerSpec } from "./mcp-spec.js";
 
 export type { McpClientHandle, McpTool, McpToolResult } from "./mcp-client.js";
@@ -50,6 +50,8 @@ export class McpRegistry {
   readonly #declared = new Map<string, Declared>();
   readonly #live = new Map<string, Map<string, McpHandle>>();
   readonly #lastUsed = new Map<string, number>();
+  /** Why `.mcp` could not be read completely; while set, nothing rewrites it. */
+  #unreadable: string | undefined;
   #clock = 0;
   #queue: Promise<unknown> = Promise.resolve();
   #connects = 0;
@@ -76,24 +78,12 @@ export class McpRegistry {
     return this.#connects;
   }
 
-  /** Reads `.mcp` once. Never throws for a bad file: every scope then uses the defaults. */
+  /**
+   * Reads `.mcp` once. Never throws for a bad file: every scope then uses the defaults, and the
+   * file, which could not be read, is never rewritten: writes are refused until it is repaired.
+   */
   async restore(): Promise<void> {
-    return this.#locked(async () => {
-      this.#declared.clear();
-      if (!this.#sandbox.persistent) return;
-      let text: string;
-      try {
-        const st = await this.#sandbox.stat(MCP_FILE);
-        if (!st) return;
-        text = (await this.#sandbox.readFile(MCP_FILE, { maxBytes: 16 * 1024 * 1024 })).toString("utf8");
-      } catch (e) {
-        this.#logger.warn(`could not read ${MCP_FILE}; using default MCPs for every scope`, { error: String(e) });
-        return;
-      }
-      const parsed = parseMcpFile(text);
-      for (const w of parsed.warnings) this.#logger.warn(w);
-      for (const s of parsed.scopes) this.#declared.set(scopeKey(s.agentId, s.sessionId), s);
-    });
+    return this.#locked(() => this.#load());
   }
 
   /** Live clients of the scope in declaration order, started lazily; failing servers are skipped with a warning. */
@@ -130,6 +120,7 @@ export class McpRegistry {
     if (spec.transport.type === "stdio" && spec.transport.cwd !== undefined)
       toWorkspacePath(this.#sandbox.workdir, spec.transport.cwd, "spec.transport.cwd");
     return this.#locked(async () => {
+      await this.#ensureWritable();
       const { agentId, sessionId, key } = normScope(scope);
       const specs = this.#effective(key);
       if (specs.some((s) => s.name === spec.name))
@@ -156,6 +147,7 @@ export class McpRegistry {
   /** Removes a declaration and closes its client; an unknown name only warns. */
   async remove(name: string, scope: McpScope = {}): Promise<void> {
     return this.#locked(async () => {
+      await this.#ensureWritable();
       const { agentId, sessionId, key } = normScope(scope);
       const specs = this.#effective(key);
       if (!specs.some((s) => s.name === name)) {
@@ -184,6 +176,10 @@ export class McpRegistry {
       await this.#closeScope(key);
       this.#lastUsed.delete(key);
       if (this.#declared.delete(key)) {
+        if (this.#unreadable !== undefined) {
+          this.#logger.warn(`${MCP_FILE} was not rewritten after purging a scope: ${unreadableMcpFileMessage(this.#unreadable)}`, { file: MCP_FILE });
+          return;
+        }
         try {
           await this.#persist();
         } catch (e) {
@@ -199,6 +195,7 @@ export class McpRegistry {
       await this.#closeEverything();
       this.#declared.clear();
       await this.#sandbox.remove(MCP_FILE);
+      this.#unreadable = undefined;
     });
   }
 
@@ -208,6 +205,37 @@ export class McpRegistry {
   }
 
   // internals (call only under the lock)
+
+  async #load(): Promise<void> {
+    this.#declared.clear();
+    this.#unreadable = undefined;
+    if (!this.#sandbox.persistent) return;
+    let text: string;
+    try {
+      const st = await this.#sandbox.stat(MCP_FILE);
+      if (!st) return;
+      text = (await this.#sandbox.readFile(MCP_FILE, { maxBytes: MAX_MCP_FILE_BYTES })).toString("utf8");
+    } catch (e) {
+      if (isWorkspaceError(e, "not_found")) return;
+      this.#unreadable = isWorkspaceError(e, "too_large") ? `it is over the ${MAX_MCP_FILE_BYTES}-byte limit` : `reading it failed: ${String(e)}`;
+      this.#logger.warn(`could not read ${MCP_FILE}; using default MCPs for every scope, and refusing to rewrite it until it is repaired or deleted`, {
+        file: MCP_FILE,
+        error: String(e),
+      });
+      return;
+    }
+    const parsed = parseMcpFile(text);
+    for (const w of parsed.warnings) this.#logger.warn(w, { file: MCP_FILE });
+    this.#unreadable = parsed.unreadable;
+    for (const s of parsed.scopes) this.#declared.set(scopeKey(s.agentId, s.sessionId), s);
+  }
+
+  /** Before any write: a file that could not be read is read again (it may have been repaired), else the write is refused. */
+  async #ensureWritable(): Promise<void> {
+    if (this.#unreadable === undefined) return;
+    await this.#load();
+    if (this.#unreadable !== undefined) throw new ConflictError(unreadableMcpFileMessage(this.#unreadable), { field: MCP_FILE });
+  }
 
   #effective(key: string): McpServerSpec[] {
     const declared = this.#declared.get(key);

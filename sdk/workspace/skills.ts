@@ -2,12 +2,12 @@ import { randomBytes } from "node:crypto";
 import fsSync, { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { InvalidArgumentError, NotFoundError, isWorkspaceError } from "../errors.js";
+import { InvalidArgumentError, NotFoundError, TooLargeError, isWorkspaceError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { isPlainName } from "../paths.js";
 import type { DirEntry, FileInfo, Sandbox } from "../sandbox.js";
 import { DEFAULT_MAX_EXTRACTED_BYTES, extractArchive, inputLimitFor, spoolInput, type ArchiveFormat } from "./archive.js";
-import { parseSkillMarkdown, type FrontMatterResult, type SkillManifest } from "./frontmatter.js";
+import { MAX_SKILL_MD_BYTES, parseSkillMarkdown, type FrontMatterResult, type SkillManifest } from "./frontmatter.js";
 import {
   INDEX_FILE,
   SEED_PARTITION,
@@ -45,6 +45,8 @@ export interface SkillArchiveOptions {
 const SKILLS = "skills";
 const SKILL_FILE = "SKILL.md";
 const LEGACY_INDEX = ".skills";
+/** A listing reads at most this many characters of SKILL.md in total; later skills are left out with a warning. */
+export const MAX_LISTED_SKILL_CHARS = 64 * 1024 * 1024;
 /** A host SKILL.md up to this size is read synchronously (bounded, no thread-pool hop). */
 const SYNC_READ_LIMIT = 256 * 1024;
 
@@ -137,19 +139,35 @@ export class SkillStore {
       if ((await this.#reconcile(rel, idx)).changed) await this.#saveIndex(rel, idx);
       return idx;
     });
-    const loaded = await Promise.all(
-      [...index.entries].map(async ([dir, entry]) => {
+    // Each SKILL.md is capped, and so is their sum: an agent can plant thousands of 1 MiB files.
+    const entries = [...index.entries];
+    const loaded: Array<Skill | undefined> = new Array(entries.length);
+    let chars = 0;
+    let skipped = 0;
+    await forEachLimited(
+      entries.map((e, i) => [i, e] as const),
+      32,
+      async ([i, [dir, entry]]) => {
         const file = `${rel}/${dir}/${SKILL_FILE}`;
-        const [text, info] = await Promise.all([this.#readText(file), this.#sandbox.stat(file)]);
-        if (text === undefined || !info) return undefined;
+        if (chars > MAX_LISTED_SKILL_CHARS) return void skipped++;
+        const [text, info] = await Promise.all([this.#readSkillText(file), this.#sandbox.stat(file)]);
+        if (text === undefined || !info) return;
+        chars += text.length;
+        if (chars > MAX_LISTED_SKILL_CHARS) return void skipped++;
         const parsed = parseCached(text);
         if (!parsed.ok) {
           this.#logger.warn("skipping skill with an invalid SKILL.md", { file, problem: parsed.problem });
-          return undefined;
+          return;
         }
-        return this.#skill(rel, dir, entry.skillName, parsed.manifest, info.mtimeMs);
-      }),
+        loaded[i] = this.#skill(rel, dir, entry.skillName, parsed.manifest, info.mtimeMs);
+      },
     );
+    if (skipped > 0)
+      this.#logger.warn("skills left out of the listing: their SKILL.md files together exceed the listing limit", {
+        partition,
+        skipped,
+        limitChars: MAX_LISTED_SKILL_CHARS,
+      });
     return loaded.filter((s): s is Skill => s !== undefined);
   }
 
@@ -301,11 +319,11 @@ export class SkillStore {
       }
     const fresh = [...dirs].filter((d) => !index.entries.has(d)).sort();
     for (const dir of fresh) {
-      const text = await this.#readText(`${rel}/${dir}/${SKILL_FILE}`);
+      const text = await this.#readSkillText(`${rel}/${dir}/${SKILL_FILE}`);
       if (text === undefined) continue;
       const parsed = parseCached(text);
       if (!parsed.ok) {
-        this.#logger.warn("ignoring a skill folder with an invalid SKILL.md", { dir: `${rel}/${dir}`, problem: parsed.problem });
+        this.#logger.warn("ignoring a skill folder with an invalid SKILL.md", { dir: `${rel}/${dir}`, file: `${rel}/${dir}/${SKILL_FILE}`, problem: parsed.problem });
         continue;
       }
       const hash = skillHash(text);
@@ -325,6 +343,23 @@ export class SkillStore {
     const info = await this.#sandbox.stat(rel);
     index.mtime = (info?.mtimeMs ?? 0) / 1000;
     await this.#sandbox.writeFile(`${rel}/${INDEX_FILE}`, serializeIndex(index));
+  }
+
+  /**
+   * A SKILL.md in the workspace, read up to MAX_SKILL_MD_BYTES. An agent can plant anything there:
+   * an over-cap file is reported and skipped (undefined), never read whole or let fail the listing.
+   */
+  async #readSkillText(rel: string): Promise<string | undefined> {
+    try {
+      return (await this.#sandbox.readFile(rel, { maxBytes: MAX_SKILL_MD_BYTES })).toString("utf8");
+    } catch (e) {
+      if (isWorkspaceError(e, "too_large")) {
+        this.#logger.warn("skipping skill with an invalid SKILL.md", { file: rel, problem: `is over the ${MAX_SKILL_MD_BYTES}-byte limit for a SKILL.md` });
+        return undefined;
+      }
+      if (isWorkspaceError(e, "not_found") || isWorkspaceError(e, "invalid_argument")) return undefined;
+      throw e;
+    }
   }
 
   async #readText(rel: string): Promise<string | undefined> {
@@ -444,8 +479,10 @@ function planSkill(skill: HostSkill, index: SkillIndex, onDisk: Set<string>, dir
   for (const [dir, entry] of index.entries) if (entry.hash === hash) return { added: false, dir };
   const name = freeSkillName(skill.manifest.name, new Set([...index.entries.values()].map((e) => e.skillName)));
   const base = sanitizeSkillDirName(dirName ?? skill.manifest.name) || "skill";
+  // The reference's suffixes: `<dirName>-1` for a name the caller gave, `<sanitised name>_1` otherwise.
+  const separator = dirName !== undefined ? "-" : "_";
   let dir = base;
-  for (let i = 1; index.entries.has(dir) || onDisk.has(dir); i++) dir = `${base}_${i}`;
+  for (let i = 1; index.entries.has(dir) || onDisk.has(dir); i++) dir = `${base}${separator}${i}`;
   index.entries.set(dir, { hash, skillName: name });
   onDisk.add(dir);
   return { added: true, dir, name, manifest: skill.manifest, realDir: skill.realDir };
@@ -533,6 +570,8 @@ async function readHostSkill(dir: string, label?: string): Promise<HostSkill> {
   if (!info) throw invalid(`${shown} not found (a skill is a folder with a SKILL.md whose front matter has 'name' and 'description')`);
   if (info.isSymbolicLink()) throw invalid(`${shown} is a symlink; put the real file in the skill folder`);
   if (!info.isFile()) throw invalid(`${shown} is not a regular file`);
+  if (info.size > MAX_SKILL_MD_BYTES)
+    throw new TooLargeError(`invalid skill ${where}: ${shown} is ${info.size} bytes, over the ${MAX_SKILL_MD_BYTES}-byte limit for a SKILL.md`, { field });
   const text = info.size <= SYNC_READ_LIMIT ? fsSync.readFileSync(file, "utf8") : await fs.readFile(file, "utf8");
   const parsed = parseCached(text);
   if (!parsed.ok) throw invalid(`${shown} ${parsed.problem}`);

@@ -1,11 +1,14 @@
 import { randomUUID } from "node:crypto";
+import path from "node:path";
 import { z } from "zod";
 import { WorkspaceError, fromZodError } from "../errors.js";
 import { silentLogger, type Logger } from "../logger.js";
+import { expandHome } from "../paths.js";
 import type { Sandbox } from "../sandbox.js";
 import { McpServerSpecSchema, type McpServerSpec } from "./mcp-spec.js";
 import { McpRegistry, type McpClientHandle } from "./mcp.js";
 import { SkillStore, type Skill, type SkillArchiveOptions } from "./skills.js";
+import { partitionName } from "./skill-index.js";
 import { Offloader, type DataBlock, type Message, type ToolResult } from "./offload.js";
 import { createBuiltinTools, type WorkspaceTool } from "./tools/index.js";
 import { renderInstructions } from "./instructions.js";
@@ -43,6 +46,8 @@ export abstract class Workspace implements AsyncDisposable {
   #inFlight = 0;
   #lastActivity = Date.now();
   #skills: SkillStore | undefined;
+  /** Set by the first successful initialize(); tells "never initialized" from "closed". */
+  #everAlive = false;
   #mcp: McpRegistry | undefined;
   #offloader: Offloader | undefined;
 
@@ -70,8 +75,9 @@ export abstract class Workspace implements AsyncDisposable {
   get defaultMcps(): McpServerSpec[] {
     return this.options.defaultMcps ?? [];
   }
+  /** Host paths as the reference normalises them: `~` expanded, made absolute. */
   get skillPaths(): string[] {
-    return this.options.skillPaths ?? [];
+    return (this.options.skillPaths ?? []).map((p) => path.resolve(expandHome(p)));
   }
 
   /** Operations currently running (the manager never evicts a busy workspace). */
@@ -123,6 +129,7 @@ export abstract class Workspace implements AsyncDisposable {
       await this.#mcp.restore();
       await this.#skills.initialize(this.skillPaths);
       this.#alive = true;
+      this.#everAlive = true;
     } catch (e) {
       this.#sandbox = undefined;
       await this.teardown(sandbox).catch((err: unknown) => this.logger.warn("teardown after failed initialize failed", { error: String(err) }));
@@ -206,6 +213,12 @@ export abstract class Workspace implements AsyncDisposable {
 
   // Skills
   listSkills(scope: { agentId?: string } = {}): Promise<Skill[]> {
+    // As the reference: a workspace never initialized has no skills yet (after close() this is 'closed').
+    if (!this.#everAlive)
+      return this.track(async () => {
+        partitionName(scope.agentId);
+        return [];
+      });
     return this.track(() => this.#parts().skills.list(scope.agentId));
   }
   addSkill(skillPath: string, scope: { agentId?: string } = {}): Promise<Skill | undefined> {
