@@ -83,23 +83,36 @@ function configSecret(key: string, field: string): pulumi.Output<string> {
 /**
  * `value` (a `backend` or `defaultMcps` input) with every secret-bearing leaf wrapped in
  * `pulumi.secret`, so only those leaves are encrypted and previews still name the other fields.
- * A whole-field Output is inspected when it resolves and made secret as a whole if it holds any.
+ * A value holding Outputs elsewhere is inspected when it resolves and made secret as a whole if
+ * it holds any secret-bearing field.
  */
 export function markSecretLeaves<T>(field: "backend" | "defaultMcps", value: T): T {
   if (value === undefined || value === null) return value;
-  if (pulumi.Output.isInstance(value) || value instanceof Promise) {
+  const root = { [field]: value };
+  const paths = secretFieldPaths(root);
+  // An Output anywhere but at a secret leaf may hide more secret leaves: judge it once resolved.
+  if (hasDeferred(replaceAtPaths(root, paths, () => SECRET_MASK))) {
     const whole = pulumi.output(value as pulumi.Input<unknown>) as pulumi.Output<unknown>;
     return whole.apply((v) => {
-      const paths = secretFieldPaths({ [field]: v });
-      for (const p of paths) remember(p, { [field]: v });
-      return paths.length ? pulumi.secret(v) : v;
+      const resolved = secretFieldPaths({ [field]: v });
+      for (const p of resolved) remember(p, { [field]: v });
+      return resolved.length ? pulumi.secret(v) : v;
     }) as T;
   }
-  const wrapped = replaceAtPaths({ [field]: value }, secretFieldPaths({ [field]: value }), (_path, v) => {
+  const wrapped = replaceAtPaths(root, paths, (_path, v) => {
     if (typeof v === "string") rememberSecret(v);
     return v === undefined ? v : pulumi.secret(v as pulumi.Input<string>);
   });
   return wrapped[field] as T;
+}
+
+/** True when an Output or a promise sits anywhere in `value`. */
+function hasDeferred(value: unknown, depth = 0): boolean {
+  if (pulumi.Output.isInstance(value) || value instanceof Promise) return true;
+  if (depth > 32) return false;
+  if (Array.isArray(value)) return value.some((v) => hasDeferred(v, depth + 1));
+  if (isObject(value)) return Object.values(value).some((v) => hasDeferred(v, depth + 1));
+  return false;
 }
 
 function remember(path: SecretPath, root: unknown): void {
