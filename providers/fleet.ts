@@ -5,7 +5,17 @@ import { z } from "zod";
 import { InvalidArgumentError, fromZodError } from "../sdk/errors.js";
 import { WorkspaceSpecSchema, type FleetEntry, type FleetOutputs, type WorkspaceSpec, type WorkspaceSpecInput } from "../sdk/fleet.js";
 import { defaultWorkspaceId, issueToFailure } from "./inputs.js";
-import { WorkspaceResource } from "./resource.js";
+import { WorkspaceResource, type WorkspaceResourceArgs } from "./resource.js";
+import { hasSecretFields, parseWithSecretValues, resolveSecretRefs, type WithSecretValues } from "./secret-fields.js";
+
+/**
+ * A workspace as a fleet declares it: a WorkspaceSpec whose secret-bearing values (`backend.env`,
+ * MCP `transport.headers` and `transport.env` values) may also be `{ secret: "<config key>" }`
+ * references to stack config secrets or, in code, Outputs such as `config.requireSecret(...)`.
+ */
+export type FleetWorkspaceInput = WithSecretValues<WorkspaceSpecInput>;
+/** A validated FleetWorkspaceInput, as loadFleetFile returns it (references not yet resolved). */
+export type FleetWorkspaceSpec = WithSecretValues<WorkspaceSpec>;
 
 /** A fleet file (YAML or JSON): shared defaults merged under each workspace's own fields. */
 export const FleetFileSchema = z.strictObject({
@@ -14,8 +24,8 @@ export const FleetFileSchema = z.strictObject({
 });
 
 export interface WorkspaceFleetArgs {
-  /** Workspaces declared in code. */
-  workspaces?: WorkspaceSpecInput[];
+  /** Workspaces declared in code. Secret-bearing values are stored as Pulumi secrets. */
+  workspaces?: FleetWorkspaceInput[];
   /** A YAML/JSON fleet file (`defaults` + `workspaces`); its entries come after `workspaces`. */
   file?: string;
   /** Also delete persistent data when a workspace leaves the fleet or the stack is destroyed. */
@@ -26,7 +36,10 @@ export interface WorkspaceFleetArgs {
 
 /**
  * A set of workspaces, one WorkspaceResource each, named by workspace id. `workspaces` is the
- * stack output the runtime manager reads (FleetOutputsSchema, keyed by workspace id).
+ * stack output the runtime manager reads (FleetOutputsSchema, keyed by workspace id). When any
+ * workspace has a secret-bearing value the whole output is a Pulumi secret: `fromStack` (the
+ * Automation API) decrypts it, `pulumi stack output` shows it only with `--show-secrets`, and
+ * `agentws outputs` prints it with those values masked.
  */
 export class WorkspaceFleet extends pulumi.ComponentResource {
   readonly workspaces: pulumi.Output<FleetOutputs>;
@@ -34,19 +47,23 @@ export class WorkspaceFleet extends pulumi.ComponentResource {
 
   constructor(name: string, args: WorkspaceFleetArgs, opts: pulumi.ComponentResourceOptions = {}) {
     super("agentws:index:WorkspaceFleet", name, {}, opts);
-    const specs = [...(args.workspaces ?? []).map((s, i) => parseSpec(s, `workspaces[${i}]`)), ...(args.file ? loadFleetFile(args.file) : [])];
+    // Each spec with the name errors give it: code entries by index, file entries by file and index.
+    const specs = [
+      ...(args.workspaces ?? []).map((s, i) => ({ spec: parseSpec(s, `workspaces[${i}]`), field: `workspaces[${i}]` })),
+      ...(args.file ? loadFleetFile(args.file).map((spec, i) => ({ spec, field: `fleet file ${args.file}: workspaces[${i}]` })) : []),
+    ];
     this.resources = {};
-    for (const [i, spec] of specs.entries()) {
+    for (const { spec, field } of specs) {
       const id = spec.workspaceId ?? defaultWorkspaceId(spec.userId, spec.agentId);
-      if (this.resources[id]) throw new Error(`fleet '${name}': workspaces[${i}] repeats workspace id '${id}'; ids must be unique`);
-      this.resources[id] = new WorkspaceResource(
-        `${name}-${id}`,
-        { ...spec, workspaceId: id, deleteData: args.deleteData, credentials: args.credentials },
-        { parent: this },
-      );
+      if (this.resources[id]) throw new Error(`fleet '${name}': ${field} repeats workspace id '${id}'; ids must be unique`);
+      const resolved = resolveSecretRefs(spec, field) as unknown as WorkspaceSpec;
+      const resourceArgs: WorkspaceResourceArgs = { ...resolved, workspaceId: id, deleteData: args.deleteData, credentials: args.credentials };
+      this.resources[id] = new WorkspaceResource(`${name}-${id}`, resourceArgs, { parent: this });
     }
     const entries = Object.values(this.resources).map((r) => fleetEntryOf(r));
-    this.workspaces = pulumi.all(entries).apply((list) => Object.fromEntries(list.map((e) => [e.workspaceId, e])));
+    const all = pulumi.all(entries).apply((list) => Object.fromEntries(list.map((e) => [e.workspaceId, e])));
+    // The engine already marks it secret when a resource output is; say so in code too.
+    this.workspaces = specs.some((s) => hasSecretFields(s.spec)) ? pulumi.secret(all) : all;
     this.registerOutputs({ workspaces: this.workspaces });
   }
 }
@@ -62,7 +79,11 @@ function fleetEntryOf(r: WorkspaceResource): pulumi.Output<FleetEntry> {
     });
 }
 
-function parseSpec(value: unknown, field: string): WorkspaceSpec {
+function parseSpec(value: unknown, field: string): FleetWorkspaceSpec {
+  return parseWithSecretValues(value, field, (probe) => parsePlainSpec(probe, field)) as unknown as FleetWorkspaceSpec;
+}
+
+function parsePlainSpec(value: unknown, field: string): WorkspaceSpec {
   const r = WorkspaceSpecSchema.safeParse(value);
   if (r.success) return r.data;
   const failures = r.error.issues.map((i) => issueToFailure(i));
@@ -71,8 +92,11 @@ function parseSpec(value: unknown, field: string): WorkspaceSpec {
   throw new InvalidArgumentError(`${field}.${first.property}`, `${first.reason.slice(first.property.length + 2)}${more}`);
 }
 
-/** Reads and validates a fleet file; errors name the file and the field. */
-export function loadFleetFile(path: string): WorkspaceSpec[] {
+/**
+ * Reads and validates a fleet file; errors name the file and the field. Secret-bearing values
+ * may be `{ secret: "<config key>" }`; WorkspaceFleet resolves them from stack config.
+ */
+export function loadFleetFile(path: string): FleetWorkspaceSpec[] {
   let doc: unknown;
   try {
     doc = parseYaml(readFileSync(path, "utf8"));

@@ -1,8 +1,9 @@
 /** Pulumi layer: one dynamic resource per workspace, a fleet component, and the diff logic. */
 export { WorkspaceResource, WORKSPACE_MODULE, WORKSPACE_TYPE, type WorkspaceResourceArgs } from "./resource.js";
-export { WorkspaceFleet, loadFleetFile, FleetFileSchema, type WorkspaceFleetArgs } from "./fleet.js";
+export { WorkspaceFleet, loadFleetFile, FleetFileSchema, type WorkspaceFleetArgs, type FleetWorkspaceInput, type FleetWorkspaceSpec } from "./fleet.js";
+export { isSecretRef, type SecretValue } from "./secret-fields.js";
 export { workspaceProvider } from "./provider.js";
 export { workspaceProviderImpl, parseBackend, setProviderLogger, OUTPUTS_SCHEMA_VERSION } from "./impl.js";
 export { diffWorkspace, stableJson, type WorkspaceDiff, type FieldChange, type ChangeKind } from "./diff.js";
 export { checkInputs, defaultWorkspaceId, UNKNOWN, type CheckFailure } from "./inputs.js";
-export { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../sdk/fleet.js";
+export { FLEET_OUTPUT_NAME, FleetOutputsSchema, SecretRefSchema, secretFieldPaths, maskSecretFields, type FleetOutputs, type SecretRef } from "../sdk/fleet.js";

@@ -2,6 +2,8 @@ import * as pulumi from "@pulumi/pulumi";
 import type { BackendSpec, BackendSpecInput } from "../sdk/backends/spec.js";
 import type { McpServerSpec } from "../sdk/workspace/mcp-spec.js";
 import { workspaceProvider } from "./provider.js";
+import { hasSecretFields, markSecretLeaves } from "./secret-fields.js";
+import { rememberSecret } from "../sdk/util/secret-values.js";
 
 /** Inputs of one workspace: the shared WorkspaceSpec plus provider options. */
 export interface WorkspaceResourceArgs {
@@ -53,20 +55,31 @@ export class WorkspaceResource extends pulumi.dynamic.Resource {
       workspaceId: args.workspaceId,
       userId: args.userId,
       agentId: args.agentId,
-      backend: args.backend,
+      // Env, header and MCP env values become secrets leaf by leaf: previews still name the rest.
+      backend: markSecretLeaves("backend", args.backend),
       skillPaths: args.skillPaths,
-      defaultMcps: args.defaultMcps,
+      defaultMcps: markSecretLeaves("defaultMcps", args.defaultMcps),
       tags: args.tags,
       ttlSeconds: args.ttlSeconds,
       deleteData: args.deleteData,
-      credentials: args.credentials === undefined ? undefined : pulumi.secret(args.credentials),
+      credentials: args.credentials === undefined ? undefined : pulumi.secret(rememberCredentials(args.credentials)),
       kind: undefined,
       managedBy: undefined,
       state: undefined,
       location: undefined,
       schemaVersion: undefined,
     };
-    const additionalSecretOutputs = [...(opts.additionalSecretOutputs ?? []), "credentials"];
+    // The engine copies each input leaf's secrecy to the output of the same path (an array as a
+    // whole); naming defaultMcps here says the same for a provider that echoes it differently.
+    const secretOutputs = ["credentials", ...(hasSecretFields({ defaultMcps: args.defaultMcps }) ? ["defaultMcps"] : [])];
+    const additionalSecretOutputs = [...(opts.additionalSecretOutputs ?? []), ...secretOutputs];
     super(workspaceProvider, name, props, { ...opts, additionalSecretOutputs }, WORKSPACE_MODULE, WORKSPACE_TYPE);
   }
+}
+
+/** Plain credential strings are remembered so engine events can be masked; Outputs pass through. */
+function rememberCredentials<T>(credentials: T): T {
+  if (credentials && typeof credentials === "object" && !pulumi.Output.isInstance(credentials))
+    for (const v of Object.values(credentials)) if (typeof v === "string") rememberSecret(v);
+  return credentials;
 }

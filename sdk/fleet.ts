@@ -1,10 +1,12 @@
 import { z } from "zod";
 import { BackendSpecSchema, WorkspaceIdSchema } from "./backends/spec.js";
 import { McpServerSpecSchema } from "./workspace/mcp-spec.js";
+import { isObject } from "./util/records.js";
 
 /**
  * What one declared workspace is: the Pulumi resource's inputs and a manager's fleet entry.
- * Secrets never belong here (credentials come from stack config / secret inputs).
+ * Secret-bearing values (MCP header and env values, `backend.env` values: see secretFieldPaths)
+ * are Pulumi secrets in state and outputs; backend credentials come from stack config / secret inputs.
  */
 export const WorkspaceSpecSchema = z.strictObject({
   /** Explicit id; default derived from userId/agentId with the PER_AGENT policy. */
@@ -43,3 +45,75 @@ export type FleetOutputs = z.infer<typeof FleetOutputsSchema>;
 
 /** The name of the stack output holding FleetOutputs. */
 export const FLEET_OUTPUT_NAME = "workspaces";
+
+/** What secret values read as wherever they are shown: `agentws outputs`, previews, events. */
+export const SECRET_MASK = "[secret]";
+
+/**
+ * A fleet file's reference to a stack config secret, written in place of a secret-bearing value:
+ * `{ secret: "mcpToken" }` reads `<project>:mcpToken` (as `pulumi config set --secret mcpToken`
+ * writes it), `{ secret: "ns:key" }` reads another namespace.
+ */
+export const SecretRefSchema = z.strictObject({
+  secret: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+(:[A-Za-z0-9_./-]+)?$/, "must be a stack config key, `name` or `namespace:name` (letters, digits, _ . -)"),
+});
+export type SecretRef = z.infer<typeof SecretRefSchema>;
+
+export type SecretPath = (string | number)[];
+
+/**
+ * Where a workspace spec holds secrets: every value of `backend.env` and of each default MCP
+ * server's `transport.headers` and `transport.env`. Works on raw input as well as parsed specs;
+ * shapes that do not match are skipped (schema validation reports them).
+ */
+export function secretFieldPaths(spec: unknown): SecretPath[] {
+  const paths: SecretPath[] = [];
+  const leaves = (base: SecretPath, map: unknown) => {
+    if (isObject(map)) for (const k of Object.keys(map)) paths.push([...base, k]);
+  };
+  if (!isObject(spec)) return paths;
+  if (isObject(spec.backend)) leaves(["backend", "env"], spec.backend.env);
+  if (Array.isArray(spec.defaultMcps))
+    spec.defaultMcps.forEach((mcp: unknown, i) => {
+      if (!isObject(mcp) || !isObject(mcp.transport)) return;
+      leaves(["defaultMcps", i, "transport", "headers"], mcp.transport.headers);
+      leaves(["defaultMcps", i, "transport", "env"], mcp.transport.env);
+    });
+  return paths;
+}
+
+export function getAtPath(root: unknown, path: SecretPath): unknown {
+  let v: unknown = root;
+  for (const k of path) v = Array.isArray(v) || isObject(v) ? (v as Record<string | number, unknown>)[k] : undefined;
+  return v;
+}
+
+/**
+ * A copy of `spec` with the value at each path replaced by `value(path, old)`. Only the objects
+ * and arrays on those paths are copied; everything else is shared.
+ */
+export function replaceAtPaths<T>(spec: T, paths: SecretPath[], value: (path: SecretPath, old: unknown) => unknown): T {
+  let out: unknown = spec;
+  for (const path of paths) out = setIn(out, path, value(path, getAtPath(out, path)));
+  return out as T;
+}
+
+function setIn(node: unknown, path: SecretPath, value: unknown): unknown {
+  if (!path.length) return value;
+  const [head, ...rest] = path as [string | number, ...SecretPath];
+  if (Array.isArray(node)) {
+    const copy = [...node];
+    copy[head as number] = setIn(copy[head as number], rest, value);
+    return copy;
+  }
+  if (isObject(node)) return { ...node, [head]: setIn(node[head], rest, value) };
+  return node;
+}
+
+/** The spec with every secret-bearing value shown as SECRET_MASK: safe to print or log. */
+export function maskSecretFields<T>(spec: T): T {
+  return replaceAtPaths(spec, secretFieldPaths(spec), () => SECRET_MASK);
+}
+

@@ -3,8 +3,8 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { loadDriver } from "../sdk/backends/index.js";
-import type { WorkspaceSpec } from "../sdk/fleet.js";
-import { FLEET_OUTPUT_NAME, WorkspaceFleet, loadFleetFile } from "../providers/index.js";
+import { maskSecretFields, type WorkspaceSpec } from "../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME, WorkspaceFleet, loadFleetFile, type FleetWorkspaceSpec } from "../providers/index.js";
 
 /**
  * The stack program behind Pulumi.yaml, run by `pulumi up` and by `agentws up`. It reads one
@@ -19,7 +19,7 @@ export default async function program(): Promise<Record<string, unknown>> {
   const skipUnavailable = config.getBoolean("skipUnavailable") ?? true;
   const specs = loadFleetFile(fleetFile).map((s) => withHostPaths(s, dirname(fleetFile)));
 
-  const usable: WorkspaceSpec[] = [];
+  const usable: FleetWorkspaceSpec[] = [];
   for (const spec of specs) {
     const reason = await unavailableReason(spec);
     if (!reason) usable.push(spec);
@@ -33,16 +33,18 @@ export default async function program(): Promise<Record<string, unknown>> {
 }
 
 /** Host paths in fleet files may start with `~/` or be relative to the fleet file. */
-function withHostPaths(spec: WorkspaceSpec, base: string): WorkspaceSpec {
+function withHostPaths(spec: FleetWorkspaceSpec, base: string): FleetWorkspaceSpec {
   const fix = (p: string) => (p === "~" ? homedir() : p.startsWith("~/") ? join(homedir(), p.slice(2)) : isAbsolute(p) ? p : resolve(base, p));
   const backend = { ...spec.backend } as Record<string, unknown>;
   for (const key of ["basedir", "path"]) if (typeof backend[key] === "string") backend[key] = fix(backend[key]);
   const skillPaths = spec.skillPaths?.map(fix);
-  return { ...spec, backend: backend as WorkspaceSpec["backend"], ...(skillPaths ? { skillPaths } : {}) };
+  return { ...spec, backend: backend as FleetWorkspaceSpec["backend"], ...(skillPaths ? { skillPaths } : {}) };
 }
 
 /** Why a workspace cannot be provisioned here, or undefined when it can. */
-async function unavailableReason(spec: WorkspaceSpec): Promise<string | undefined> {
+async function unavailableReason(fleetSpec: FleetWorkspaceSpec): Promise<string | undefined> {
+  // Only the backend's kind and plain options matter here; secret references are not resolved yet.
+  const spec = maskSecretFields(fleetSpec) as unknown as WorkspaceSpec;
   try {
     await loadDriver(spec.backend);
   } catch (e) {

@@ -13,10 +13,12 @@ import {
 } from "@pulumi/pulumi/automation/index.js";
 import { parse as parseYaml } from "yaml";
 import { buildModel, type PreviewModel, type StepLike } from "./preview-model.js";
+import { guardStack } from "./safe-events.js";
 
 /**
  * Drives the Pulumi engine through the Automation API with an inline program, so only the
  * `pulumi` CLI and the npm-shipped dynamic-provider host are needed (no Node language host).
+ * Stacks it opens mask secrets in everything their operations hand to caller hooks.
  */
 export interface EngineOptions {
   /** Folder holding Pulumi.yaml (or where one is written) and node_modules; the provider process runs here. */
@@ -107,7 +109,7 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
   const program = options.program ?? (await loadProgram(workDir, project));
   const projectName = project?.name ?? options.projectName;
   if (!projectName) throw new Error(`no Pulumi.yaml in ${workDir} and no projectName given`);
-  return LocalWorkspace.createOrSelectStack(
+  const stack = await LocalWorkspace.createOrSelectStack(
     { stackName: options.stackName, projectName, program },
     {
       workDir,
@@ -117,6 +119,8 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
       ...(project ? {} : { projectSettings: { name: projectName, runtime: "nodejs" as const } }),
     },
   );
+  // Events and output handed to callers' hooks are masked (sdk/cli/safe-events.ts).
+  return guardStack(stack);
 }
 
 /**
@@ -125,6 +129,7 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
  * resources while a sibling fails check). `skipPreview` trades that guarantee for speed.
  */
 export async function upWithPreview(stack: Stack, options: UpOptions & { skipPreview?: boolean } = {}): Promise<UpResult> {
+  guardStack(stack);
   const { skipPreview, ...up } = options;
   if (!skipPreview) {
     const { onEvent: _e, onOutput: _o, ...rest } = up;

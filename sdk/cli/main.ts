@@ -4,7 +4,9 @@ import { parseArgs } from "node:util";
 import { openStack, StepCollector, upWithPreview } from "./engine.js";
 import { buildModel, stepsFromPreviewJson } from "./preview-model.js";
 import { renderPreviewMarkdown } from "./preview-markdown.js";
+import { printableOutputs } from "./outputs.js";
 import { progressPrinter } from "./progress.js";
+import { configSecrets } from "./safe-events.js";
 import { maskSecrets } from "../util/mask.js";
 
 const USAGE = `agentws — provision agent workspaces with Pulumi (Automation API, no language host needed)
@@ -72,10 +74,7 @@ export async function main(argv: string[]): Promise<number> {
   if (process.env.PULUMI_CONFIG_PASSPHRASE === undefined && process.env.PULUMI_CONFIG_PASSPHRASE_FILE === undefined)
     err("note: PULUMI_CONFIG_PASSPHRASE is not set; stack secrets are encrypted with an empty passphrase (fine for local use only)");
   const stack = await openStack({ workDir, stackName });
-  const config = await stack.getAllConfig();
-  const secrets = Object.values(config)
-    .filter((v) => v.secret)
-    .flatMap((v) => [v.value, ...jsonStrings(v.value)]);
+  const secrets = await configSecrets(stack);
   const onEvent = progressPrinter(err, () => secrets, command === "preview");
   const common = { onEvent, color: "never" as const, ...(values.target ? { target: values.target } : {}) };
   err(`${command} stack '${stackName}' (${workDir})`);
@@ -96,9 +95,7 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       }
       case "outputs": {
-        const outs = await stack.outputs();
-        const shown = Object.fromEntries(Object.entries(outs).map(([k, v]) => [k, v.secret ? "[secret]" : v.value]));
-        process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
+        process.stdout.write(`${await printableOutputs(stack, secrets)}\n`);
         return 0;
       }
       case "preview": {
@@ -163,19 +160,3 @@ function conciseError(e: unknown): string {
   if (diag >= 0) return text.slice(diag).split(/\n(?:Resources|Duration):/)[0]!.trim();
   return text.split("\n").slice(0, 20).join("\n");
 }
-
-function jsonStrings(value: string): string[] {
-  try {
-    const parsed: unknown = JSON.parse(value);
-    const out: string[] = [];
-    const walk = (v: unknown) => {
-      if (typeof v === "string") out.push(v);
-      else if (v && typeof v === "object") Object.values(v).forEach(walk);
-    };
-    walk(parsed);
-    return out;
-  } catch {
-    return [];
-  }
-}
-

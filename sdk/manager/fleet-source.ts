@@ -1,4 +1,4 @@
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema, SECRET_MASK, type FleetOutputs } from "../fleet.js";
 import { InvalidArgumentError, UnavailableError, fromZodError } from "../errors.js";
 import { isObject } from "../util/records.js";
 
@@ -8,6 +8,11 @@ import { isObject } from "../util/records.js";
  * - the map itself, `{ <workspaceId>: FleetEntry }`;
  * - plain stack outputs, `{ workspaces: <map>, ... }` (`pulumi stack output --json`);
  * - Automation API outputs, `{ workspaces: { value: <map>, secret } , ... }`.
+ *
+ * A fleet with secret-bearing values (MCP headers and env, backend env) makes `workspaces` a
+ * Pulumi secret: the Automation API (`fromStack`) and `pulumi stack output --json --show-secrets`
+ * give it decrypted, plain `pulumi stack output --json` only as "[secret]", which is refused here
+ * with that advice. The manager needs the values: it seeds them into workspaces it (re)creates.
  */
 export function parseFleetOutputs(outputs: unknown): FleetOutputs {
   const parsed = FleetOutputsSchema.safeParse(unwrap(outputs));
@@ -18,6 +23,12 @@ export function parseFleetOutputs(outputs: unknown): FleetOutputs {
 function unwrap(outputs: unknown): unknown {
   if (!isObject(outputs)) throw new InvalidArgumentError(FLEET_OUTPUT_NAME, "stack outputs must be a JSON object");
   const named = outputs[FLEET_OUTPUT_NAME];
+  const value = isObject(named) && "value" in named && "secret" in named ? named.value : named;
+  if (value === SECRET_MASK)
+    throw new InvalidArgumentError(
+      FLEET_OUTPUT_NAME,
+      "is a secret output shown masked (the fleet holds MCP header/env or backend env values); read it with WorkspaceManager.fromStack or `pulumi stack output --json --show-secrets`",
+    );
   // A fleet map may itself hold a workspace whose id is "workspaces": that one has a backend.
   if (!isObject(named) || "backend" in named) return outputs;
   if ("value" in named && "secret" in named) return named.value;
