@@ -7,6 +7,7 @@ import { ManagerEvents, errorCode, errorMessage, type EvictReason, type ManagerE
 import { parseFleetOutputs, readStackOutputs, type StackSelector } from "./fleet-source.js";
 import { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, checkWorkspaceId, newWorkspaceId, sessionWorkspaceId } from "./ids.js";
 import { PrewarmSchema, WarmPool, type PoolStats } from "./pool.js";
+import { LeaseKeeper, type Leases } from "./lease.js";
 import { SingleFlight } from "./single-flight.js";
 
 /**
@@ -22,8 +23,18 @@ export interface ManagedWorkspace {
   touch(): void;
   /** Binds the backend (create, reattach or resume). Idempotent. */
   initialize(): Promise<void>;
-  /** Releases the workspace; sandbox backends pause here. Idempotent. */
-  close(): Promise<void>;
+  /**
+   * Releases the workspace; sandbox backends pause here. Idempotent. With `keepBackend` only
+   * client-side resources go; with `leaseGuard` the backend pauses only while no other replica
+   * holds a lease on it (see lease.ts).
+   */
+  close(options?: { keepBackend?: boolean; leaseGuard?: { replicaId: string } }): Promise<void>;
+  /** Replica leases on the backend object, when replicas can share it. */
+  readonly leases?: Leases | undefined;
+  /** Whether the last close() left the backend running for another replica's lease. */
+  readonly closeKeptBackend?: boolean;
+  /** Resumes the backend object if someone paused or stopped it under this open workspace. */
+  ensureRunning?(): Promise<void>;
   /** What initialize() did to the backend, when the workspace knows (ensureBackend's outcome). */
   readonly ensureOutcome?: EnsureOutcome | undefined;
 }
@@ -60,6 +71,10 @@ export const ManagerOptionsSchema = z.strictObject({
   prewarm: PrewarmSchema.optional(),
   /** Skip fleet entries of other backend kinds instead of refusing the fleet. */
   ignoreOtherBackends: z.boolean().default(false),
+  /** This replica's id in the replica leases (16-64 lowercase hex); random by default, one per manager. */
+  replicaId: z.string().regex(/^[0-9a-f]{16,64}$/, "must be 16-64 lowercase hex characters").optional(),
+  /** Seconds between replica lease renewals of an active workspace; default a third of the TTL, at most 30. */
+  leaseRenewInterval: z.number().positive().optional(),
 });
 export type ManagerOptions = z.input<typeof ManagerOptionsSchema> & {
   logger?: Logger;
@@ -121,6 +136,8 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   readonly #sweepMs: number;
   readonly #ignoreOtherBackends: boolean;
   readonly #events: ManagerEvents;
+  readonly #leases: LeaseKeeper;
+  #leaseTimer: NodeJS.Timeout | undefined;
   protected readonly logger: Logger;
 
   #isolation: IsolationPolicy;
@@ -151,6 +168,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     this.#ignoreOtherBackends = o.ignoreOtherBackends;
     this.logger = logger ?? silentLogger;
     this.#events = new ManagerEvents(this.logger);
+    this.#leases = new LeaseKeeper({ replicaId: o.replicaId, renewMs: (o.leaseRenewInterval ?? Math.min(o.ttl / 3, 30)) * 1000, logger: this.logger });
     if (onEvent) this.#events.on(onEvent);
     if (this.#profile.sweep === "lazy") this.#nextLazySweep = Date.now() + this.#sweepMs;
     if (o.prewarm && o.prewarm.size > 0) this.#pool = this.#createPool(o.prewarm);
@@ -170,6 +188,16 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     const manager = new this(options);
     (manager as WorkspaceManager).loadFleet(outputs);
     return manager;
+  }
+
+  /** This replica's id in the replica leases. */
+  get replicaId(): string {
+    return this.#leases.replicaId;
+  }
+
+  /** Replica lease renewals written so far and leases held now. */
+  leaseStats(): { renewals: number; held: number } {
+    return this.#leases.stats();
   }
 
   get isolation(): IsolationPolicy {
@@ -256,6 +284,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       // The idle clock starts at the hand-off, not when the member was built.
       member.touch();
       this.#live.set(member.workspaceId, { id: member.workspaceId, ws: member, ttlMs: this.#ttlMs, userId: owner.userId || undefined, settled: Promise.resolve(member) });
+      await this.#renew(member, this.#ttlMs);
       this.#events.emit({ type: "pool-hit", workspaceId: member.workspaceId, durationMs: performance.now() - started });
       return member;
     }
@@ -308,6 +337,9 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       // The sweeper alone never keeps a process alive.
       this.#sweeper.unref();
     }
+    // Leases are renewed off the request path, for workspaces active since their last renewal.
+    this.#leaseTimer = setInterval(() => this.#leases.tick(this.#live.values()), this.#leases.renewMs);
+    this.#leaseTimer.unref();
     this.#pool?.refill();
   }
 
@@ -335,7 +367,9 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   async [Symbol.asyncDispose](): Promise<void> {
     this.#disposed ??= (async () => {
       if (this.#sweeper) clearInterval(this.#sweeper);
+      if (this.#leaseTimer) clearInterval(this.#leaseTimer);
       this.#sweeper = undefined;
+      this.#leaseTimer = undefined;
       await this.#pool?.stop();
       await this.#closeAll("dispose");
     })();
@@ -411,6 +445,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     ws.touch();
     const entry: Entry<W> = { id, ws, ttlMs: ttlOf(identity.declared, this.#ttlMs), userId: identity.userId, settled: Promise.resolve(ws) };
     this.#live.set(id, entry);
+    await this.#renew(ws, entry.ttlMs);
     return entry;
   }
 
@@ -462,14 +497,17 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       const pausing = this.#profile.eviction === "pause";
       let ok = true;
       try {
-        await entry.ws.close();
+        // Another replica may be using the backend object: pause only when none holds a lease.
+        await entry.ws.close(entry.ws.leases ? { leaseGuard: { replicaId: this.#leases.replicaId } } : undefined);
       } catch (e) {
         ok = false;
         this.#events.emit({ type: "error", workspaceId: id, phase: pausing ? "pause" : "close", code: errorCode(e), message: errorMessage(e), durationMs: performance.now() - started });
       }
+      await this.#leases.release(entry.ws);
+      const kept = ok && entry.ws.closeKeptBackend === true;
       const durationMs = performance.now() - started;
-      if (ok && pausing) this.#events.emit({ type: "pause", workspaceId: id, durationMs });
-      this.#events.emit({ type: "evict", workspaceId: id, reason, paused: ok && pausing, idleMs, durationMs });
+      if (ok && pausing && !kept) this.#events.emit({ type: "pause", workspaceId: id, durationMs });
+      this.#events.emit({ type: "evict", workspaceId: id, reason, paused: ok && pausing && !kept, ...(kept ? { keptForReplica: true } : {}), idleMs, durationMs });
     })();
     const previous = this.#closing.get(id);
     const tracked = previous ? Promise.all([previous, closing]).then(() => undefined) : closing;
@@ -478,6 +516,10 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       if (this.#closing.get(id) === tracked) this.#closing.delete(id);
     });
     return tracked;
+  }
+
+  async #renew(ws: W, ttlMs: number): Promise<void> {
+    await this.#leases.renew(ws, ttlMs).catch((e: unknown) => this.logger.warn("taking a replica lease failed", { workspaceId: ws.workspaceId, error: String(e) }));
   }
 
   async #closeAll(reason: EvictReason): Promise<void> {

@@ -3,9 +3,11 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import type Docker from "dockerode";
 import { ConflictError, NotFoundError, PathEscapeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import type { FileLeases } from "../lease.js";
 import { LABELS, type BackendDescription, type BackendState, type Driver, type DriverContext, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { DockerBackendSchema, parseWorkspaceId, type DockerBackendSpec } from "../spec.js";
 import { sharedDockerClient, statusCode } from "./client.js";
+import { dockerLeases } from "./lease.js";
 import { dockerUnavailable, ensureImage, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { DOCKER_WORKDIR, DockerSandbox, mapDockerError } from "./sandbox.js";
 
@@ -34,6 +36,7 @@ export class DockerDriver implements Driver {
   readonly spec: DockerBackendSpec;
   readonly persistent: boolean;
   readonly docker: Docker;
+  readonly leases: FileLeases;
 
   constructor(spec: Partial<DockerBackendSpec> = {}) {
     const parsed = DockerBackendSchema.safeParse({ kind: "docker", ...spec });
@@ -41,6 +44,7 @@ export class DockerDriver implements Driver {
     this.spec = parsed.data;
     this.persistent = this.spec.basedir !== undefined;
     this.docker = sharedDockerClient(this.spec.socketPath);
+    this.leases = dockerLeases(this.spec);
   }
 
   get imageInputs(): ImageInputs {
