@@ -23,16 +23,12 @@ export interface ManagedWorkspace {
   touch(): void;
   /** Binds the backend (create, reattach or resume). Idempotent. */
   initialize(): Promise<void>;
-  /**
-   * Releases the workspace; sandbox backends pause here. Idempotent. With `keepBackend` only
-   * client-side resources go; with `leaseGuard` the backend pauses only while no other replica
-   * holds a lease on it (see lease.ts).
-   */
-  close(options?: { keepBackend?: boolean; leaseGuard?: { replicaId: string } }): Promise<void>;
-  /** Replica leases on the backend object, when replicas can share it. */
+  /** Releases the workspace; sandbox backends pause here. Idempotent. With `keepBackend` only client-side resources go. */
+  close(options?: { keepBackend?: boolean }): Promise<void>;
+  /** Replica leases on the backend object, when replicas can share it; then `releaseBackend` is there too. */
   readonly leases?: Leases | undefined;
-  /** Whether the last close() left the backend running for another replica's lease. */
-  readonly closeKeptBackend?: boolean;
+  /** What close() does to the backend object (e.g. pause), unless another replica holds a lease on it: "kept" then. */
+  releaseBackend?(guard: { replicaId: string }): Promise<"released" | "kept">;
   /** Resumes the backend object if someone paused or stopped it under this open workspace. */
   ensureRunning?(): Promise<void>;
   /** What initialize() did to the backend, when the workspace knows (ensureBackend's outcome). */
@@ -144,6 +140,8 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   readonly #live = new Map<string, Entry<W>>();
   readonly #flights = new SingleFlight<string, Entry<W>>();
   readonly #closing = new Map<string, Promise<void>>();
+  /** Evicted while another replica held a lease, so their backend object still runs: each sweep retries the pause. */
+  readonly #handedOver = new Map<string, Entry<W>>();
   #fleet = new Map<string, FleetEntry>();
   readonly #pool: WarmPool<W> | undefined;
   #sweeper: NodeJS.Timeout | undefined;
@@ -346,6 +344,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   /** Evicts every idle workspace now (TTL passed, no operation in flight). */
   async sweep(now = Date.now()): Promise<SweepResult> {
     const result: SweepResult = { scanned: this.#live.size, evicted: 0, busy: 0 };
+    const retries = this.#handedOver.size > 0 ? this.#retryHandedOver() : undefined;
     let evictions: Promise<void>[] | undefined;
     for (const entry of this.#live.values()) {
       const ws = entry.ws;
@@ -360,6 +359,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       result.evicted = evictions.length;
       await Promise.all(evictions);
     }
+    if (retries) await Promise.all(retries);
     return result;
   }
 
@@ -441,6 +441,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     // An eviction of this id still pausing: let it finish, then resume.
     const closing = this.#closing.get(id);
     if (closing) await closing;
+    this.#handedOver.delete(id);
     const ws = await this.#build(identity);
     ws.touch();
     const entry: Entry<W> = { id, ws, ttlMs: ttlOf(identity.declared, this.#ttlMs), userId: identity.userId, settled: Promise.resolve(ws) };
@@ -491,24 +492,63 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   #evict(id: string, entry: Entry<W>, reason: EvictReason): Promise<void> {
     // Dropped synchronously: a request arriving from now on provisions afresh, after this close.
     this.#live.delete(id);
-    const closing = (async () => {
+    return this.#trackClosing(id, async () => {
       const started = performance.now();
       const idleMs = Date.now() - entry.ws.lastActivityAt;
       const pausing = this.#profile.eviction === "pause";
+      const ws = entry.ws;
+      // Backends shared between replicas: close this replica's handle, then pause only when no other replica holds a lease.
+      const shared = ws.leases !== undefined && ws.releaseBackend !== undefined;
       let ok = true;
+      let kept = false;
       try {
-        // Another replica may be using the backend object: pause only when none holds a lease.
-        await entry.ws.close(entry.ws.leases ? { leaseGuard: { replicaId: this.#leases.replicaId } } : undefined);
+        await ws.close(shared ? { keepBackend: true } : undefined);
+        // Ours goes first, so replicas checking meanwhile do not count this one.
+        await this.#leases.release(ws);
+        if (shared) kept = (await ws.releaseBackend!({ replicaId: this.#leases.replicaId })) === "kept";
       } catch (e) {
         ok = false;
         this.#events.emit({ type: "error", workspaceId: id, phase: pausing ? "pause" : "close", code: errorCode(e), message: errorMessage(e), durationMs: performance.now() - started });
+      } finally {
+        await this.#leases.release(ws);
       }
-      await this.#leases.release(entry.ws);
-      const kept = ok && entry.ws.closeKeptBackend === true;
+      // Whoever goes idle last pauses: the sweep retries until the other replicas' leases lapse.
+      if (kept && reason === "idle") this.#handedOver.set(id, entry);
       const durationMs = performance.now() - started;
       if (ok && pausing && !kept) this.#events.emit({ type: "pause", workspaceId: id, durationMs });
       this.#events.emit({ type: "evict", workspaceId: id, reason, paused: ok && pausing && !kept, ...(kept ? { keptForReplica: true } : {}), idleMs, durationMs });
-    })();
+    });
+  }
+
+  /** A sweep's retry for a workspace evicted while another replica held a lease on its backend object. */
+  #retryHandedOver(): Promise<void>[] {
+    const retries: Promise<void>[] = [];
+    for (const [id, entry] of this.#handedOver) {
+      // Provisioned again meanwhile: this replica holds it (and its lease) once more.
+      if (this.#live.has(id) || this.#flights.get(id) || this.#closing.has(id) || entry.ws.releaseBackend === undefined) {
+        this.#handedOver.delete(id);
+        continue;
+      }
+      retries.push(
+        this.#trackClosing(id, async () => {
+          const started = performance.now();
+          try {
+            if ((await entry.ws.releaseBackend!({ replicaId: this.#leases.replicaId })) === "kept") return;
+            this.#handedOver.delete(id);
+            if (this.#profile.eviction === "pause") this.#events.emit({ type: "pause", workspaceId: id, durationMs: performance.now() - started });
+          } catch (e) {
+            this.#handedOver.delete(id);
+            this.#events.emit({ type: "error", workspaceId: id, phase: "pause", code: errorCode(e), message: errorMessage(e), durationMs: performance.now() - started });
+          }
+        }),
+      );
+    }
+    return retries;
+  }
+
+  /** Runs a close-like step for an id; a provisioning of the id waits for it (see #provision). */
+  #trackClosing(id: string, step: () => Promise<void>): Promise<void> {
+    const closing = step();
     const previous = this.#closing.get(id);
     const tracked = previous ? Promise.all([previous, closing]).then(() => undefined) : closing;
     this.#closing.set(id, tracked);
@@ -525,7 +565,10 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   async #closeAll(reason: EvictReason): Promise<void> {
     await this.#flights.settled();
     const evictions = [...this.#live].map(([id, entry]) => this.#evict(id, entry, reason));
-    await Promise.all([...evictions, ...this.#closing.values()]);
+    // One last try for workspaces handed over to another replica; after that, theirs to pause.
+    const retries = this.#retryHandedOver();
+    this.#handedOver.clear();
+    await Promise.all([...evictions, ...retries, ...this.#closing.values()]);
   }
 
   #lazySweep(): void {

@@ -56,7 +56,6 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
   readonly #expectExisting: boolean;
   readonly #onProgress: ProgressListener | undefined;
   #outcome: EnsureOutcome | undefined;
-  #keptBackend = false;
   #resumer: BackendResumer | undefined;
 
   protected constructor(options: WorkspaceOptions & DriverWorkspaceOptions, backend: DriverBackend<Spec, D>) {
@@ -92,11 +91,6 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
     return this.driver.leases;
   }
 
-  /** Whether the last close() left the backend object running because another replica holds a fresh lease. */
-  get closeKeptBackend(): boolean {
-    return this.#keptBackend;
-  }
-
   /** What the last initialize() did: created, reattached, resumed or recreated. */
   get ensureOutcome(): EnsureOutcome | undefined {
     return this.#outcome;
@@ -130,20 +124,25 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
   protected override async teardown(sandbox: Sandbox, options: WorkspaceCloseOptions = {}): Promise<void> {
     await sandbox.close?.();
     this.#resumer = undefined;
-    this.#keptBackend = false;
-    if (options.keepBackend || this.#teardown === "keep") {
-      this.#keptBackend = Boolean(options.keepBackend);
-      return;
-    }
-    const guard = options.leaseGuard;
-    if (this.#teardown === "pause") {
-      if (guard) this.#keptBackend = (await pauseUnlessLeased(this.driver, this.workspaceId, guard)) === "kept";
-      else await this.driver.pause(this.workspaceId);
-    } else if (this.#teardown === "destroy") {
-      // Never remove an object another replica is using.
-      if (guard && (await this.driver.leases?.othersActive(this.workspaceId, guard.replicaId))) this.#keptBackend = true;
-      else await this.driver.destroy(this.workspaceId, { deleteData: this.#destroyDeletesData });
-    }
+    if (!options.keepBackend) await this.#releaseBackend();
+  }
+
+  /**
+   * What close() does to the backend object (pause, keep or destroy per `teardown`), done only
+   * while no replica but `guard.replicaId` holds a lease on it: "kept" when one does. Works on a
+   * closed workspace, so a manager can close its handle first and retry this later.
+   */
+  async releaseBackend(guard: { replicaId: string }): Promise<"released" | "kept"> {
+    if (this.#teardown === "pause") return (await pauseUnlessLeased(this.driver, this.workspaceId, guard)) === "paused" ? "released" : "kept";
+    // Never remove an object another replica is using.
+    if (this.#teardown === "destroy" && (await this.driver.leases?.othersActive(this.workspaceId, guard.replicaId))) return "kept";
+    await this.#releaseBackend();
+    return "released";
+  }
+
+  async #releaseBackend(): Promise<void> {
+    if (this.#teardown === "pause") await this.driver.pause(this.workspaceId);
+    else if (this.#teardown === "destroy") await this.driver.destroy(this.workspaceId, { deleteData: this.#destroyDeletesData });
   }
 
   /** Resumes the backend object when someone paused or stopped it under this open handle; NotFoundError when it is gone. */

@@ -23,10 +23,8 @@ export type WorkspaceOptions = z.input<typeof WorkspaceOptionsSchema> & { logger
 
 /** How close() treats the backend object; the manager sets these for replicas sharing one. */
 export interface WorkspaceCloseOptions {
-  /** Release client-side resources only and leave the backend object as it is (another replica is using it). */
+  /** Release client-side resources only and leave the backend object as it is (another replica may be using it). */
   keepBackend?: boolean;
-  /** Pause only while no other replica's lease is fresh (re-checked after pausing; see backends/lease.ts). */
-  leaseGuard?: { replicaId: string };
 }
 
 export interface Scope {
