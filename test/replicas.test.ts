@@ -119,7 +119,7 @@ function expectNoFailures(a: Replica, b: Replica, busyFrom: number, busyDone: Li
   expect(a.failures.map((l) => l.message)).toEqual([]);
   expect(busyDone.failed).toBe(0);
   expect(busyDone.ok).toBeGreaterThan(20);
-  expect(a.events("evict").filter((l) => l.t > busyFrom && l.t < busyDone.lastOpAt!).length).toBeGreaterThan(1);
+  expect(a.events("evict").filter((l) => l.t > busyFrom && l.t < busyDone.lastOpAt!).length).toBeGreaterThan(0);
 }
 
 const during = (from: number, to: number) => (t: number) => t > from && t <= to;
@@ -151,7 +151,7 @@ describe.concurrent("replicas sharing one backend object", () => {
       expectNoFailures(r.a, r.b, r.busyFrom, r.busyDone);
       // A's sweep ran while B worked and left the container running for B: neither the engine
       // nor any replica saw a pause then.
-      expect(r.a.keptEvictions().filter((l) => busy(l.t)).length).toBeGreaterThan(1);
+      expect(r.a.keptEvictions().filter((l) => busy(l.t)).length).toBeGreaterThan(0);
       expect(pauses.filter(busy)).toEqual([]);
       expect([...r.a.events("pause"), ...r.b.events("pause")].filter((l) => busy(l.t))).toEqual([]);
       // Once both are idle, the last one's sweep pauses it.
