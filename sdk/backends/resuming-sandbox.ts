@@ -27,12 +27,23 @@ const RETRIED = new Set<PropertyKey>([
  */
 export class BackendResumer {
   #flight: Promise<void> | undefined;
+  #closed = false;
 
   constructor(
     readonly driver: Driver,
     readonly workspaceId: string,
     readonly logger: Logger,
   ) {}
+
+  /** Whether operations may still resume the backend: false once the handle's own workspace closed it. */
+  get active(): boolean {
+    return !this.#closed;
+  }
+
+  /** The workspace released this handle (and maybe paused the object itself): a stale handle must not wake it. */
+  close(): void {
+    this.#closed = true;
+  }
 
   /** Resolves once the backend object runs again; NotFoundError when it is really gone. */
   resume(): Promise<void> {
@@ -57,7 +68,8 @@ export class BackendResumer {
 /**
  * The handle with transparent resume: an operation failing `unavailable` (the backend object was
  * paused or stopped by another replica, or by hand) resumes it and runs once more; a second
- * failure, or a backend object that is gone, reaches the caller. Only `unavailable` is retried:
+ * failure, or a backend object that is gone, reaches the caller, and so does any failure once the
+ * workspace itself closed the handle (a stale handle never wakes what its owner paused). Only `unavailable` is retried:
  * those errors mean the operation was refused before it ran (a paused container refuses exec).
  * Everything else (properties, spawn, close) is the inner handle's, so `instanceof` and casts hold.
  */
@@ -75,7 +87,7 @@ export function resumingSandbox<S extends Sandbox>(inner: S, resumer: BackendRes
               try {
                 return await method.apply(target, args);
               } catch (e) {
-                if (!(e instanceof WorkspaceError) || e.code !== "unavailable") throw e;
+                if (!(e instanceof WorkspaceError) || e.code !== "unavailable" || !resumer.active) throw e;
                 await resumer.resume();
                 return await method.apply(target, args);
               }

@@ -122,8 +122,9 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
   }
 
   protected override async teardown(sandbox: Sandbox, options: WorkspaceCloseOptions = {}): Promise<void> {
-    await sandbox.close?.();
+    this.#resumer?.close();
     this.#resumer = undefined;
+    await sandbox.close?.();
     if (!options.keepBackend) await this.#releaseBackend();
   }
 
