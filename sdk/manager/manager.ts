@@ -525,10 +525,12 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     const retries: Promise<void>[] = [];
     for (const [id, entry] of this.#handedOver) {
       // Provisioned again meanwhile: this replica holds it (and its lease) once more.
-      if (this.#live.has(id) || this.#flights.get(id) || this.#closing.has(id) || entry.ws.releaseBackend === undefined) {
+      if (this.#live.has(id) || this.#flights.get(id) || entry.ws.releaseBackend === undefined) {
         this.#handedOver.delete(id);
         continue;
       }
+      // The previous try (or an eviction) of this id is still running: the next sweep tries again.
+      if (this.#closing.has(id)) continue;
       retries.push(
         this.#trackClosing(id, async () => {
           const started = performance.now();

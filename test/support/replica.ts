@@ -4,7 +4,7 @@
  *
  * Usage: node --import tsx test/support/replica.ts '<json config>'
  *   kind: "docker" | "bubblewrap"; basedir; workspaceId; ttl, sweepInterval (seconds);
- *   mode: "busy" (exec + file operations back to back for busyMs, then idle) or "idle" (one
+ *   mode: "busy" (Bash, Write and Read tool calls back to back for busyMs, then idle) or "idle" (one
  *   getWorkspace, then only a poke every pokeMs when set); baseImage, readOnlyPaths: backend spec.
  * Lines: {type:"ready"}, {type:"failure", message}, {type:"busy-done", ok, failed, lastOpAt},
  * {type:"event", event} for pause / evict / error manager events, {type:"disposed"}.
@@ -48,16 +48,24 @@ process.stdin.on("end", () => {
   });
 });
 
-/** One exec and one write + read through the handle, each checked. */
+/**
+ * One exec and one write + read, each checked, through the workspace's built-in tools: tracked
+ * operations, as an agent's are, so the replica's own sweep counts them as activity.
+ */
 async function operate(i: number): Promise<void> {
   const ws = await get();
-  const sandbox = ws.getBackend();
-  const r = await sandbox.exec(["sh", "-c", `echo op-${i}`], { timeoutMs: 30_000 });
-  if (r.exitCode !== 0 || r.stdout.toString() !== `op-${i}\n`) throw new Error(`exec gave exit ${r.exitCode}: ${r.stdout.toString()}${r.stderr.toString()}`);
+  const tools = new Map(ws.listTools().map((t) => [t.name, t]));
+  const run = async (name: string, input: Record<string, unknown>) => {
+    const r = await tools.get(name)!.execute(input);
+    if (!r.ok) throw new Error(`${name}: ${r.output.slice(0, 400)}`);
+    return r.output;
+  };
+  const out = await run("Bash", { command: `echo op-${i}` });
+  if (!out.includes(`op-${i}`)) throw new Error(`Bash gave '${out.slice(0, 200)}'`);
   const file = `replica-${process.pid}.txt`;
-  await sandbox.writeFile(file, `n=${i}`);
-  const back = (await sandbox.readFile(file)).toString();
-  if (back !== `n=${i}`) throw new Error(`read back '${back}'`);
+  await run("Write", { file_path: file, content: `n=${i}` });
+  const back = await run("Read", { file_path: file });
+  if (!back.includes(`n=${i}`)) throw new Error(`Read gave '${back.slice(0, 200)}'`);
 }
 
 await get();
