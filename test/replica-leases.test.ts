@@ -84,6 +84,25 @@ describe("replica leases", () => {
     expect(() => new WorkspaceManager({ replicaId: "not hex", factory: () => null as never })).toThrow(/replicaId/);
   });
 
+  it("refuses a shared lease folder someone else planted: a symlink, or a folder open to others", async () => {
+    const target = path.join(dir, "planted-target");
+    await fs.mkdir(target, { mode: 0o700 });
+    const link = path.join(dir, "planted-link");
+    await fs.symlink(target, link);
+    const viaLink = new FileLeases(path.join(link, "engine"), { ownedFolder: link });
+    await expectCode(viaLink.renew("w", newReplicaId(), 1000), "conflict", /not a private folder/);
+    await expectCode(viaLink.othersActive("w", newReplicaId()), "conflict");
+    expect(await fs.readdir(target)).toEqual([]);
+    const open = path.join(dir, "planted-open");
+    await fs.mkdir(open);
+    await fs.chmod(open, 0o777);
+    await expectCode(new FileLeases(path.join(open, "engine"), { ownedFolder: open }).renew("w", newReplicaId(), 1000), "conflict");
+    // Our own private folder is fine.
+    const mine = path.join(dir, "mine");
+    await new FileLeases(path.join(mine, "engine"), { ownedFolder: mine }).renew("w", newReplicaId(), 1000);
+    expect((await fs.stat(mine)).mode & 0o777).toBe(0o700);
+  });
+
   it("a pause that races a replica taking a lease ends with the object running", async () => {
     const leases = new FileLeases(path.join(dir, "race"));
     const object = new SharedObject();

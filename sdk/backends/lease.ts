@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { InvalidArgumentError } from "../errors.js";
+import { ConflictError, InvalidArgumentError } from "../errors.js";
 import type { Driver } from "./driver.js";
 import { parseWorkspaceId } from "./spec.js";
 
@@ -50,9 +50,30 @@ const REMOVE_EXPIRED_AFTER_MS = 10 * 60_000;
  */
 export class FileLeases implements Leases {
   readonly root: string;
+  /** A folder in a shared place (the host's tmpdir) that must be this user's own, private, real folder. */
+  readonly #owned: string | undefined;
+  #ownedChecked: Promise<void> | undefined;
 
-  constructor(root: string) {
+  constructor(root: string, options: { ownedFolder?: string } = {}) {
     this.root = path.resolve(root);
+    this.#owned = options.ownedFolder === undefined ? undefined : path.resolve(options.ownedFolder);
+  }
+
+  /** Another local user could have planted the shared folder (or a symlink) first: refuse to use it then. */
+  #checkOwned(): Promise<void> {
+    const owned = this.#owned;
+    if (owned === undefined) return Promise.resolve();
+    this.#ownedChecked ??= (async () => {
+      await fs.mkdir(owned, { recursive: true, mode: 0o700 });
+      const st = await fs.lstat(owned);
+      const uid = process.getuid?.();
+      if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || (st.mode & 0o077) !== 0)
+        throw new ConflictError(`lease folder '${owned}' is not a private folder of this user; remove it or give the backend a basedir`, { field: "leases" });
+    })().catch((e: unknown) => {
+      this.#ownedChecked = undefined;
+      throw e;
+    });
+    return this.#ownedChecked;
   }
 
   #file(workspaceId: string, replicaId: string): string {
@@ -62,6 +83,7 @@ export class FileLeases implements Leases {
   async renew(workspaceId: string, replicaId: string, ttlMs: number): Promise<void> {
     const file = this.#file(workspaceId, replicaId);
     if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new InvalidArgumentError("ttlMs", "must be a positive number of milliseconds");
+    await this.#checkOwned();
     const now = new Date();
     const expires = new Date(now.getTime() + ttlMs);
     try {
@@ -78,6 +100,7 @@ export class FileLeases implements Leases {
   async othersActive(workspaceId: string, replicaId: string): Promise<boolean> {
     const own = checkReplicaId(replicaId);
     const dir = path.join(this.root, parseWorkspaceId(workspaceId));
+    await this.#checkOwned();
     let handle: Awaited<ReturnType<typeof fs.opendir>>;
     try {
       handle = await fs.opendir(dir);

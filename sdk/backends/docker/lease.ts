@@ -22,5 +22,6 @@ export function dockerLeases(spec: Pick<DockerBackendSpec, "basedir" | "socketPa
   const engine = spec.socketPath ?? process.env.DOCKER_HOST ?? "default";
   const key = createHash("sha256").update(engine).digest("hex").slice(0, 16);
   const user = process.getuid?.() ?? os.userInfo().username;
-  return new FileLeases(path.join(os.tmpdir(), `agentws-docker-leases-${user}`, key));
+  const owned = path.join(os.tmpdir(), `agentws-docker-leases-${user}`);
+  return new FileLeases(path.join(owned, key), { ownedFolder: owned });
 }
