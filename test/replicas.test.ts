@@ -202,7 +202,8 @@ describe.concurrent("replicas sharing one backend object", () => {
       expect((await fs.stat(leaseFile)).isFile()).toBe(true);
       await waitUntil(() => pauses.length > 0, 30_000, "paused by the survivor after the dead replica's lease expired");
       expect(pauses[0]!).toBeGreaterThan(killedAt);
-      expect(survivor.events("pause").length).toBeGreaterThan(0);
+      // The survivor reports it once its guarded pause has settled (after the engine's event).
+      await survivor.waitFor((l) => l.type === "event" && l.event?.type === "pause", 30_000, "the survivor's pause event");
       expect(survivor.failures).toEqual([]);
     } finally {
       stop();
