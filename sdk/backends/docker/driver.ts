@@ -151,6 +151,9 @@ export class DockerDriver implements Driver {
     } catch (e) {
       // Already paused by a racing replica, or stopped meanwhile: the goal state holds.
       if (statusCode(e) === 409) return;
+      // Other refusals of a racing pause: the state decides (an unreachable engine still fails).
+      const now = await this.find(workspaceId).catch(() => undefined);
+      if (now === null || (now !== undefined && now.state !== "running")) return;
       throw this.#mapLifecycleError(e, `pause ${containerName(workspaceId)}`);
     }
   }
@@ -273,9 +276,11 @@ export class DockerDriver implements Driver {
       if (d.state === "paused") await c.unpause();
       else if (d.state === "stopped") await c.start();
     } catch (e) {
-      // 304 "already started" / 409 "not paused": a racing replica got there first.
+      // 304 "already started" / 409 "not paused": a racing replica got there first. Some engines
+      // answer a racing unpause with 500 "is not paused": the state decides, not the status code.
       const code = statusCode(e);
-      if (code !== 304 && code !== 409) throw this.#mapLifecycleError(e, `resume ${d.location.containerName}`);
+      if (code !== 304 && code !== 409 && (await this.find(d.workspaceId).catch(() => null))?.state !== "running")
+        throw this.#mapLifecycleError(e, `resume ${d.location.containerName}`);
     }
     return { ...d, state: "running" };
   }
