@@ -1,5 +1,6 @@
 import type { Logger, ProgressListener } from "../logger.js";
 import type { Sandbox } from "../sandbox.js";
+import type { Leases } from "./lease.js";
 
 /**
  * Lifecycle of the backend object behind one workspace. Shared by the Pulumi provider and
@@ -59,6 +60,8 @@ export interface Driver {
   updateTags?(workspaceId: string, tags: Record<string, string>, ctx?: DriverContext): Promise<void>;
   /** Opens a Sandbox handle on a running workspace. */
   connect(workspaceId: string, ctx?: DriverContext): Promise<Sandbox>;
+  /** Replica leases on this backend's objects (see lease.ts), where replicas can share one object. */
+  readonly leases?: Leases;
 }
 
 export type EnsureOutcome = "created" | "reattached" | "resumed" | "recreated";

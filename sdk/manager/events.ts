@@ -38,6 +38,8 @@ export interface EvictEvent {
   reason: EvictReason;
   /** Whether the backend was paused (else closed). */
   paused: boolean;
+  /** Another replica holds a lease on the backend object: only this replica's handle was closed, the object runs on. */
+  keptForReplica?: boolean;
   idleMs: number;
   durationMs: number;
 }

@@ -16,3 +16,4 @@ export {
   type SweepResult,
 } from "./manager.js";
 export { LocalWorkspaceManager, LocalWorkspaceManagerOptionsSchema, type LocalWorkspaceManagerOptions } from "./local-manager.js";
+export { LeaseKeeper, type Leases, type LeasedWorkspace, type LeaseKeeperStats } from "./lease.js";

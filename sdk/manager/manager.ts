@@ -7,6 +7,7 @@ import { ManagerEvents, errorCode, errorMessage, type EvictReason, type ManagerE
 import { parseFleetOutputs, readStackOutputs, type StackSelector } from "./fleet-source.js";
 import { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, checkWorkspaceId, newWorkspaceId, sessionWorkspaceId } from "./ids.js";
 import { PrewarmSchema, WarmPool, type PoolStats } from "./pool.js";
+import { LeaseKeeper, type Leases } from "./lease.js";
 import { SingleFlight } from "./single-flight.js";
 
 /**
@@ -22,8 +23,14 @@ export interface ManagedWorkspace {
   touch(): void;
   /** Binds the backend (create, reattach or resume). Idempotent. */
   initialize(): Promise<void>;
-  /** Releases the workspace; sandbox backends pause here. Idempotent. */
-  close(): Promise<void>;
+  /** Releases the workspace; sandbox backends pause here. Idempotent. With `keepBackend` only client-side resources go. */
+  close(options?: { keepBackend?: boolean }): Promise<void>;
+  /** Replica leases on the backend object, when replicas can share it; then `releaseBackend` is there too. */
+  readonly leases?: Leases | undefined;
+  /** What close() does to the backend object (e.g. pause), unless another replica holds a lease on it: "kept" then. */
+  releaseBackend?(guard: { replicaId: string }): Promise<"released" | "kept">;
+  /** Resumes the backend object if someone paused or stopped it under this open workspace. */
+  ensureRunning?(): Promise<void>;
   /** What initialize() did to the backend, when the workspace knows (ensureBackend's outcome). */
   readonly ensureOutcome?: EnsureOutcome | undefined;
 }
@@ -60,6 +67,10 @@ export const ManagerOptionsSchema = z.strictObject({
   prewarm: PrewarmSchema.optional(),
   /** Skip fleet entries of other backend kinds instead of refusing the fleet. */
   ignoreOtherBackends: z.boolean().default(false),
+  /** This replica's id in the replica leases (16-64 lowercase hex); random by default, one per manager. */
+  replicaId: z.string().regex(/^[0-9a-f]{16,64}$/, "must be 16-64 lowercase hex characters").optional(),
+  /** Seconds between replica lease renewals of an active workspace; default a third of the TTL, at most 30. */
+  leaseRenewInterval: z.number().positive().optional(),
 });
 export type ManagerOptions = z.input<typeof ManagerOptionsSchema> & {
   logger?: Logger;
@@ -121,12 +132,16 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   readonly #sweepMs: number;
   readonly #ignoreOtherBackends: boolean;
   readonly #events: ManagerEvents;
+  readonly #leases: LeaseKeeper;
+  #leaseTimer: NodeJS.Timeout | undefined;
   protected readonly logger: Logger;
 
   #isolation: IsolationPolicy;
   readonly #live = new Map<string, Entry<W>>();
   readonly #flights = new SingleFlight<string, Entry<W>>();
   readonly #closing = new Map<string, Promise<void>>();
+  /** Evicted while another replica held a lease, so their backend object still runs: each sweep retries the pause. */
+  readonly #handedOver = new Map<string, Entry<W>>();
   #fleet = new Map<string, FleetEntry>();
   readonly #pool: WarmPool<W> | undefined;
   #sweeper: NodeJS.Timeout | undefined;
@@ -151,6 +166,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     this.#ignoreOtherBackends = o.ignoreOtherBackends;
     this.logger = logger ?? silentLogger;
     this.#events = new ManagerEvents(this.logger);
+    this.#leases = new LeaseKeeper({ replicaId: o.replicaId, renewMs: (o.leaseRenewInterval ?? Math.min(o.ttl / 3, 30)) * 1000, logger: this.logger });
     if (onEvent) this.#events.on(onEvent);
     if (this.#profile.sweep === "lazy") this.#nextLazySweep = Date.now() + this.#sweepMs;
     if (o.prewarm && o.prewarm.size > 0) this.#pool = this.#createPool(o.prewarm);
@@ -170,6 +186,16 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     const manager = new this(options);
     (manager as WorkspaceManager).loadFleet(outputs);
     return manager;
+  }
+
+  /** This replica's id in the replica leases. */
+  get replicaId(): string {
+    return this.#leases.replicaId;
+  }
+
+  /** Replica lease renewals written so far and leases held now. */
+  leaseStats(): { renewals: number; held: number } {
+    return this.#leases.stats();
   }
 
   get isolation(): IsolationPolicy {
@@ -256,6 +282,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       // The idle clock starts at the hand-off, not when the member was built.
       member.touch();
       this.#live.set(member.workspaceId, { id: member.workspaceId, ws: member, ttlMs: this.#ttlMs, userId: owner.userId || undefined, settled: Promise.resolve(member) });
+      await this.#renew(member, this.#ttlMs);
       this.#events.emit({ type: "pool-hit", workspaceId: member.workspaceId, durationMs: performance.now() - started });
       return member;
     }
@@ -308,12 +335,16 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       // The sweeper alone never keeps a process alive.
       this.#sweeper.unref();
     }
+    // Leases are renewed off the request path, for workspaces active since their last renewal.
+    this.#leaseTimer = setInterval(() => this.#leases.tick(this.#live.values()), this.#leases.renewMs);
+    this.#leaseTimer.unref();
     this.#pool?.refill();
   }
 
   /** Evicts every idle workspace now (TTL passed, no operation in flight). */
   async sweep(now = Date.now()): Promise<SweepResult> {
     const result: SweepResult = { scanned: this.#live.size, evicted: 0, busy: 0 };
+    const retries = this.#handedOver.size > 0 ? this.#retryHandedOver() : undefined;
     let evictions: Promise<void>[] | undefined;
     for (const entry of this.#live.values()) {
       const ws = entry.ws;
@@ -328,6 +359,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       result.evicted = evictions.length;
       await Promise.all(evictions);
     }
+    if (retries) await Promise.all(retries);
     return result;
   }
 
@@ -335,7 +367,9 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   async [Symbol.asyncDispose](): Promise<void> {
     this.#disposed ??= (async () => {
       if (this.#sweeper) clearInterval(this.#sweeper);
+      if (this.#leaseTimer) clearInterval(this.#leaseTimer);
       this.#sweeper = undefined;
+      this.#leaseTimer = undefined;
       await this.#pool?.stop();
       await this.#closeAll("dispose");
     })();
@@ -407,10 +441,12 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     // An eviction of this id still pausing: let it finish, then resume.
     const closing = this.#closing.get(id);
     if (closing) await closing;
+    this.#handedOver.delete(id);
     const ws = await this.#build(identity);
     ws.touch();
     const entry: Entry<W> = { id, ws, ttlMs: ttlOf(identity.declared, this.#ttlMs), userId: identity.userId, settled: Promise.resolve(ws) };
     this.#live.set(id, entry);
+    await this.#renew(ws, entry.ttlMs);
     return entry;
   }
 
@@ -456,21 +492,65 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   #evict(id: string, entry: Entry<W>, reason: EvictReason): Promise<void> {
     // Dropped synchronously: a request arriving from now on provisions afresh, after this close.
     this.#live.delete(id);
-    const closing = (async () => {
+    return this.#trackClosing(id, async () => {
       const started = performance.now();
       const idleMs = Date.now() - entry.ws.lastActivityAt;
       const pausing = this.#profile.eviction === "pause";
+      const ws = entry.ws;
+      // Backends shared between replicas: close this replica's handle, then pause only when no other replica holds a lease.
+      const shared = ws.leases !== undefined && ws.releaseBackend !== undefined;
       let ok = true;
+      let kept = false;
       try {
-        await entry.ws.close();
+        await ws.close(shared ? { keepBackend: true } : undefined);
+        // Ours goes first, so replicas checking meanwhile do not count this one.
+        await this.#leases.release(ws);
+        if (shared) kept = (await ws.releaseBackend!({ replicaId: this.#leases.replicaId })) === "kept";
       } catch (e) {
         ok = false;
         this.#events.emit({ type: "error", workspaceId: id, phase: pausing ? "pause" : "close", code: errorCode(e), message: errorMessage(e), durationMs: performance.now() - started });
+      } finally {
+        await this.#leases.release(ws);
       }
+      // Whoever goes idle last pauses: the sweep retries until the other replicas' leases lapse.
+      if (kept && reason === "idle") this.#handedOver.set(id, entry);
       const durationMs = performance.now() - started;
-      if (ok && pausing) this.#events.emit({ type: "pause", workspaceId: id, durationMs });
-      this.#events.emit({ type: "evict", workspaceId: id, reason, paused: ok && pausing, idleMs, durationMs });
-    })();
+      if (ok && pausing && !kept) this.#events.emit({ type: "pause", workspaceId: id, durationMs });
+      this.#events.emit({ type: "evict", workspaceId: id, reason, paused: ok && pausing && !kept, ...(kept ? { keptForReplica: true } : {}), idleMs, durationMs });
+    });
+  }
+
+  /** A sweep's retry for a workspace evicted while another replica held a lease on its backend object. */
+  #retryHandedOver(): Promise<void>[] {
+    const retries: Promise<void>[] = [];
+    for (const [id, entry] of this.#handedOver) {
+      // Provisioned again meanwhile: this replica holds it (and its lease) once more.
+      if (this.#live.has(id) || this.#flights.get(id) || entry.ws.releaseBackend === undefined) {
+        this.#handedOver.delete(id);
+        continue;
+      }
+      // The previous try (or an eviction) of this id is still running: the next sweep tries again.
+      if (this.#closing.has(id)) continue;
+      retries.push(
+        this.#trackClosing(id, async () => {
+          const started = performance.now();
+          try {
+            if ((await entry.ws.releaseBackend!({ replicaId: this.#leases.replicaId })) === "kept") return;
+            this.#handedOver.delete(id);
+            if (this.#profile.eviction === "pause") this.#events.emit({ type: "pause", workspaceId: id, durationMs: performance.now() - started });
+          } catch (e) {
+            this.#handedOver.delete(id);
+            this.#events.emit({ type: "error", workspaceId: id, phase: "pause", code: errorCode(e), message: errorMessage(e), durationMs: performance.now() - started });
+          }
+        }),
+      );
+    }
+    return retries;
+  }
+
+  /** Runs a close-like step for an id; a provisioning of the id waits for it (see #provision). */
+  #trackClosing(id: string, step: () => Promise<void>): Promise<void> {
+    const closing = step();
     const previous = this.#closing.get(id);
     const tracked = previous ? Promise.all([previous, closing]).then(() => undefined) : closing;
     this.#closing.set(id, tracked);
@@ -480,10 +560,17 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     return tracked;
   }
 
+  async #renew(ws: W, ttlMs: number): Promise<void> {
+    await this.#leases.renew(ws, ttlMs).catch((e: unknown) => this.logger.warn("taking a replica lease failed", { workspaceId: ws.workspaceId, error: String(e) }));
+  }
+
   async #closeAll(reason: EvictReason): Promise<void> {
     await this.#flights.settled();
     const evictions = [...this.#live].map(([id, entry]) => this.#evict(id, entry, reason));
-    await Promise.all([...evictions, ...this.#closing.values()]);
+    // One last try for workspaces handed over to another replica; after that, theirs to pause.
+    const retries = this.#retryHandedOver();
+    this.#handedOver.clear();
+    await Promise.all([...evictions, ...retries, ...this.#closing.values()]);
   }
 
   #lazySweep(): void {

@@ -33,13 +33,15 @@ export abstract class SandboxWorkspaceManager<Spec extends BackendSpec, W extend
   readonly spec: Spec;
 
   protected constructor(options: SandboxManagerParsedOptions, backend: SandboxBackend<Spec, W>) {
-    const { logger, onEvent, isolation, ttl, sweepInterval, prewarm, ignoreOtherBackends, defaultMcps, skillPaths, maxLiveStatefulMcps, instructions, ...backendOptions } = options;
+    const { logger, onEvent, isolation, ttl, sweepInterval, prewarm, ignoreOtherBackends, replicaId, leaseRenewInterval, defaultMcps, skillPaths, maxLiveStatefulMcps, instructions, ...backendOptions } = options;
     const spec = backend.schema.parse({ kind: backend.kind, ...backendOptions });
     super({
       isolation,
       ttl,
       sweepInterval,
       ignoreOtherBackends,
+      ...(replicaId !== undefined ? { replicaId } : {}),
+      ...(leaseRenewInterval !== undefined ? { leaseRenewInterval } : {}),
       ...(prewarm ? { prewarm } : {}),
       ...(logger ? { logger } : {}),
       ...(onEvent ? { onEvent } : {}),

@@ -1,9 +1,11 @@
 import { z } from "zod";
 import { ensureBackend, type BackendDescription, type Driver, type DriverContext, type EnsureOutcome, type ManagedBy, type WorkspaceIdentity } from "../backends/driver.js";
-import { ConflictError, fromZodError } from "../errors.js";
+import { ConflictError, WorkspaceError, fromZodError } from "../errors.js";
 import type { ProgressListener } from "../logger.js";
 import type { Sandbox } from "../sandbox.js";
-import { Workspace, type WorkspaceOptions } from "./workspace.js";
+import { pauseUnlessLeased, type Leases } from "../backends/lease.js";
+import { BackendResumer, resumingSandbox } from "../backends/resuming-sandbox.js";
+import { Workspace, type WorkspaceCloseOptions, type WorkspaceOptions } from "./workspace.js";
 
 /** What close() does to the backend: pause, keep as is, or destroy. The default is the backend's. */
 export const TeardownSchema = z.enum(["pause", "keep", "destroy"]);
@@ -54,6 +56,7 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
   readonly #expectExisting: boolean;
   readonly #onProgress: ProgressListener | undefined;
   #outcome: EnsureOutcome | undefined;
+  #resumer: BackendResumer | undefined;
 
   protected constructor(options: WorkspaceOptions & DriverWorkspaceOptions, backend: DriverBackend<Spec, D>) {
     const { userId, agentId, managedBy, tags, teardown, expectExisting, onProgress, ...rest } = options;
@@ -83,6 +86,11 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
     return this.driver.persistent;
   }
 
+  /** Replica leases on this workspace's backend object, when the backend has them. */
+  get leases(): Leases | undefined {
+    return this.driver.leases;
+  }
+
   /** What the last initialize() did: created, reattached, resumed or recreated. */
   get ensureOutcome(): EnsureOutcome | undefined {
     return this.#outcome;
@@ -94,13 +102,20 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
     const { description, outcome } = await ensureBackend(this.driver, identity, { ...ctx, expectExisting: this.#expectExisting });
     assertOwner(description, this.#identity.userId);
     this.#outcome = (await this.reconcile(description, identity, ctx)) ?? outcome;
-    const sandbox = await this.driver.connect(this.workspaceId, { logger: this.logger });
+    // Another replica (or an operator) may pause or stop the object at any time, even between the
+    // ensure and the connect: connecting and every later operation resume it.
+    const resumer = (this.#resumer = new BackendResumer(this.driver, this.workspaceId, this.logger));
+    const sandbox = await this.driver.connect(this.workspaceId, { logger: this.logger }).catch(async (e: unknown) => {
+      if (!(e instanceof WorkspaceError) || e.code !== "unavailable") throw e;
+      await resumer.resume();
+      return this.driver.connect(this.workspaceId, { logger: this.logger });
+    });
     // As the reference's sandboxed workspaces: data/ and sessions/ exist right after initialize.
     await Promise.all(["data", "sessions"].map((dir) => sandbox.mkdir(dir))).catch(async (e: unknown) => {
       await sandbox.close?.();
       throw e;
     });
-    return sandbox;
+    return resumingSandbox(sandbox, resumer);
   }
 
   /**
@@ -111,10 +126,34 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
     return undefined;
   }
 
-  protected override async teardown(sandbox: Sandbox): Promise<void> {
+  protected override async teardown(sandbox: Sandbox, options: WorkspaceCloseOptions = {}): Promise<void> {
+    this.#resumer?.close();
+    this.#resumer = undefined;
     await sandbox.close?.();
+    if (!options.keepBackend) await this.#releaseBackend();
+  }
+
+  /**
+   * What close() does to the backend object (pause, keep or destroy per `teardown`), done only
+   * while no replica but `guard.replicaId` holds a lease on it: "kept" when one does. Works on a
+   * closed workspace, so a manager can close its handle first and retry this later.
+   */
+  async releaseBackend(guard: { replicaId: string }): Promise<"released" | "kept"> {
+    if (this.#teardown === "pause") return (await pauseUnlessLeased(this.driver, this.workspaceId, guard)) === "paused" ? "released" : "kept";
+    // Never remove an object another replica is using.
+    if (this.#teardown === "destroy" && (await this.driver.leases?.othersActive(this.workspaceId, guard.replicaId))) return "kept";
+    await this.#releaseBackend();
+    return "released";
+  }
+
+  async #releaseBackend(): Promise<void> {
     if (this.#teardown === "pause") await this.driver.pause(this.workspaceId);
     else if (this.#teardown === "destroy") await this.driver.destroy(this.workspaceId, { deleteData: this.#destroyDeletesData });
+  }
+
+  /** Resumes the backend object when someone paused or stopped it under this open handle; NotFoundError when it is gone. */
+  async ensureRunning(): Promise<void> {
+    await this.#resumer?.resume();
   }
 }
 

@@ -24,6 +24,12 @@ export const WorkspaceOptionsSchema = z.strictObject({
 });
 export type WorkspaceOptions = z.input<typeof WorkspaceOptionsSchema> & { logger?: Logger };
 
+/** How close() treats the backend object; the manager sets these for replicas sharing one. */
+export interface WorkspaceCloseOptions {
+  /** Release client-side resources only and leave the backend object as it is (another replica may be using it). */
+  keepBackend?: boolean;
+}
+
 export interface Scope {
   agentId?: string | undefined;
   sessionId?: string | undefined;
@@ -63,7 +69,7 @@ export abstract class Workspace implements AsyncDisposable {
   /** Binds the backend: create, reattach or resume, and return the sandbox handle. */
   protected abstract provision(): Promise<Sandbox>;
   /** Called on close after MCP clients are closed. Default: release the handle. */
-  protected async teardown(sandbox: Sandbox): Promise<void> {
+  protected async teardown(sandbox: Sandbox, _options: WorkspaceCloseOptions = {}): Promise<void> {
     await sandbox.close?.();
   }
 
@@ -138,7 +144,7 @@ export abstract class Workspace implements AsyncDisposable {
   }
 
   /** Idempotent. Closes live MCP clients, then lets the backend tear down (pause, release). */
-  async close(): Promise<void> {
+  async close(options: WorkspaceCloseOptions = {}): Promise<void> {
     if (this.#initializing) await this.#initializing.catch(() => undefined);
     if (!this.#alive) return;
     this.#alive = false;
@@ -148,7 +154,7 @@ export abstract class Workspace implements AsyncDisposable {
     } catch (e) {
       this.logger.warn("closing MCP clients failed", { error: String(e) });
     }
-    if (sandbox) await this.teardown(sandbox);
+    if (sandbox) await this.teardown(sandbox, options);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

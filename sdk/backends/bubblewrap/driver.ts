@@ -6,6 +6,8 @@ import path from "node:path";
 import { NotFoundError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
 import type { BackendDescription, Driver, DriverContext, ManagedBy, WorkspaceIdentity } from "../driver.js";
 import { BubblewrapBackendSchema, parseWorkspaceId, type BubblewrapBackendSpec } from "../spec.js";
+import type { FileLeases } from "../lease.js";
+import { bubblewrapLeases } from "./lease.js";
 import { BubblewrapSandbox, BWRAP_ENV_MOUNT, BWRAP_WORKDIR } from "./sandbox.js";
 import { assertInside, ephemeralBasedir, hashedName, mkdirPrivate } from "./paths.js";
 
@@ -33,6 +35,7 @@ export class BubblewrapDriver implements Driver {
   readonly spec: BubblewrapBackendSpec;
   readonly persistent: boolean;
   readonly #basedir: string;
+  readonly leases: FileLeases;
 
   constructor(spec: Partial<BubblewrapBackendSpec> = {}) {
     const parsed = BubblewrapBackendSchema.safeParse({ kind: "bubblewrap", ...spec });
@@ -40,6 +43,7 @@ export class BubblewrapDriver implements Driver {
     this.spec = parsed.data;
     this.persistent = this.spec.basedir !== undefined;
     this.#basedir = path.resolve(this.spec.basedir ?? ephemeralBasedir());
+    this.leases = bubblewrapLeases(this.#basedir);
   }
 
   get basedir(): string {

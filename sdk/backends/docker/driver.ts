@@ -3,9 +3,11 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import type Docker from "dockerode";
 import { ConflictError, NotFoundError, PathEscapeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import type { FileLeases } from "../lease.js";
 import { LABELS, type BackendDescription, type BackendState, type Driver, type DriverContext, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { DockerBackendSchema, parseWorkspaceId, type DockerBackendSpec } from "../spec.js";
 import { sharedDockerClient, statusCode } from "./client.js";
+import { dockerLeases } from "./lease.js";
 import { dockerUnavailable, ensureImage, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { DOCKER_WORKDIR, DockerSandbox, mapDockerError } from "./sandbox.js";
 
@@ -34,6 +36,7 @@ export class DockerDriver implements Driver {
   readonly spec: DockerBackendSpec;
   readonly persistent: boolean;
   readonly docker: Docker;
+  readonly leases: FileLeases;
 
   constructor(spec: Partial<DockerBackendSpec> = {}) {
     const parsed = DockerBackendSchema.safeParse({ kind: "docker", ...spec });
@@ -41,6 +44,7 @@ export class DockerDriver implements Driver {
     this.spec = parsed.data;
     this.persistent = this.spec.basedir !== undefined;
     this.docker = sharedDockerClient(this.spec.socketPath);
+    this.leases = dockerLeases(this.spec);
   }
 
   get imageInputs(): ImageInputs {
@@ -147,6 +151,9 @@ export class DockerDriver implements Driver {
     } catch (e) {
       // Already paused by a racing replica, or stopped meanwhile: the goal state holds.
       if (statusCode(e) === 409) return;
+      // Other refusals of a racing pause: the state decides (an unreachable engine still fails).
+      const now = await this.find(workspaceId).catch(() => undefined);
+      if (now === null || (now !== undefined && now.state !== "running")) return;
       throw this.#mapLifecycleError(e, `pause ${containerName(workspaceId)}`);
     }
   }
@@ -269,9 +276,11 @@ export class DockerDriver implements Driver {
       if (d.state === "paused") await c.unpause();
       else if (d.state === "stopped") await c.start();
     } catch (e) {
-      // 304 "already started" / 409 "not paused": a racing replica got there first.
+      // 304 "already started" / 409 "not paused": a racing replica got there first. Some engines
+      // answer a racing unpause with 500 "is not paused": the state decides, not the status code.
       const code = statusCode(e);
-      if (code !== 304 && code !== 409) throw this.#mapLifecycleError(e, `resume ${d.location.containerName}`);
+      if (code !== 304 && code !== 409 && (await this.find(d.workspaceId).catch(() => null))?.state !== "running")
+        throw this.#mapLifecycleError(e, `resume ${d.location.containerName}`);
     }
     return { ...d, state: "running" };
   }

@@ -8,6 +8,8 @@ import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
 import type { BackendDescription, Driver, DriverContext, WorkspaceIdentity } from "../driver.js";
 import { LocalBackendSchema, WorkspaceIdSchema, parseWorkspaceId, type LocalBackendSpec } from "../spec.js";
+import type { FileLeases } from "../lease.js";
+import { localLeases } from "./lease.js";
 import { LocalSandbox } from "./sandbox.js";
 
 /** Metadata stamped in each workspace folder so `find` can reattach and tell whose it is. */
@@ -39,6 +41,7 @@ export class LocalDriver implements Driver {
   readonly kind = "local";
   readonly #basedir: string;
   readonly #path: string | undefined;
+  readonly leases: FileLeases;
 
   constructor(spec: z.input<typeof LocalBackendSchema> = { kind: "local" }) {
     const parsed = LocalBackendSchema.safeParse(spec);
@@ -46,6 +49,7 @@ export class LocalDriver implements Driver {
     const s: LocalBackendSpec = parsed.data;
     this.#basedir = path.resolve(expandHome(s.basedir ?? defaultLocalBasedir()));
     this.#path = s.path === undefined ? undefined : path.resolve(expandHome(s.path));
+    this.leases = localLeases(this.#basedir, this.#path);
   }
 
   /** The host folder of a workspace id. Ids are checked, so the folder is a direct child of basedir. */
