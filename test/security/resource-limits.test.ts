@@ -139,7 +139,8 @@ describe("Bubblewrap: process and memory caps", () => {
 describe.skipIf(!engine)("Docker: process and memory caps", () => {
   const opened: DockerWorkspace[] = [];
   const open = async (): Promise<Workspace> => {
-    const ws = new DockerWorkspace({ workspaceId: uniqueId("lim"), baseImage: BASE_IMAGE, ...CAPS, teardown: "destroy" });
+    // A host folder: file calls then run on the host side, not as execs that the capped container could not fork.
+    const ws = new DockerWorkspace({ workspaceId: uniqueId("lim"), basedir: tmp, baseImage: BASE_IMAGE, ...CAPS, teardown: "destroy" });
     opened.push(ws);
     await ws.initialize();
     return ws;
