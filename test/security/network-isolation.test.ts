@@ -23,6 +23,8 @@ const PORT = 8000;
 let hostServer: net.Server;
 let hostPort: number;
 const drivers: [DockerDriver, string][] = [];
+/** Every create started, so clean-up waits for one still running when a sibling failed (Promise.all does not). */
+const creating: Promise<unknown>[] = [];
 
 beforeAll(async () => {
   hostServer = net.createServer((s) => {
@@ -34,13 +36,16 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   hostServer.close();
+  await Promise.allSettled(creating);
   await Promise.all(drivers.map(([d, id]) => d.destroy(id).catch(() => undefined)));
 });
 
 async function open(network?: "none" | "internet" | "bridge", id = uniqueId("net")): Promise<{ sb: Sandbox; id: string; driver: DockerDriver }> {
   const driver = new DockerDriver({ baseImage: BASE_IMAGE, ...(network ? { network } : {}) });
   drivers.push([driver, id]);
-  await driver.create({ workspaceId: id, managedBy: "runtime" });
+  const created = driver.create({ workspaceId: id, managedBy: "runtime" });
+  creating.push(created);
+  await created;
   return { sb: await driver.connect(id), id, driver };
 }
 
@@ -170,7 +175,9 @@ describe.skipIf(!engine)("Docker network isolation", () => {
     const id = uniqueId("netrace");
     const replicas = [0, 1, 2].map(() => new DockerDriver({ baseImage: BASE_IMAGE, network: "internet" }));
     drivers.push([replicas[0]!, id]);
-    await Promise.all(replicas.map((d) => d.create({ workspaceId: id, managedBy: "runtime" })));
+    const created = Promise.all(replicas.map((d) => d.create({ workspaceId: id, managedBy: "runtime" })));
+    creating.push(created);
+    await created;
     expect(await containersFor(id)).toHaveLength(1);
     const nets = await networksOf(id);
     expect(nets).toHaveLength(1);
