@@ -39,8 +39,11 @@ const INPUT_KEYS = new Set([...Object.keys(WorkspaceSpecSchema.shape), ...Object
 /** Leaves whose values are compared but never descended into (secret material). */
 const OPAQUE = new Set(["credentials"]);
 
-export function diffWorkspace(rawOlds: Record<string, unknown>, news: Record<string, unknown>): WorkspaceDiff {
+export function diffWorkspace(rawOlds: Record<string, unknown>, rawNews: Record<string, unknown>): WorkspaceDiff {
   const olds: Record<string, unknown> = { ...rawOlds, backend: normalizeOldBackend(rawOlds.backend) };
+  // Both sides read with today's defaults: an option left out and its default spelled out are the same
+  // (checked inputs already carry them; this keeps the comparison symmetric whatever the caller passes).
+  const news: Record<string, unknown> = "backend" in rawNews ? { ...rawNews, backend: normalizeOldBackend(rawNews.backend) } : rawNews;
   const fields: FieldChange[] = [];
   const keys = new Set([...Object.keys(olds), ...Object.keys(news)]);
   for (const key of [...keys].sort()) {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { checkInputs, defaultWorkspaceId, diffWorkspace, parseBackend, UNKNOWN } from "../providers/index.js";
+import { DEFAULT_CPUS, DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES } from "../sdk/backends/spec.js";
 import { buildModel, stepsFromPreviewJson } from "../sdk/cli/preview-model.js";
 import { GITHUB_COMMENT_LIMIT, renderPreviewMarkdown } from "../sdk/cli/preview-markdown.js";
 
@@ -44,6 +45,24 @@ describe("diffWorkspace", () => {
     expect(d.deleteBeforeReplace).toBe(false);
   });
 
+  it("replaces on a resource cap or network mode change; the defaults spelled out are no change", () => {
+    const changes: [string, unknown][] = [
+      ["maxProcesses", 64],
+      ["memoryBytes", 256 * 1024 ** 2],
+      ["cpus", 0.5],
+    ];
+    for (const kind of ["docker", "bubblewrap"]) {
+      const ws = { ...base, backend: { kind } };
+      for (const [field, value] of changes) expect(diffWorkspace(ws, { ...ws, backend: { kind, [field]: value } }).replaces).toEqual([`backend.${field}`]);
+      const spelled = { kind, maxProcesses: DEFAULT_MAX_PROCESSES, memoryBytes: DEFAULT_MEMORY_BYTES, cpus: DEFAULT_CPUS };
+      expect(diffWorkspace(ws, { ...ws, backend: spelled }).changes).toBe(false);
+    }
+    const docker = { ...base, backend: { kind: "docker" } };
+    expect(diffWorkspace(docker, { ...docker, backend: { kind: "docker", network: "internet" } }).replaces).toEqual(["backend.network"]);
+    // State written with the old default ("bridge") reads as a change to today's isolated default.
+    expect(diffWorkspace({ ...base, backend: { kind: "docker", network: "bridge" } }, docker).replaces).toEqual(["backend.network"]);
+  });
+
   it("never descends into credentials and never carries values", () => {
     const d = diffWorkspace({ ...outs, credentials: { apiKey: "old-secret" } }, { ...base, credentials: { apiKey: "new-secret" } });
     expect(d.fields).toEqual([{ path: "credentials", kind: "update", replace: false }]);
@@ -78,7 +97,11 @@ describe("checkInputs", () => {
   it("applies schema defaults and keeps __provider", () => {
     const r = checkInputs({ __provider: "p", workspaceId: "w", backend: { kind: "bubblewrap" } });
     expect(r.failures).toEqual([]);
-    expect(r.inputs).toEqual({ __provider: "p", workspaceId: "w", backend: { kind: "bubblewrap", network: "none" } });
+    expect(r.inputs).toEqual({
+      __provider: "p",
+      workspaceId: "w",
+      backend: { kind: "bubblewrap", network: "none", maxProcesses: DEFAULT_MAX_PROCESSES, memoryBytes: DEFAULT_MEMORY_BYTES, cpus: DEFAULT_CPUS },
+    });
   });
 
   it("names every bad field", () => {

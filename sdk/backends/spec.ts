@@ -20,6 +20,20 @@ export function parseWorkspaceId(id: string): string {
 
 const EnvSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "env names must be shell identifiers"), z.string());
 
+/**
+ * Resource caps, under the same names on every backend that can enforce them. They bound the
+ * whole workspace (every process of its sandbox together), not one command.
+ */
+export const DEFAULT_MAX_PROCESSES = 512;
+export const DEFAULT_MEMORY_BYTES = 2 * 1024 ** 3;
+export const DEFAULT_CPUS = 2;
+/** Tasks alive at once: processes and threads (a Node.js MCP server alone holds about a dozen). */
+const MaxProcessesSchema = z.number().int().min(16).max(4_194_304).default(DEFAULT_MAX_PROCESSES);
+/** Memory in bytes (swap included: it cannot stretch the cap); an allocation past it fails or the allocator is killed. */
+const MemoryBytesSchema = z.number().int().min(64 * 1024 ** 2).max(2 ** 50).default(DEFAULT_MEMORY_BYTES);
+/** CPU time as a number of cores (a CFS quota: 1.5 = one and a half cores' worth per period). */
+const CpusSchema = z.number().min(0.01).max(1024).default(DEFAULT_CPUS);
+
 export const LocalBackendSchema = z.strictObject({
   kind: z.literal("local"),
   /** Host folder holding one sub-folder per workspace id. */
@@ -41,6 +55,12 @@ export const BubblewrapBackendSchema = z.strictObject({
   pythonPackages: z.array(z.string().min(1)).optional(),
   /** Extra npm packages, installed once per workspace with the host's npm, reinstalled when the list changes. */
   npmPackages: z.array(z.string().min(1)).optional(),
+  /** Cap on the sandbox's tasks, enforced with a pids cgroup per sandbox where the service may make one (else one warning). */
+  maxProcesses: MaxProcessesSchema,
+  /** Cap on the sandbox's memory (tmpfs and page cache included), with a memory cgroup per sandbox where the service may make one. */
+  memoryBytes: MemoryBytesSchema,
+  /** Cap on CPU time in cores, with a cpu cgroup per sandbox where the service may make one. */
+  cpus: CpusSchema,
 });
 
 export const DockerBackendSchema = z.strictObject({
@@ -54,8 +74,20 @@ export const DockerBackendSchema = z.strictObject({
   pythonPackages: z.array(z.string().min(1)).optional(),
   npmPackages: z.array(z.string().min(1)).optional(),
   env: EnvSchema.optional(),
-  /** "none" cuts the network; "bridge" is Docker's default network. */
-  network: z.enum(["none", "bridge"]).default("bridge"),
+  /**
+   * "none" (default): loopback only. "internet": a network of the workspace's own (other workspaces
+   * are not on it) with outbound access, where the engine host's own addresses and link-local /
+   * metadata addresses are refused by firewall rules this process installs (needs root on the engine's
+   * host). "bridge": Docker's shared default bridge, an explicit opt-in: every "bridge" workspace
+   * reaches every other one and the host's services.
+   */
+  network: z.enum(["none", "internet", "bridge"]).default("none"),
+  /** Cap on the container's tasks (processes and threads): the engine's pids limit. */
+  maxProcesses: MaxProcessesSchema,
+  /** Cap on the container's memory; swap is capped at the same figure, so it cannot stretch it. */
+  memoryBytes: MemoryBytesSchema,
+  /** Cap on CPU time in cores (a CFS quota). */
+  cpus: CpusSchema,
   /** Docker engine socket; default DOCKER_HOST or /var/run/docker.sock. */
   socketPath: z.string().min(1).optional(),
   /** Host paths bind-mounted read-only at the same path inside the container, e.g. a toolchain or a repo. */

@@ -10,6 +10,7 @@ import type { FileLeases } from "../lease.js";
 import { bubblewrapLeases } from "./lease.js";
 import { BubblewrapSandbox, BWRAP_ENV_MOUNT, BWRAP_WORKDIR } from "./sandbox.js";
 import { assertInside, ephemeralBasedir, hashedName, mkdirPrivate } from "./paths.js";
+import { BWRAP_HOST_ENV, resolveBwrap } from "./launch.js";
 
 /** What the driver records per workspace (the "backend object" of a host-folder backend). */
 interface IndexRecord {
@@ -138,6 +139,8 @@ export class BubblewrapDriver implements Driver {
         env: this.spec.env,
         readOnlyPaths: this.spec.readOnlyPaths,
         persistent: this.persistent,
+        limits: { maxProcesses: this.spec.maxProcesses, memoryBytes: this.spec.memoryBytes, cpus: this.spec.cpus },
+        logger: ctx.logger,
       });
     } catch (e) {
       await fs.rm(hostTmp, { recursive: true, force: true });
@@ -257,7 +260,8 @@ function installArgv(envDir: string, tmp: string, step: string[]): string[] {
 
 function run(cmd: string, argv: string[], timeoutMs: number, signal?: AbortSignal): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
-    const child = spawnChild(cmd, argv, { stdio: ["ignore", "pipe", "pipe"], detached: true });
+    // bwrap's own environment is readable from inside (/proc): never the service's.
+    const child = spawnChild(resolveBwrap(cmd), argv, { stdio: ["ignore", "pipe", "pipe"], detached: true, env: { ...BWRAP_HOST_ENV } });
     let output = "";
     const add = (c: Buffer) => {
       output = (output + c.toString()).slice(-8000);

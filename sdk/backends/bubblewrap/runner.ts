@@ -1,6 +1,7 @@
-import { spawn as spawnChild, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import type { ExecResult } from "../../sandbox.js";
 import { EXEC_HELPER_SOURCE } from "./exec-helper.js";
+import { BwrapLauncher } from "./launch.js";
 
 /** One command for the runner; env is the complete environment (the runner adds nothing). */
 export interface RunnerRequest {
@@ -35,11 +36,10 @@ export class ExecRunner {
   #stderr = "";
   readonly exited: Promise<void>;
 
-  constructor(bwrap: string, bwrapArgs: string[]) {
-    this.#child = spawnChild(bwrap, [...bwrapArgs, "/usr/bin/python3", "-I", "-S", "-c", EXEC_HELPER_SOURCE], {
-      stdio: ["pipe", "pipe", "pipe"],
-      detached: true,
-    });
+  /** `bwrap`: the binary, or the sandbox's launcher (environment and cgroup). */
+  constructor(bwrap: string | BwrapLauncher, bwrapArgs: string[]) {
+    const launcher = typeof bwrap === "string" ? new BwrapLauncher({ bwrap }) : bwrap;
+    this.#child = launcher.spawn([...bwrapArgs, "/usr/bin/python3", "-I", "-S", "-c", EXEC_HELPER_SOURCE]);
     this.#child.stdout!.on("data", (c: Buffer) => this.#onData(c));
     // Keep the tail of the helper's stderr to explain a failure to start (bwrap or python3 missing).
     this.#child.stderr!.on("data", (c: Buffer) => (this.#stderr = (this.#stderr + c.toString()).slice(-2000)));

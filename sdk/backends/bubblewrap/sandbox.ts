@@ -1,4 +1,4 @@
-import { spawn as spawnChild, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, lstatSync, readlinkSync, promises as fs } from "node:fs";
 import path from "node:path";
 import { NotFoundError, UnavailableError, WorkspaceError } from "../../errors.js";
@@ -6,6 +6,8 @@ import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProce
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput, DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { LocalSandbox } from "../local/sandbox.js";
+import type { Logger } from "../../logger.js";
+import { BwrapLauncher, type SandboxLimits } from "./launch.js";
 import { ExecRunner } from "./runner.js";
 
 export const BWRAP_WORKDIR = "/workspace";
@@ -25,6 +27,10 @@ export interface BubblewrapSandboxOptions {
   persistent: boolean;
   /** bwrap binary; default "bwrap" on PATH. */
   bwrap?: string;
+  /** Caps for all of this handle's processes together (a cgroup per handle); none: no cgroup. */
+  limits?: SandboxLimits | undefined;
+  /** Told once per process when the machine cannot enforce a cap. */
+  logger?: Logger | undefined;
 }
 
 /** Mount point of the per-workspace package folder (venv, npm prefix). */
@@ -52,6 +58,8 @@ export class BubblewrapSandbox implements Sandbox {
   readonly #mounts: string[];
   readonly #identity: { dev: number; ino: number };
   readonly #children = new Set<ChildProcess>();
+  /** Starts every bwrap of this handle: minimal environment, inside the handle's cgroup. */
+  readonly #launcher: BwrapLauncher;
   /** The long-lived bwrap that forks each exec; started on first exec, restarted if it died. */
   #runner: ExecRunner | undefined;
   /** Identity of hostEnvDir the runner mounted: a package reinstall swaps the folder, a fresh bwrap would see the new one. */
@@ -66,6 +74,7 @@ export class BubblewrapSandbox implements Sandbox {
     this.#files = new LocalSandbox(opts.hostRoot);
     this.#identity = identity;
     this.#mounts = buildMounts(opts);
+    this.#launcher = new BwrapLauncher({ bwrap: opts.bwrap, limits: opts.limits, logger: opts.logger });
   }
 
   /** Opens a handle; the folders must exist. Records the root's identity to notice a swapped folder. */
@@ -121,7 +130,7 @@ export class BubblewrapSandbox implements Sandbox {
     }
     // After close() (no process may outlive it) or without python3 on the host: one bwrap per command.
     const full = await this.argvFor(argv, options);
-    const child = spawnChild(this.#opts.bwrap ?? "bwrap", full, { stdio: ["pipe", "pipe", "pipe"], detached: true });
+    const child = this.#launcher.spawn(full);
     this.#track(child);
     return collectOutput(child, options);
   }
@@ -136,7 +145,7 @@ export class BubblewrapSandbox implements Sandbox {
     const full = [...this.#mounts, "--clearenv"];
     for (const [k, v] of Object.entries(env)) full.push("--setenv", k, v);
     full.push("--chdir", cwd, "--", ...argv);
-    const child = spawnChild(this.#opts.bwrap ?? "bwrap", full, { stdio: ["pipe", "pipe", "pipe"], detached: true });
+    const child = this.#launcher.spawn(full);
     this.#track(child);
     const exited = new Promise<number | null>((resolve) => {
       child.once("error", () => resolve(127));
@@ -196,6 +205,8 @@ export class BubblewrapSandbox implements Sandbox {
         }),
     );
     await Promise.all(waits);
+    // Whatever left its process group (setsid) is still in the cgroup: killed here.
+    await this.#launcher.close();
     if (this.#opts.ownsTmp) await fs.rm(this.#opts.hostTmp, { recursive: true, force: true });
   }
 
@@ -216,7 +227,7 @@ export class BubblewrapSandbox implements Sandbox {
       old.retire();
     }
     this.#runnerEnvId = envId;
-    this.#runner = new ExecRunner(this.#opts.bwrap ?? "bwrap", this.#runnerArgs());
+    this.#runner = new ExecRunner(this.#launcher, this.#runnerArgs());
     return this.#runner;
   }
 

@@ -9,6 +9,7 @@ import { DockerBackendSchema, parseWorkspaceId, type DockerBackendSpec } from ".
 import { sharedDockerClient, statusCode } from "./client.js";
 import { dockerLeases } from "./lease.js";
 import { dockerUnavailable, ensureImage, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
+import { guardWorkspaceNetwork, ensureWorkspaceNetwork, removeWorkspaceNetwork } from "./network.js";
 import { DOCKER_WORKDIR, DockerSandbox, mapDockerError } from "./sandbox.js";
 
 /** Per engine client (shared per socket): whether it shares each basedir with this process. */
@@ -19,6 +20,8 @@ export const MANAGED_LABEL = "agent-workspaces.managed";
 export const IMAGE_TAG_LABEL = "agent-workspaces.image";
 export const PERSISTENT_LABEL = "agent-workspaces.persistent";
 const TAG_PREFIX = "agent-workspaces.tag.";
+/** CFS period for the cpus cap (a quota, not NanoCpus: the engine refuses NanoCpus above its host's core count). */
+const CPU_PERIOD_US = 100_000;
 
 /** The deterministic container name for a workspace id: a restart or a second replica finds it. */
 export function containerName(workspaceId: string): string {
@@ -86,6 +89,9 @@ export class DockerDriver implements Driver {
     if (identity.agentId !== undefined) labels[LABELS.agentId] = identity.agentId;
     for (const [k, v] of Object.entries(identity.tags ?? {})) labels[TAG_PREFIX + k] = v;
     ctx.onProgress?.({ phase: "container", message: `creating container ${containerName(id)}` });
+    const networkMode = await this.#networkMode(id, labels).catch((e: unknown) => {
+      throw this.#mapLifecycleError(e, `create the network of ${containerName(id)}`);
+    });
     try {
       const c = await this.docker.createContainer({
         name: containerName(id),
@@ -96,7 +102,7 @@ export class DockerDriver implements Driver {
         Env: Object.entries(this.spec.env ?? {}).map(([k, v]) => `${k}=${v}`),
         Tty: false,
         ...(this.#user() ? { User: this.#user() } : {}),
-        HostConfig: { Binds: binds, NetworkMode: this.spec.network, Init: true },
+        HostConfig: { Binds: binds, NetworkMode: networkMode, Init: true, ...this.#limits() },
       });
       await c.start().catch((e: unknown) => {
         // 304: a racing replica that adopted it started it first.
@@ -199,6 +205,9 @@ export class DockerDriver implements Driver {
         if (code !== 404 && code !== 409) throw this.#mapLifecycleError(e, `remove ${containerName(id)}`);
       }
     }
+    await removeWorkspaceNetwork(this.docker, id).catch((e: unknown) => {
+      throw this.#mapLifecycleError(e, `remove the network of ${containerName(id)}`);
+    });
     const host = this.hostPath(id);
     if (options.deleteData && host) {
       const base = path.resolve(this.spec.basedir!);
@@ -234,6 +243,7 @@ export class DockerDriver implements Driver {
     // that really is paused stays so: connecting never resumes.
     if (d.state === "paused") d = await this.#settledRunning(workspaceId, { deadlineMs: 1_000, unpause: false });
     if (d.state !== "running") throw new UnavailableError(`docker workspace '${workspaceId}' is ${d.state}; resume it first`);
+    await guardWorkspaceNetwork(d.workspaceId, d.location.network);
     const persistent = d.location.persistent === "true";
     const hostRoot = persistent && d.location.hostPath ? await this.#visibleHostRoot(d) : undefined;
     return new DockerSandbox(this.docker, d.location.containerId!, { persistent, hostRoot });
@@ -271,6 +281,8 @@ export class DockerDriver implements Driver {
   }
 
   async #startIfNeeded(d: BackendDescription): Promise<BackendDescription> {
+    // A workspace on its own network runs only behind the host firewall rules.
+    await guardWorkspaceNetwork(d.workspaceId, d.location.network);
     const c = this.docker.getContainer(d.location.containerId!);
     try {
       if (d.state === "paused") await c.unpause();
@@ -283,6 +295,19 @@ export class DockerDriver implements Driver {
         throw this.#mapLifecycleError(e, `resume ${d.location.containerName}`);
     }
     return { ...d, state: "running" };
+  }
+
+  /** "none" and "bridge" as Docker has them; "internet": the workspace's own network, created or adopted. */
+  async #networkMode(id: string, labels: Record<string, string>): Promise<string> {
+    if (this.spec.network !== "internet") return this.spec.network;
+    const identity = Object.entries(labels).filter(([k]) => k !== IMAGE_TAG_LABEL && k !== PERSISTENT_LABEL);
+    return ensureWorkspaceNetwork(this.docker, id, Object.fromEntries(identity));
+  }
+
+  /** The caps: tasks, memory with swap capped at the same figure (so swap cannot stretch it), and a CFS quota for cpus. */
+  #limits(): Pick<Docker.HostConfig, "PidsLimit" | "Memory" | "MemorySwap" | "CpuPeriod" | "CpuQuota"> {
+    const s = this.spec;
+    return { PidsLimit: s.maxProcesses, Memory: s.memoryBytes, MemorySwap: s.memoryBytes, CpuPeriod: CPU_PERIOD_US, CpuQuota: Math.max(1000, Math.round(s.cpus * CPU_PERIOD_US)) };
   }
 
   /** Who runs inside: the spec's user, else for a bind mount the caller's ids when it is not root (so its files stay the caller's). */
@@ -324,6 +349,7 @@ function describe(id: string, info: Docker.ContainerInspectInfo): BackendDescrip
     image: labels[IMAGE_TAG_LABEL] ?? info.Config.Image,
     persistent: String(!!bind),
     workdir: DOCKER_WORKDIR,
+    network: info.HostConfig?.NetworkMode ?? "default",
   };
   if (bind?.Source) location.hostPath = bind.Source;
   return {
