@@ -78,6 +78,8 @@ function remember(): boolean {
  */
 export function assignWorkspaceId(owner: WorkspaceOwner, isolation: IsolationPolicy = IsolationPolicy.PER_AGENT): string {
   // A memo hit skips checkOwner: only owners that passed it (the check depends on nothing else) are memoised.
+  // The memo keys ignore the session, so a given one is checked here.
+  if (owner.sessionId !== undefined) checkIdentityId(owner.sessionId, "sessionId");
   switch (isolation) {
     case IsolationPolicy.PER_AGENT: {
       const { userId, agentId } = owner;
@@ -118,18 +120,32 @@ export function assignWorkspaceId(owner: WorkspaceOwner, isolation: IsolationPol
  */
 export function sessionWorkspaceId(owner: WorkspaceOwner): string {
   checkOwner(owner, IsolationPolicy.PER_SESSION);
-  if (!owner.sessionId) throw new InvalidArgumentError("sessionId", "is required under the per_session policy when no workspaceId is given");
+  if (owner.sessionId === undefined)
+    throw new InvalidArgumentError("sessionId", "is required under the per_session policy when no workspaceId is given");
   return blake2bHex(`session::${owner.userId}::${owner.agentId}::${owner.sessionId}`, 8);
 }
 
 function checkOwner(owner: WorkspaceOwner, isolation: IsolationPolicy): void {
   if (!ISOLATION_POLICIES.includes(isolation))
     throw new InvalidArgumentError("isolation", `must be one of ${ISOLATION_POLICIES.join(", ")}, got '${String(isolation)}'`);
-  if (typeof owner.userId !== "string") throw new InvalidArgumentError("userId", "must be a string");
-  if (typeof owner.agentId !== "string") throw new InvalidArgumentError("agentId", "must be a string");
+  checkIdentityId(owner.userId, "userId");
+  checkIdentityId(owner.agentId, "agentId");
+  if (owner.sessionId !== undefined) checkIdentityId(owner.sessionId, "sessionId");
   if (owner.userId.includes("::") || owner.userId.endsWith(":"))
     throw new InvalidArgumentError("userId", "must not contain '::' or end with ':' (it would make workspace ids of different users collide)");
 }
+
+/**
+ * A user, agent or session id must be a string with at least one non-blank character. An empty
+ * id used to mean "no owner" and skipped the owner check, so any caller could read any workspace
+ * with it; the reference's empty-user fallback (`blake2b("::a1")`) is refused for the same reason.
+ */
+export function checkIdentityId(value: unknown, field: "userId" | "agentId" | "sessionId"): string {
+  if (typeof value !== "string") throw new InvalidArgumentError(field, "must be a string");
+  if (!NON_BLANK.test(value)) throw new InvalidArgumentError(field, "must not be empty or blank");
+  return value;
+}
+const NON_BLANK = /\S/;
 
 /** Throws InvalidArgumentError unless `id` is a safe workspace id (it names folders and backend objects). */
 export function checkWorkspaceId(id: unknown, field = "workspaceId"): string {
