@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ensureBackend, type BackendDescription, type Driver, type DriverContext, type EnsureOutcome, type ManagedBy, type WorkspaceIdentity } from "../backends/driver.js";
-import { ConflictError, fromZodError } from "../errors.js";
+import { ConflictError, WorkspaceError, fromZodError } from "../errors.js";
 import type { ProgressListener } from "../logger.js";
 import type { Sandbox } from "../sandbox.js";
 import { Workspace, type WorkspaceOptions } from "./workspace.js";
@@ -95,6 +95,12 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
     assertOwner(description, this.#identity.userId);
     this.#outcome = (await this.reconcile(description, identity, ctx)) ?? outcome;
     return this.driver.connect(this.workspaceId, { logger: this.logger });
+  }
+
+  /** Records `owner` on the backend object of this (unowned, warm-pool) workspace; see Driver.claimOwner. */
+  async claimOwner(owner: { userId: string; agentId?: string | undefined }): Promise<void> {
+    if (!this.driver.claimOwner) throw new WorkspaceError("internal", `the ${this.driver.kind} driver cannot record an owner after create`);
+    await this.driver.claimOwner(this.workspaceId, owner, { logger: this.logger });
   }
 
   /**
