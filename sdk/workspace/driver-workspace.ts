@@ -92,9 +92,18 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
     const identity = { workspaceId: this.workspaceId, ...this.#identity };
     const ctx: DriverContext = { logger: this.logger, ...(this.#onProgress ? { onProgress: this.#onProgress } : {}) };
     const { description, outcome } = await ensureBackend(this.driver, identity, { ...ctx, expectExisting: this.#expectExisting });
-    assertOwner(description, this.#identity.userId);
-    this.#outcome = (await this.reconcile(description, identity, ctx)) ?? outcome;
-    return this.driver.connect(this.workspaceId, { logger: this.logger });
+    try {
+      assertOwner(description, this.#identity.userId);
+      this.#outcome = (await this.reconcile(description, identity, ctx)) ?? outcome;
+      return await this.driver.connect(this.workspaceId, { logger: this.logger });
+    } catch (e) {
+      // A backend object this call created for a workspace that does not outlive it: leave nothing behind.
+      if (this.#teardown === "destroy" && (outcome === "created" || outcome === "recreated"))
+        await this.driver
+          .destroy(this.workspaceId, { deleteData: this.#destroyDeletesData })
+          .catch((err: unknown) => this.logger.warn("removing a workspace after a failed initialize failed", { workspaceId: this.workspaceId, error: String(err) }));
+      throw e;
+    }
   }
 
   /** Records `owner` on the backend object of this (unowned, warm-pool) workspace; see Driver.claimOwner. */

@@ -9,6 +9,7 @@ import { SkillStore, type Skill, type SkillArchiveOptions } from "./skills.js";
 import { Offloader, type DataBlock, type Message, type ToolResult } from "./offload.js";
 import { createBuiltinTools, type WorkspaceTool } from "./tools/index.js";
 import { renderInstructions } from "./instructions.js";
+import { TrackedSandbox } from "./tracked-sandbox.js";
 
 export const WorkspaceOptionsSchema = z.strictObject({
   /** Empty or missing: a fresh uuid4 hex id, as the reference. */
@@ -38,6 +39,8 @@ export abstract class Workspace implements AsyncDisposable {
   protected abstract readonly backendLabel: string;
 
   #sandbox: Sandbox | undefined;
+  /** The handle getBackend() gives out: the same sandbox, every operation through it tracked. */
+  #handle: TrackedSandbox | undefined;
   #alive = false;
   #initializing: Promise<void> | undefined;
   #inFlight = 0;
@@ -89,14 +92,38 @@ export abstract class Workspace implements AsyncDisposable {
 
   /** Every public operation runs through here: counts as activity and keeps the workspace busy. */
   protected async track<T>(fn: () => Promise<T>): Promise<T> {
-    this.#inFlight++;
-    this.#lastActivity = Date.now();
+    const end = this.#begin();
     try {
       return await fn();
     } finally {
+      end();
+    }
+  }
+
+  /** One operation starts: busy until the returned end (idempotent) runs. */
+  #begin(): () => void {
+    this.#inFlight++;
+    this.#lastActivity = Date.now();
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
       this.#inFlight--;
       this.#lastActivity = Date.now();
-    }
+    };
+  }
+
+  /** An operation through the handle: refused once closed (the backend may be paused or released). */
+  #beginOnHandle(): () => void {
+    if (!this.#alive) throw this.#closedError();
+    return this.#begin();
+  }
+
+  #closedError(): WorkspaceError {
+    return new WorkspaceError(
+      "closed",
+      `${this.constructor.name} '${this.workspaceId}' is closed (a manager closes or pauses idle workspaces); ask the manager again (getWorkspace) or call initialize(), then getBackend()`,
+    );
   }
 
   async initialize(): Promise<void> {
@@ -112,6 +139,7 @@ export abstract class Workspace implements AsyncDisposable {
     const sandbox = await this.provision();
     try {
       this.#sandbox = sandbox;
+      this.#handle = new TrackedSandbox(sandbox, { begin: () => this.#beginOnHandle() });
       this.#skills = new SkillStore(sandbox, this.logger);
       this.#offloader = new Offloader(sandbox, this.logger);
       this.#mcp = new McpRegistry(sandbox, {
@@ -136,6 +164,8 @@ export abstract class Workspace implements AsyncDisposable {
     if (!this.#alive) return;
     this.#alive = false;
     const sandbox = this.#sandbox;
+    // Commands and processes started through the handle end before the backend is paused or released: a paused container would freeze them.
+    await this.#handle?.stop();
     try {
       await this.#mcp?.closeAll();
     } catch (e) {
@@ -148,15 +178,25 @@ export abstract class Workspace implements AsyncDisposable {
     await this.close();
   }
 
-  /** The live sandbox; throws `closed` when the workspace is not initialized. */
+  /**
+   * The live sandbox, as a handle whose every operation counts as activity (a spawned process while
+   * it lives); throws `closed` when the workspace is not initialized. Operations through a handle
+   * kept past close() fail with `closed`; commands still running at close() are ended.
+   */
   getBackend(): Sandbox {
+    this.#raw();
+    return this.#handle!.handle;
+  }
+
+  /** The sandbox itself, for the workspace's own (already tracked) operations. */
+  #raw(): Sandbox {
     if (!this.#sandbox || !this.#alive)
       throw new WorkspaceError("closed", `${this.constructor.name} '${this.workspaceId}' is not initialized; call initialize() first`);
     return this.#sandbox;
   }
 
   #parts(): { skills: SkillStore; mcp: McpRegistry; offloader: Offloader } {
-    this.getBackend();
+    this.#raw();
     return { skills: this.#skills!, mcp: this.#mcp!, offloader: this.#offloader! };
   }
 
@@ -166,7 +206,7 @@ export abstract class Workspace implements AsyncDisposable {
       const { skills, mcp } = this.#parts();
       await mcp.reset();
       await skills.reset();
-      const sandbox = this.getBackend();
+      const sandbox = this.#raw();
       await Promise.all(["sessions", "data"].map((p) => sandbox.remove(p)));
     });
   }
@@ -177,7 +217,7 @@ export abstract class Workspace implements AsyncDisposable {
 
   /** Built-in shell, read, write, edit, glob and grep tools bound to this workspace. */
   listTools(): WorkspaceTool[] {
-    const sandbox = this.getBackend();
+    const sandbox = this.#raw();
     return createBuiltinTools(sandbox, { track: (fn) => this.track(fn) });
   }
 

@@ -60,6 +60,19 @@ async function attack(m: WorkspaceManager<ManagedWorkspace & Workspace>, ws: Wor
   expect((await again.getBackend().exec(["cat", "note.txt"])).stdout.toString()).toBe("x");
 }
 
+/** An explicit close while a command runs through the handle: the command ends, nothing hangs. */
+async function closeUnderCommand(m: WorkspaceManager<ManagedWorkspace & Workspace>, ws: Workspace): Promise<void> {
+  const handle = ws.getBackend();
+  const command = handle.exec(["sleep", "600"]);
+  const proc = handle.spawn(["sleep", "600"]);
+  await new Promise((r) => setTimeout(r, 300));
+  await m.close(ws.workspaceId);
+  const r = await command;
+  expect(r.exitCode).not.toBe(0);
+  await proc.exited;
+  expect(ws.isAlive).toBe(false);
+}
+
 describe("activity through getBackend() (item 14)", () => {
   let base: string;
   beforeAll(async () => {
@@ -73,6 +86,11 @@ describe("activity through getBackend() (item 14)", () => {
     await using m = new LocalWorkspaceManager({ basedir: base, ttl: 0.05, sweepInterval: 3600 });
     const ws = await m.getWorkspace("u", "a", undefined, uniqueId("act"));
     await attack(m as never, ws);
+  });
+
+  it("Local: closing a workspace ends the commands running through its handle", async () => {
+    await using m = new LocalWorkspaceManager({ basedir: base });
+    await closeUnderCommand(m as never, await m.getWorkspace("u", "a", undefined, uniqueId("close")));
   });
 });
 
@@ -92,18 +110,38 @@ describe.skipIf(!engine)("activity through getBackend() on Docker (item 14)", ()
     const ws = await m.getWorkspace("u", "a", undefined, id);
     await attack(m as never, ws);
   }, 120_000);
+
+  it("closing (pausing) a workspace ends the commands running through its handle instead of freezing them", async () => {
+    await using m = new DockerWorkspaceManager({ baseImage: BASE_IMAGE, readOnlyPaths: [ROOT] });
+    const id = uniqueId("close");
+    ids.push(id);
+    const ws = await m.getWorkspace("u", "a", undefined, id);
+    await closeUnderCommand(m as never, ws);
+    expect((await ws.driver.find(id))?.state).toBe("paused");
+  }, 120_000);
 });
 
 describe("failed initialize of an ephemeral bubblewrap workspace (item 15)", () => {
-  it("leaves neither its folder nor its index record behind", async () => {
+  async function expectNothingLeft(id: string): Promise<void> {
     const driver = new BubblewrapDriver();
-    const id = uniqueId("fail");
-    const ws = new BubblewrapWorkspace({ workspaceId: id, readOnlyPaths: ["/nonexistent-agentws-path"] });
-    await expect(ws.initialize()).rejects.toThrow(/readOnlyPaths/);
     expect(await driver.find(id)).toBeNull();
     expect(await driver.hostPath(id)).toBeNull();
     const index = path.join(driver.basedir, ".agentws", "index", `${hashedName(id)}.json`);
     await expect(fs.stat(index)).rejects.toThrow(/ENOENT/);
     await expect(fs.stat(path.join(driver.basedir, hashedName(""), hashedName(id)))).rejects.toThrow(/ENOENT/);
+  }
+
+  it("leaves neither its folder nor its index record behind when connecting fails", async () => {
+    const id = uniqueId("fail");
+    const ws = new BubblewrapWorkspace({ workspaceId: id, readOnlyPaths: ["/nonexistent-agentws-path"] });
+    await expect(ws.initialize()).rejects.toThrow(/readOnlyPaths/);
+    await expectNothingLeft(id);
+  });
+
+  it("leaves neither its folder nor its index record behind when its packages cannot be installed", async () => {
+    const id = uniqueId("failpkg");
+    const ws = new BubblewrapWorkspace({ workspaceId: id, pythonPackages: ["/nonexistent-agentws-path/x.whl"] });
+    await expect(ws.initialize()).rejects.toMatchObject({ code: "provision_failed" });
+    await expectNothingLeft(id);
   });
 });

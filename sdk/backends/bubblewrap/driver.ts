@@ -73,7 +73,13 @@ export class BubblewrapDriver implements Driver {
     // Two racing creators write the same record to the same deterministic folder: one workspace.
     await writeAtomic(this.#indexPath(id), JSON.stringify(record, null, 2));
     ctx.logger?.info("bubblewrap workspace folder created", { workspaceId: id, hostPath: host });
-    await this.#ensurePackages(id, ctx);
+    try {
+      await this.#ensurePackages(id, ctx);
+    } catch (e) {
+      // An ephemeral workspace that could not be set up is nobody's: remove its folder and record.
+      if (!this.persistent) await this.destroy(id, { deleteData: true }).catch(() => undefined);
+      throw e;
+    }
     return this.#describe(record);
   }
 
