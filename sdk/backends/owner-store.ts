@@ -56,11 +56,24 @@ export class HostRecordStore {
     await fs.rm(this.file(name), { force: true });
   }
 
+  /** Removes the store's folder when it is empty (a destroy tidying up); a racing writer recreates it. */
+  async prune(): Promise<void> {
+    await fs.rmdir(this.dir).catch(() => undefined);
+  }
+
   async #stage(file: string, value: unknown): Promise<string> {
-    await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
     const tmp = `${file}.tmp-${randomBytes(6).toString("hex")}`;
-    await fs.writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`, { flag: "wx", mode: 0o600 });
-    return tmp;
+    const text = `${JSON.stringify(value, null, 2)}\n`;
+    // Twice: a racing prune() may remove the folder between the mkdir and the write.
+    for (let attempt = 0; ; attempt++) {
+      await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
+      try {
+        await fs.writeFile(tmp, text, { flag: "wx", mode: 0o600 });
+        return tmp;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT" || attempt > 0) throw e;
+      }
+    }
   }
 }
 

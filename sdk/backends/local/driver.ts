@@ -150,6 +150,10 @@ export class LocalDriver implements Driver {
     const { records, claims, name } = this.#stores(folder);
     await claims.remove(name);
     await records.remove(name);
+    // Leave no empty record folders behind (they are recreated on the next create).
+    await claims.prune();
+    await records.prune();
+    await fs.rmdir(path.dirname(records.dir)).catch(() => undefined);
     ctx.logger?.info("destroyed a local workspace", { workspaceId, folder, deletedData: Boolean(options.deleteData) });
   }
 
