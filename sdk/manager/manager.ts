@@ -5,7 +5,7 @@ import type { FleetEntry, FleetOutputs } from "../fleet.js";
 import { silentLogger, type Logger } from "../logger.js";
 import { ManagerEvents, errorCode, errorMessage, type EvictReason, type ManagerEventListener } from "./events.js";
 import { parseFleetOutputs, readStackOutputs, type StackSelector } from "./fleet-source.js";
-import { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, checkIdentityId, checkWorkspaceId, newWorkspaceId, sessionWorkspaceId } from "./ids.js";
+import { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, checkIdentityId, checkWorkspaceId, isNonBlank, newWorkspaceId, sessionWorkspaceId } from "./ids.js";
 import { PrewarmSchema, WarmPool, type PoolStats } from "./pool.js";
 import { SingleFlight } from "./single-flight.js";
 
@@ -246,8 +246,13 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     // Not `async`: a hit hands back the entry's settled promise, the hottest path of the manager.
     let id: string;
     try {
-      // Every id is checked (empty or blank ones are refused) before any lookup.
-      id = workspaceId === undefined ? this.#derive(userId, agentId, sessionId) : this.resolveWorkspaceId(userId, agentId, sessionId, workspaceId);
+      // Every identity id is checked (empty or blank ones are refused) before any lookup; an
+      // explicit workspace id is checked on a miss (a cached one passed that check already).
+      if (workspaceId === undefined) id = this.#derive(userId, agentId, sessionId);
+      else {
+        checkIds(userId, agentId, sessionId);
+        id = workspaceId;
+      }
     } catch (e) {
       return Promise.reject(e);
     }
@@ -258,7 +263,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       if (this.#nextLazySweep !== undefined && entry.ws.lastActivityAt >= this.#nextLazySweep) this.#lazySweep();
       return entry.settled;
     }
-    return this.#miss(id, userId, agentId);
+    return this.#miss(id, userId, agentId, workspaceId !== undefined);
   }
 
   /**
@@ -398,7 +403,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     // Non-strings get resolveWorkspaceId's error naming the field.
     if (typeof userId !== "string" || typeof agentId !== "string") return this.resolveWorkspaceId(userId, agentId, sessionId);
     // Memo keys ignore the session outside PER_SESSION: a given one is checked on every call.
-    if (sessionId !== undefined) checkIdentityId(sessionId, "sessionId");
+    if (sessionId !== undefined && (typeof sessionId !== "string" || !isNonBlank(sessionId))) checkIdentityId(sessionId, "sessionId");
     // Length prefixes keep the key unambiguous whatever characters the ids contain.
     const session = this.#isolation === IsolationPolicy.PER_SESSION ? (sessionId ?? "") : "";
     const key = `${this.#isolation}|${userId.length}|${userId}|${agentId.length}|${agentId}|${session}`;
@@ -411,8 +416,9 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     return id;
   }
 
-  async #miss(id: string, userId: string, agentId: string): Promise<W> {
+  async #miss(id: string, userId: string, agentId: string, explicit: boolean): Promise<W> {
     this.#checkOpen();
+    if (explicit) checkWorkspaceId(id);
     // getWorkspace checked every id: userId is a non-blank string, the owner of this request.
     const owner = userId;
     // Cached but not served by getWorkspace's fast path: it belongs to another user.
@@ -545,6 +551,13 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       logger: this.logger,
     });
   }
+}
+
+/** getWorkspace's checks of the identity ids, cheap when they pass (the hot path). */
+function checkIds(userId: string, agentId: string, sessionId: string | undefined): void {
+  if (typeof userId !== "string" || !isNonBlank(userId)) checkIdentityId(userId, "userId");
+  if (typeof agentId !== "string" || !isNonBlank(agentId)) checkIdentityId(agentId, "agentId");
+  if (sessionId !== undefined && (typeof sessionId !== "string" || !isNonBlank(sessionId))) checkIdentityId(sessionId, "sessionId");
 }
 
 function ttlOf(declared: FleetEntry | undefined, fallbackMs: number): number {

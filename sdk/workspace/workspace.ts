@@ -139,7 +139,7 @@ export abstract class Workspace implements AsyncDisposable {
     const sandbox = await this.provision();
     try {
       this.#sandbox = sandbox;
-      this.#handle = new TrackedSandbox(sandbox, { begin: () => this.#beginOnHandle() });
+      this.#handle = undefined;
       this.#skills = new SkillStore(sandbox, this.logger);
       this.#offloader = new Offloader(sandbox, this.logger);
       this.#mcp = new McpRegistry(sandbox, {
@@ -165,7 +165,7 @@ export abstract class Workspace implements AsyncDisposable {
     this.#alive = false;
     const sandbox = this.#sandbox;
     // Commands and processes started through the handle end before the backend is paused or released: a paused container would freeze them.
-    await this.#handle?.stop();
+    if (this.#handle?.running) await this.#handle.stop();
     try {
       await this.#mcp?.closeAll();
     } catch (e) {
@@ -184,8 +184,10 @@ export abstract class Workspace implements AsyncDisposable {
    * kept past close() fail with `closed`; commands still running at close() are ended.
    */
   getBackend(): Sandbox {
-    this.#raw();
-    return this.#handle!.handle;
+    const sandbox = this.#raw();
+    // Built on first use: most workspaces never hand out their handle.
+    this.#handle ??= new TrackedSandbox(sandbox, { begin: () => this.#beginOnHandle() });
+    return this.#handle.handle;
   }
 
   /** The sandbox itself, for the workspace's own (already tracked) operations. */
