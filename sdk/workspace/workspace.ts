@@ -122,7 +122,7 @@ export abstract class Workspace implements AsyncDisposable {
   #closedError(): WorkspaceError {
     return new WorkspaceError(
       "closed",
-      `${this.constructor.name} '${this.workspaceId}' is closed (a manager closes or pauses idle workspaces); ask the manager again (getWorkspace) or call initialize(), then getBackend()`,
+      `${this.constructor.name} '${this.workspaceId}' is closed (its backend may be paused or released, e.g. by an idle eviction); call initialize() to resume it, or ask the manager again (getWorkspace), then getBackend()`,
     );
   }
 
