@@ -3,6 +3,7 @@ import { ensureBackend, type BackendDescription, type Driver, type DriverContext
 import { ConflictError, WorkspaceError, fromZodError } from "../errors.js";
 import type { ProgressListener } from "../logger.js";
 import type { Sandbox } from "../sandbox.js";
+import { checkIdentityId } from "../util/identity-id.js";
 import { Workspace, type WorkspaceOptions } from "./workspace.js";
 
 /** What close() does to the backend: pause, keep as is, or destroy. The default is the backend's. */
@@ -57,6 +58,9 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
 
   protected constructor(options: WorkspaceOptions & DriverWorkspaceOptions, backend: DriverBackend<Spec, D>) {
     const { userId, agentId, managedBy, tags, teardown, expectExisting, onProgress, ...rest } = options;
+    // An empty owner would read as "no owner" somewhere down the line: refused here as at the manager.
+    if (userId !== undefined) checkIdentityId(userId, "userId");
+    if (agentId !== undefined) checkIdentityId(agentId, "agentId");
     // Every spec key goes to the schema (undefined when absent, as a destructuring would); the rest is the facade's.
     const base: Record<string, unknown> = { ...rest };
     const backendOptions: Record<string, unknown> = {};
