@@ -16,7 +16,8 @@ export class HostRecordStore {
   constructor(readonly dir: string) {}
 
   file(name: string): string {
-    if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(name) || name.length > 255) throw new WorkspaceError("internal", `bad record name '${name}'`);
+    // A workspace id, a hashed id, or the base name of a folder the operator chose: one path component.
+    if (name === "" || name === "." || name === ".." || /[/\0]/.test(name) || name.length > 240) throw new WorkspaceError("internal", `bad record name '${name}'`);
     return path.join(this.dir, `${name}.json`);
   }
 
