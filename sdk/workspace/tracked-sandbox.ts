@@ -19,77 +19,80 @@ const TRACKED = new Set<PropertyKey>(["exec", "readFile", "writeFile", "appendFi
  */
 export class TrackedSandbox {
   readonly handle: Sandbox;
-  readonly #running = new Set<{ settled: Promise<unknown>; stop: () => void }>();
+  /** Operations running through the handle now. */
+  #active = 0;
+  #drained: (() => void) | undefined;
+  /** How to end each running command or process (abort, kill). */
+  readonly #stops = new Set<() => void>();
 
   constructor(sandbox: Sandbox, tracker: ActivityTracker) {
-    const running = this.#running;
     const wrappers = new Map<PropertyKey, unknown>();
+    /** Starts one operation; the returned function ends it (exactly once). */
+    const begin = (stop?: () => void): (() => void) => {
+      const end = tracker.begin();
+      this.#active++;
+      if (stop) this.#stops.add(stop);
+      return () => {
+        if (stop) this.#stops.delete(stop);
+        end();
+        if (--this.#active === 0 && this.#drained) this.#drained();
+      };
+    };
+    /** Runs one asynchronous operation: a rejected promise (never a throw) when refused. */
+    const run = (call: () => unknown, stop?: () => void, after?: () => void): Promise<unknown> => {
+      let finish: () => void;
+      try {
+        finish = begin(stop);
+      } catch (e) {
+        after?.();
+        return Promise.reject(e);
+      }
+      const done = () => {
+        after?.();
+        finish();
+      };
+      let started: unknown;
+      try {
+        started = call();
+      } catch (e) {
+        done();
+        return Promise.reject(e);
+      }
+      const result = started instanceof Promise ? started : Promise.resolve(started);
+      // Bookkeeping on a side branch, registered first so it runs before the caller resumes; the
+      // caller awaits the backend's own promise (no extra hop on every file operation).
+      result.then(done, done);
+      return result;
+    };
     const wrap = (prop: PropertyKey, fn: (...args: unknown[]) => unknown): unknown => {
       if (prop === "spawn")
         return (...args: unknown[]): SandboxProcess => {
-          const end = tracker.begin();
-          let proc: SandboxProcess;
+          let proc: SandboxProcess | undefined;
+          const finish = begin(() => proc?.kill());
           try {
             proc = fn.apply(sandbox, args) as SandboxProcess;
           } catch (e) {
-            end();
+            finish();
             throw e;
           }
-          const entry = { settled: proc.exited.then(end, end), stop: () => proc.kill() };
-          running.add(entry);
-          void entry.settled.finally(() => running.delete(entry));
+          // Busy for as long as the process lives.
+          proc.exited.then(finish, finish);
           return proc;
         };
       if (prop === "exec")
         return (argv: string[], options: ExecOptions = {}): Promise<unknown> => {
-          let end: () => void;
-          try {
-            end = tracker.begin();
-          } catch (e) {
-            return Promise.reject(e);
-          }
           // Our own signal, so a closing workspace can end the command; the caller's still works.
           const abort = new AbortController();
           const forward = () => abort.abort();
           if (options.signal?.aborted) abort.abort();
           options.signal?.addEventListener("abort", forward, { once: true });
-          const done = () => {
-            options.signal?.removeEventListener("abort", forward);
-            end();
-          };
-          let started: unknown;
-          try {
-            started = fn.call(sandbox, argv, { ...options, signal: abort.signal });
-          } catch (e) {
-            done();
-            return Promise.reject(e);
-          }
-          const result = Promise.resolve(started).finally(done);
-          const entry = { settled: result.catch(() => undefined), stop: forward };
-          running.add(entry);
-          void entry.settled.finally(() => running.delete(entry));
-          return result;
+          return run(
+            () => fn.call(sandbox, argv, { ...options, signal: abort.signal }),
+            forward,
+            () => options.signal?.removeEventListener("abort", forward),
+          );
         };
-      return (...args: unknown[]): Promise<unknown> => {
-        let end: () => void;
-        try {
-          end = tracker.begin();
-        } catch (e) {
-          return Promise.reject(e);
-        }
-        let started: unknown;
-        try {
-          started = fn.apply(sandbox, args);
-        } catch (e) {
-          end();
-          return Promise.reject(e);
-        }
-        const result = Promise.resolve(started).finally(end);
-        const entry = { settled: result.catch(() => undefined), stop: () => undefined };
-        running.add(entry);
-        void entry.settled.finally(() => running.delete(entry));
-        return result;
-      };
+      return (...args: unknown[]): Promise<unknown> => run(() => fn.apply(sandbox, args));
     };
     this.handle = new Proxy(sandbox, {
       get(target, prop) {
@@ -109,22 +112,20 @@ export class TrackedSandbox {
 
   /** Operations running through the handle now. */
   get running(): number {
-    return this.#running.size;
+    return this.#active;
   }
 
   /** Ends running commands and processes (abort, kill) and waits for every operation to settle, at most `graceMs`. */
   async stop(graceMs = 5_000): Promise<void> {
-    if (this.#running.size === 0) return;
-    const entries = [...this.#running];
-    for (const e of entries) e.stop();
+    if (this.#active === 0) return;
+    for (const stop of [...this.#stops]) stop();
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(entries.map((e) => e.settled)),
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, graceMs);
-        timer.unref();
-      }),
-    ]);
+    await new Promise<void>((resolve) => {
+      this.#drained = resolve;
+      timer = setTimeout(resolve, graceMs);
+      timer.unref();
+    });
+    this.#drained = undefined;
     clearTimeout(timer);
   }
 }
