@@ -278,7 +278,14 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     const member = this.#pool?.claim();
     if (member !== undefined) {
       // Ownership is recorded on the backend before the hand-off: an eviction or a restart must not free it.
-      if (owner.userId !== undefined) await this.#claimPooled(member, { userId: owner.userId, agentId: owner.agentId });
+      if (owner.userId !== undefined) {
+        await this.#claimPooled(member, { userId: owner.userId, agentId: owner.agentId });
+        // Disposed while the claim was being recorded: the member is in neither the pool nor the cache, so close it here.
+        if (this.#disposed) {
+          await member.close().catch(() => undefined);
+          this.#checkOpen();
+        }
+      }
       // The idle clock starts at the hand-off, not when the member was built.
       member.touch();
       this.#live.set(member.workspaceId, { id: member.workspaceId, ws: member, ttlMs: this.#ttlMs, userId: owner.userId, settled: Promise.resolve(member) });
