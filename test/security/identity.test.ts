@@ -1,8 +1,10 @@
+import { execFileSync } from "node:child_process";
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BubblewrapWorkspaceManager } from "../../sdk/backends/bubblewrap/manager.js";
+import { hashedName } from "../../sdk/backends/bubblewrap/paths.js";
 import { DockerDriver } from "../../sdk/backends/docker/driver.js";
 import { DockerWorkspaceManager } from "../../sdk/backends/docker/manager.js";
 import { LocalWorkspaceManager } from "../../sdk/manager/local-manager.js";
@@ -100,6 +102,23 @@ describe("empty or blank ids (item 4)", () => {
       expect(err, `${user} got a workspace whose owner could not be read`).toBeInstanceOf(Error);
     }
   });
+});
+
+describe("identity records that cannot be read (item 4, fail closed)", () => {
+  it("Bubblewrap: an index record that is not a readable file refuses every user, without blocking and without re-creating over it", async () => {
+    const basedir = path.join(base, "bwunreadable");
+    const id = uniqueId("bwlocked");
+    {
+      await using m = new BubblewrapWorkspaceManager({ basedir, readOnlyPaths: [ROOT] });
+      await m.getWorkspace("alice", "agent", undefined, id);
+    }
+    const index = path.join(basedir, ".agentws", "index", `${hashedName(id)}.json`);
+    await fs.rm(index);
+    execFileSync("mkfifo", [index]);
+    await using m = new BubblewrapWorkspaceManager({ basedir, readOnlyPaths: [ROOT] });
+    for (const user of ["alice", "mallory"]) await expectCode(m.getWorkspace(user, "agent", undefined, id), "internal", /cannot be read/);
+    expect((await fs.lstat(index)).isFIFO()).toBe(true);
+  }, 20_000);
 });
 
 describe("warm-pool claims are durable (item 5)", () => {
