@@ -549,7 +549,8 @@ await ws.close();
       await ws.initialize();
       const sb = ws.getBackend();
       await ws.close();
-      await expectCode(sb.exec(["true"]), "unavailable", /paused.*initialize/);
+      // Refused by the handle itself (a closed workspace takes no operation), never sent to the paused container.
+      await expectCode(sb.exec(["true"]), "closed", /paused.*initialize/);
     });
 
     it("rejects bad options naming the field", () => {

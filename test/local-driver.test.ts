@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBackend, loadDriver } from "../sdk/backends/index.js";
-import { LocalDriver, METADATA_FILE } from "../sdk/backends/local/driver.js";
+import { LocalDriver, METADATA_FILE, RECORDS_DIR, metadataRecordPath } from "../sdk/backends/local/driver.js";
 import { LocalSandbox } from "../sdk/backends/local/sandbox.js";
 import { expectCode } from "./contract/helpers.js";
 
@@ -16,10 +16,10 @@ afterAll(async () => {
 });
 
 const identity = (workspaceId: string, extra: Record<string, unknown> = {}) => ({ workspaceId, userId: "u1", agentId: "a1", managedBy: "runtime" as const, tags: { team: "x" }, ...extra });
-const readMeta = async (folder: string) => JSON.parse(await fs.readFile(path.join(folder, METADATA_FILE), "utf8")) as Record<string, unknown>;
+const readMeta = async (folder: string) => JSON.parse(await fs.readFile(metadataRecordPath(folder), "utf8")) as Record<string, unknown>;
 
 describe("LocalDriver", () => {
-  it("creates <basedir>/<id> with .agentws.json, finds it, and adopts it on a second create", async () => {
+  it("creates <basedir>/<id> with its record in <basedir>/.agentws/owners, finds it, and adopts it on a second create", async () => {
     const basedir = path.join(base, "b1");
     const driver = new LocalDriver({ kind: "local", basedir });
     expect(await driver.find("ws1")).toBeNull();
@@ -37,8 +37,10 @@ describe("LocalDriver", () => {
     const driver = new LocalDriver({ kind: "local", basedir: path.join(base, "race") });
     const results = await Promise.all(Array.from({ length: 8 }, (_, i) => driver.create(identity("same", { tags: { n: String(i) } }))));
     expect(new Set(results.map((r) => JSON.stringify(r))).size).toBe(1);
-    expect(await fs.readdir(path.join(base, "race"))).toEqual(["same"]);
-    expect((await fs.readdir(path.join(base, "race", "same"))).sort()).toEqual([METADATA_FILE]);
+    expect((await fs.readdir(path.join(base, "race"))).sort()).toEqual([RECORDS_DIR, "same"]);
+    // Nothing of ours inside the folder: the agent's tools cannot reach the record.
+    expect(await fs.readdir(path.join(base, "race", "same"))).toEqual([]);
+    expect(await fs.readdir(path.join(base, "race", RECORDS_DIR, "owners"))).toEqual(["same.json"]);
   });
 
   it("refuses ids that could leave basedir, naming the field", async () => {
@@ -114,6 +116,19 @@ describe("LocalDriver", () => {
     await driver.pause("t1");
     await driver.resume("t1");
     expect((await driver.find("t1"))?.state).toBe("running");
+  });
+
+  it("migrates an in-tree .agentws.json of an earlier version once, then never reads the tree again", async () => {
+    const basedir = path.join(base, "legacy");
+    await fs.mkdir(path.join(basedir, "l1"), { recursive: true });
+    const legacy = { version: 1, workspaceId: "l1", userId: "u1", managedBy: "runtime", tags: {}, createdAt: "2026-01-01T00:00:00.000Z" };
+    await fs.writeFile(path.join(basedir, "l1", METADATA_FILE), JSON.stringify(legacy));
+    const driver = new LocalDriver({ kind: "local", basedir });
+    expect(await driver.find("l1")).toMatchObject({ userId: "u1" });
+    expect(await readMeta(path.join(basedir, "l1"))).toMatchObject(legacy);
+    await expect(fs.stat(path.join(basedir, "l1", METADATA_FILE))).rejects.toThrow(/ENOENT/);
+    await fs.writeFile(path.join(basedir, "l1", METADATA_FILE), JSON.stringify({ ...legacy, userId: "mallory" }));
+    expect(await driver.find("l1")).toMatchObject({ userId: "u1" });
   });
 
   it("reports corrupt metadata clearly instead of guessing", async () => {

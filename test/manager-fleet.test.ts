@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { LocalDriver, METADATA_FILE } from "../sdk/backends/local/driver.js";
+import { LocalDriver, RECORDS_DIR, metadataRecordPath } from "../sdk/backends/local/driver.js";
 import type { FleetEntry } from "../sdk/fleet.js";
 import { LocalWorkspaceManager, assignWorkspaceId, parseFleetOutputs, type ManagerEvent } from "../sdk/manager/index.js";
 import { sleep } from "./manager-fixtures.js";
@@ -29,7 +29,7 @@ async function declare(userId: string, agentId: string, extra: Partial<FleetEntr
   return { workspaceId, userId, agentId, backend: { kind: "local", basedir: stackDir }, managedBy: "pulumi", location: description.location, ...extra };
 }
 
-const meta = async (dir: string) => JSON.parse(await fs.readFile(path.join(dir, METADATA_FILE), "utf8")) as Record<string, unknown>;
+const meta = async (dir: string) => JSON.parse(await fs.readFile(metadataRecordPath(dir), "utf8")) as Record<string, unknown>;
 
 describe("fleet from stack outputs", () => {
   it("reattaches declared ids (once, however many callers) and creates the rest as runtime-managed", async () => {
@@ -53,7 +53,7 @@ describe("fleet from stack outputs", () => {
     expect(bob.workdir).toBe(path.join(basedir, bob.workspaceId));
     expect(await meta(bob.workdir)).toMatchObject({ managedBy: "runtime", userId: "bob" });
     expect(events.at(-1)).toMatchObject({ type: "create", managedBy: "runtime" });
-    expect(await fs.readdir(basedir)).toEqual([bob.workspaceId]);
+    expect((await fs.readdir(basedir)).filter((name) => name !== RECORDS_DIR)).toEqual([bob.workspaceId]);
 
     // A declared owner is enforced for explicit ids.
     await expect(m.getWorkspace("mallory", "coder", undefined, alice.workspaceId)).rejects.toMatchObject({ code: "conflict", field: "userId" });

@@ -10,7 +10,9 @@ describe("assignWorkspaceId", () => {
     expect(assignWorkspaceId({ userId: "u1", agentId: "a1" }, IsolationPolicy.PER_AGENT)).toBe("4bf1218b645ff727");
     expect(assignWorkspaceId({ userId: "u1", agentId: "a1" })).toBe("4bf1218b645ff727");
     expect(assignWorkspaceId({ userId: "u1", agentId: "a1" }, IsolationPolicy.PER_USER)).toBe("48ea3da4179df93b");
-    expect(assignWorkspaceId({ userId: "", agentId: "a1" }, IsolationPolicy.PER_AGENT)).toBe("19f69055a5066d5f");
+    // The reference's empty-user fallback hashes "::a1"; an empty user is refused here (it skipped the owner check).
+    expect(blake2bHex("::a1", 8)).toBe("19f69055a5066d5f");
+    expect(() => assignWorkspaceId({ userId: "", agentId: "a1" }, IsolationPolicy.PER_AGENT)).toThrow(/userId: must not be empty or blank/);
     expect(blake2bHex("u", 16)).toBe("13d650693b19482ad7061da30b45bfbc");
   });
 

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { METADATA_FILE } from "../sdk/backends/local/driver.js";
+import { metadataRecordPath } from "../sdk/backends/local/driver.js";
 import { IsolationPolicy, LocalWorkspaceManager, WorkspaceManager, type ManagerEvent } from "../sdk/manager/index.js";
 import { FolderWorkspace, checksums, sleep } from "./manager-fixtures.js";
 
@@ -17,7 +17,7 @@ afterEach(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const metadata = async (dir: string) => JSON.parse(await fs.readFile(path.join(dir, METADATA_FILE), "utf8")) as Record<string, unknown>;
+const metadata = async (dir: string) => JSON.parse(await fs.readFile(metadataRecordPath(dir), "utf8")) as Record<string, unknown>;
 const tool = (ws: Awaited<ReturnType<LocalWorkspaceManager["getWorkspace"]>>, name: string) => ws.listTools().find((t) => t.name === name)!;
 
 describe("LocalWorkspaceManager", () => {

@@ -6,6 +6,7 @@ import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type WorkspaceSpecInput } from "
 import { WorkspaceFleet } from "../providers/index.js";
 import { StepCollector } from "../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../sdk/cli/preview-markdown.js";
+import { metadataRecordPath } from "../sdk/backends/local/driver.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, stateResources, testStack, type Sandbox } from "./pulumi-helpers.js";
 
 // The real engine on a shared 2-core machine: operations take seconds each, more under load.
@@ -21,10 +22,11 @@ let stack: Stack;
 let basedir: string;
 let specs: WorkspaceSpecInput[] = [];
 
-const META = ".agentws.json";
+/** The local driver's record of a workspace folder, beside it (out of the agent's reach). */
+const META = (folder: string) => metadataRecordPath(folder);
 const SKILLS = join(import.meta.dirname, "fixtures", "skills");
 const folderOf = (dir: string, id: string) => join(dir, id);
-const metaOf = (dir: string, id: string) => JSON.parse(readFileSync(join(folderOf(dir, id), META), "utf8")) as { tags: Record<string, string> };
+const metaOf = (dir: string, id: string) => JSON.parse(readFileSync(META(folderOf(dir, id)), "utf8")) as { tags: Record<string, string> };
 
 async function preview() {
   const c = new StepCollector();
@@ -66,7 +68,7 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     expect(fleet.alpha).toMatchObject({ workspaceId: "alpha", managedBy: "pulumi", tags: { team: "a" }, ttlSeconds: 600, backend: { kind: "local", basedir } });
     expect(fleet.alpha!.location.hostPath).toBe(folderOf(basedir, "alpha"));
     expect(fleet["4bf1218b645ff727"]).toMatchObject({ userId: "u1", agentId: "a1" });
-    for (const id of Object.keys(fleet)) expect(existsSync(join(folderOf(basedir, id), META))).toBe(true);
+    for (const id of Object.keys(fleet)) expect(existsSync(META(folderOf(basedir, id)))).toBe(true);
     expect(metaOf(basedir, "alpha").tags).toEqual({ team: "a" });
     // Layout and seeds are initialized at create.
     expect(existsSync(join(folderOf(basedir, "alpha"), "skills", ".seed", "alpha", "SKILL.md"))).toBe(true);
@@ -140,7 +142,7 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     const r = await stack.up({ color: "never" });
     expect(r.summary.resourceChanges).toMatchObject({ replace: 1 });
     expect(existsSync(folderOf(basedir, "alpha"))).toBe(false);
-    expect(existsSync(join(folderOf(moved, "alpha"), META))).toBe(true);
+    expect(existsSync(META(folderOf(moved, "alpha")))).toBe(true);
     basedir = moved;
     specs[1] = { ...specs[1]!, backend: { kind: "local", basedir: moved } };
     await stack.up({ color: "never" });
@@ -157,7 +159,7 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     expect(p.model.changes).toEqual([{ op: "create", workspaceId: "alpha", kind: "local", fields: [] }]);
     const r = await stack.up({ color: "never" });
     expect(r.summary.resourceChanges).toMatchObject({ create: 1 });
-    expect(existsSync(join(folderOf(basedir, "alpha"), META))).toBe(true);
+    expect(existsSync(META(folderOf(basedir, "alpha")))).toBe(true);
   });
 
   it("removing a workspace from the fleet deletes it; destroy leaves nothing behind", async () => {

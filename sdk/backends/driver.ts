@@ -58,6 +58,12 @@ export interface Driver {
   destroy(workspaceId: string, options?: { deleteData?: boolean }, ctx?: DriverContext): Promise<void>;
   /** Re-stamps tags in place where the backend allows it. */
   updateTags?(workspaceId: string, tags: Record<string, string>, ctx?: DriverContext): Promise<void>;
+  /**
+   * Records the owner of a backend object created without one (a warm-pool member handed to a
+   * user), durably and out of the sandbox's reach; later `find`s report it as `userId`. The same
+   * owner again is a no-op; another is a ConflictError.
+   */
+  claimOwner?(workspaceId: string, owner: { userId: string; agentId?: string | undefined }, ctx?: DriverContext): Promise<void>;
   /** Opens a Sandbox handle on a running workspace. */
   connect(workspaceId: string, ctx?: DriverContext): Promise<Sandbox>;
   /** Replica leases on this backend's objects (see lease.ts), where replicas can share one object. */

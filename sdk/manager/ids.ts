@@ -2,8 +2,9 @@ import { randomFillSync } from "node:crypto";
 import { InvalidArgumentError } from "../errors.js";
 import { WORKSPACE_ID_PATTERN } from "../backends/spec.js";
 import { blake2bHex } from "../util/blake2b.js";
+import { checkIdentityId, isNonBlank } from "../util/identity-id.js";
 
-export { blake2bHex };
+export { blake2bHex, checkIdentityId, isNonBlank };
 
 /** Which callers share one workspace. String values match the reference. */
 export const IsolationPolicy = {
@@ -78,6 +79,8 @@ function remember(): boolean {
  */
 export function assignWorkspaceId(owner: WorkspaceOwner, isolation: IsolationPolicy = IsolationPolicy.PER_AGENT): string {
   // A memo hit skips checkOwner: only owners that passed it (the check depends on nothing else) are memoised.
+  // The memo keys ignore the session, so a given one is checked here.
+  if (owner.sessionId !== undefined) checkIdentityId(owner.sessionId, "sessionId");
   switch (isolation) {
     case IsolationPolicy.PER_AGENT: {
       const { userId, agentId } = owner;
@@ -118,18 +121,21 @@ export function assignWorkspaceId(owner: WorkspaceOwner, isolation: IsolationPol
  */
 export function sessionWorkspaceId(owner: WorkspaceOwner): string {
   checkOwner(owner, IsolationPolicy.PER_SESSION);
-  if (!owner.sessionId) throw new InvalidArgumentError("sessionId", "is required under the per_session policy when no workspaceId is given");
+  if (owner.sessionId === undefined)
+    throw new InvalidArgumentError("sessionId", "is required under the per_session policy when no workspaceId is given");
   return blake2bHex(`session::${owner.userId}::${owner.agentId}::${owner.sessionId}`, 8);
 }
 
 function checkOwner(owner: WorkspaceOwner, isolation: IsolationPolicy): void {
   if (!ISOLATION_POLICIES.includes(isolation))
     throw new InvalidArgumentError("isolation", `must be one of ${ISOLATION_POLICIES.join(", ")}, got '${String(isolation)}'`);
-  if (typeof owner.userId !== "string") throw new InvalidArgumentError("userId", "must be a string");
-  if (typeof owner.agentId !== "string") throw new InvalidArgumentError("agentId", "must be a string");
+  checkIdentityId(owner.userId, "userId");
+  checkIdentityId(owner.agentId, "agentId");
+  if (owner.sessionId !== undefined) checkIdentityId(owner.sessionId, "sessionId");
   if (owner.userId.includes("::") || owner.userId.endsWith(":"))
     throw new InvalidArgumentError("userId", "must not contain '::' or end with ':' (it would make workspace ids of different users collide)");
 }
+
 
 /** Throws InvalidArgumentError unless `id` is a safe workspace id (it names folders and backend objects). */
 export function checkWorkspaceId(id: unknown, field = "workspaceId"): string {

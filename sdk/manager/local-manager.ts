@@ -5,7 +5,7 @@ import { LocalDriver, defaultLocalBasedir } from "../backends/local/driver.js";
 import { LocalWorkspace } from "../backends/local/workspace.js";
 import { ConflictError, fromZodError } from "../errors.js";
 import { WorkspaceOptionsSchema } from "../workspace/workspace.js";
-import { ManagerOptionsSchema, WorkspaceManager, type ManagedIdentity, type ManagerOptions } from "./manager.js";
+import { ManagerOptionsSchema, WorkspaceManager, type ManagedIdentity, type ManagerOptions, type WorkspaceClaim } from "./manager.js";
 
 export const LocalWorkspaceManagerOptionsSchema = ManagerOptionsSchema.extend({
   /** Host folder holding one folder per workspace id: `<basedir>/<workspaceId>`. Default ~/.agent-workspaces/local. */
@@ -40,7 +40,7 @@ export class LocalWorkspaceManager extends WorkspaceManager<LocalWorkspace> {
       factory: async (identity) => {
         const driver = identity.declared ? driverForDeclared(identity) : defaultDriver;
         const { description, outcome } = await ensureBackend(driver, identity, { expectExisting: Boolean(identity.declared), logger: this.logger });
-        if (description.userId && identity.userId && description.userId !== identity.userId)
+        if (description.userId !== undefined && identity.userId !== undefined && description.userId !== identity.userId)
           throw new ConflictError(`workspace '${identity.workspaceId}' belongs to another user; workspace ids are never shared between users`, {
             field: "userId",
             details: { workspaceId: identity.workspaceId },
@@ -71,6 +71,13 @@ export class LocalWorkspaceManager extends WorkspaceManager<LocalWorkspace> {
 
   protected override outcomeOf(ws: LocalWorkspace, identity: ManagedIdentity): EnsureOutcome {
     return this.#outcomes.get(ws) ?? super.outcomeOf(ws, identity);
+  }
+
+  /** A claimed warm folder records its owner beside the folder, before the hand-off. */
+  protected override async claimPooled(ws: LocalWorkspace, owner: WorkspaceClaim): Promise<void> {
+    const driver = this.#drivers.get(ws);
+    if (!driver) throw new ConflictError(`workspace '${ws.workspaceId}' was not built by this manager`);
+    await driver.claimOwner(ws.workspaceId, owner);
   }
 
   /** A warm folder nobody claimed was never handed out: remove it with its files. */

@@ -5,7 +5,7 @@ import type { FleetEntry, FleetOutputs } from "../fleet.js";
 import { silentLogger, type Logger } from "../logger.js";
 import { ManagerEvents, errorCode, errorMessage, type EvictReason, type ManagerEventListener } from "./events.js";
 import { parseFleetOutputs, readStackOutputs, type StackSelector } from "./fleet-source.js";
-import { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, checkWorkspaceId, newWorkspaceId, sessionWorkspaceId } from "./ids.js";
+import { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, checkIdentityId, checkWorkspaceId, isNonBlank, newWorkspaceId, sessionWorkspaceId } from "./ids.js";
 import { PrewarmSchema, WarmPool, type PoolStats } from "./pool.js";
 import { LeaseKeeper, type Leases } from "./lease.js";
 import { SingleFlight } from "./single-flight.js";
@@ -33,6 +33,18 @@ export interface ManagedWorkspace {
   ensureRunning?(): Promise<void>;
   /** What initialize() did to the backend, when the workspace knows (ensureBackend's outcome). */
   readonly ensureOutcome?: EnsureOutcome | undefined;
+  /**
+   * Records `owner` durably on the backend object of an unowned workspace (a warm-pool member
+   * being claimed), where neither the agent nor a restart can undo it; ConflictError when it
+   * already belongs to someone else. Required for warm pools handing members to users.
+   */
+  claimOwner?(owner: WorkspaceClaim): Promise<void>;
+}
+
+/** Who claims a warm workspace. */
+export interface WorkspaceClaim {
+  userId: string;
+  agentId?: string | undefined;
 }
 
 /** Who a workspace is built for; handed to the backend manager's factory. */
@@ -237,6 +249,9 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
 
   /** The id a call maps to: the explicit id, else the policy's (PER_SESSION hashes the session; see ids.ts). */
   resolveWorkspaceId(userId: string, agentId: string, sessionId?: string, workspaceId?: string): string {
+    checkIdentityId(userId, "userId");
+    checkIdentityId(agentId, "agentId");
+    if (sessionId !== undefined) checkIdentityId(sessionId, "sessionId");
     if (workspaceId !== undefined) return checkWorkspaceId(workspaceId);
     if (this.#isolation === IsolationPolicy.PER_SESSION) return sessionWorkspaceId({ userId, agentId, sessionId });
     return assignWorkspaceId({ userId, agentId }, this.#isolation);
@@ -257,12 +272,19 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     // Not `async`: a hit hands back the entry's settled promise, the hottest path of the manager.
     let id: string;
     try {
-      id = workspaceId ?? this.#derive(userId, agentId, sessionId);
+      // Every identity id is checked (empty or blank ones are refused) before any lookup; an
+      // explicit workspace id is checked on a miss (a cached one passed that check already).
+      if (workspaceId === undefined) id = this.#derive(userId, agentId, sessionId);
+      else {
+        checkIds(userId, agentId, sessionId);
+        id = workspaceId;
+      }
     } catch (e) {
       return Promise.reject(e);
     }
     const entry = this.#live.get(id);
-    if (entry !== undefined && (entry.userId === userId || !entry.userId || !userId)) {
+    // An unowned workspace (declared or claimed without a user) serves anyone who knows its id.
+    if (entry !== undefined && (entry.userId === undefined || entry.userId === userId)) {
       entry.ws.touch();
       if (this.#nextLazySweep !== undefined && entry.ws.lastActivityAt >= this.#nextLazySweep) this.#lazySweep();
       return entry.settled;
@@ -276,12 +298,23 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
    */
   async claimWorkspace(owner: { userId?: string; agentId?: string } = {}): Promise<W> {
     this.#checkOpen();
+    if (owner.userId !== undefined) checkIdentityId(owner.userId, "userId");
+    if (owner.agentId !== undefined) checkIdentityId(owner.agentId, "agentId");
     const started = performance.now();
     const member = this.#pool?.claim();
     if (member !== undefined) {
+      // Ownership is recorded on the backend before the hand-off: an eviction or a restart must not free it.
+      if (owner.userId !== undefined) {
+        await this.#claimPooled(member, { userId: owner.userId, agentId: owner.agentId });
+        // Disposed while the claim was being recorded: the member is in neither the pool nor the cache, so close it here.
+        if (this.#disposed) {
+          await member.close().catch(() => undefined);
+          this.#checkOpen();
+        }
+      }
       // The idle clock starts at the hand-off, not when the member was built.
       member.touch();
-      this.#live.set(member.workspaceId, { id: member.workspaceId, ws: member, ttlMs: this.#ttlMs, userId: owner.userId || undefined, settled: Promise.resolve(member) });
+      this.#live.set(member.workspaceId, { id: member.workspaceId, ws: member, ttlMs: this.#ttlMs, userId: owner.userId, settled: Promise.resolve(member) });
       await this.#renew(member, this.#ttlMs);
       this.#events.emit({ type: "pool-hit", workspaceId: member.workspaceId, durationMs: performance.now() - started });
       return member;
@@ -381,6 +414,27 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     return ws.ensureOutcome ?? (identity.declared ? "reattached" : "created");
   }
 
+  /**
+   * Records a claim on a warm member's backend object. Default: the workspace's own claimOwner;
+   * a workspace without one cannot be handed to a user (its owner would live only in memory).
+   */
+  protected async claimPooled(ws: W, owner: WorkspaceClaim): Promise<void> {
+    if (typeof ws.claimOwner !== "function")
+      throw new WorkspaceError("internal", `workspace '${ws.workspaceId}' cannot record its owner durably; a warm pool cannot hand it to a user`);
+    await ws.claimOwner(owner);
+  }
+
+  async #claimPooled(member: W, owner: WorkspaceClaim): Promise<void> {
+    try {
+      await this.claimPooled(member, owner);
+    } catch (e) {
+      // Never handed out: release it like any member nobody claimed.
+      await this.disposePooled(member).catch((err: unknown) => this.logger.warn("disposing an unclaimable warm workspace failed", { workspaceId: member.workspaceId, error: String(err) }));
+      this.#events.emit({ type: "error", workspaceId: member.workspaceId, phase: "pool", code: errorCode(e), message: errorMessage(e), durationMs: 0 });
+      throw e;
+    }
+  }
+
   /** Disposes a warm member nobody claimed. Default: close it. */
   protected async disposePooled(ws: W): Promise<void> {
     await ws.close();
@@ -389,6 +443,8 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   #derive(userId: string, agentId: string, sessionId: string | undefined): string {
     // Non-strings get resolveWorkspaceId's error naming the field.
     if (typeof userId !== "string" || typeof agentId !== "string") return this.resolveWorkspaceId(userId, agentId, sessionId);
+    // Memo keys ignore the session outside PER_SESSION: a given one is checked on every call.
+    if (sessionId !== undefined && (typeof sessionId !== "string" || !isNonBlank(sessionId))) checkIdentityId(sessionId, "sessionId");
     // Length prefixes keep the key unambiguous whatever characters the ids contain.
     const session = this.#isolation === IsolationPolicy.PER_SESSION ? (sessionId ?? "") : "";
     const key = `${this.#isolation}|${userId.length}|${userId}|${agentId.length}|${agentId}|${session}`;
@@ -404,24 +460,25 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   async #miss(id: string, userId: string, agentId: string, explicit: boolean): Promise<W> {
     this.#checkOpen();
     if (explicit) checkWorkspaceId(id);
-    const owner = userId || undefined;
+    // getWorkspace checked every id: userId is a non-blank string, the owner of this request.
+    const owner = userId;
     // Cached but not served by getWorkspace's fast path: it belongs to another user.
     if (this.#live.has(id)) throw this.#ownerConflict(id);
     const declared = this.#fleet.get(id);
-    if (declared?.userId && owner && declared.userId !== owner) throw this.#ownerConflict(id);
+    if (declared?.userId !== undefined && declared.userId !== owner) throw this.#ownerConflict(id);
     if (this.#nextLazySweep !== undefined && Date.now() >= this.#nextLazySweep) this.#lazySweep();
     this.start();
     const entry = await this.#flights.run(id, () =>
       this.#provision({
         workspaceId: id,
         userId: declared?.userId ?? owner,
-        agentId: declared?.agentId ?? (agentId || undefined),
+        agentId: declared?.agentId ?? agentId,
         managedBy: declared?.managedBy ?? "runtime",
         declared,
       }),
     );
     // A concurrent caller may have started this flight for another user.
-    if (entry.userId && owner && entry.userId !== owner) throw this.#ownerConflict(id);
+    if (entry.userId !== undefined && entry.userId !== owner) throw this.#ownerConflict(id);
     return entry.ws;
   }
 
@@ -588,6 +645,13 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       logger: this.logger,
     });
   }
+}
+
+/** getWorkspace's checks of the identity ids, cheap when they pass (the hot path). */
+function checkIds(userId: string, agentId: string, sessionId: string | undefined): void {
+  if (typeof userId !== "string" || !isNonBlank(userId)) checkIdentityId(userId, "userId");
+  if (typeof agentId !== "string" || !isNonBlank(agentId)) checkIdentityId(agentId, "agentId");
+  if (sessionId !== undefined && (typeof sessionId !== "string" || !isNonBlank(sessionId))) checkIdentityId(sessionId, "sessionId");
 }
 
 function ttlOf(declared: FleetEntry | undefined, fallbackMs: number): number {

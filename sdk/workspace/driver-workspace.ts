@@ -5,6 +5,7 @@ import type { ProgressListener } from "../logger.js";
 import type { Sandbox } from "../sandbox.js";
 import { pauseUnlessLeased, type Leases } from "../backends/lease.js";
 import { BackendResumer, resumingSandbox } from "../backends/resuming-sandbox.js";
+import { checkIdentityId } from "../util/identity-id.js";
 import { Workspace, type WorkspaceCloseOptions, type WorkspaceOptions } from "./workspace.js";
 
 /** What close() does to the backend: pause, keep as is, or destroy. The default is the backend's. */
@@ -60,6 +61,9 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
 
   protected constructor(options: WorkspaceOptions & DriverWorkspaceOptions, backend: DriverBackend<Spec, D>) {
     const { userId, agentId, managedBy, tags, teardown, expectExisting, onProgress, ...rest } = options;
+    // An empty owner would read as "no owner" somewhere down the line: refused here as at the manager.
+    if (userId !== undefined) checkIdentityId(userId, "userId");
+    if (agentId !== undefined) checkIdentityId(agentId, "agentId");
     // Every spec key goes to the schema (undefined when absent, as a destructuring would); the rest is the facade's.
     const base: Record<string, unknown> = { ...rest };
     const backendOptions: Record<string, unknown> = {};
@@ -100,22 +104,37 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
     const identity = { workspaceId: this.workspaceId, ...this.#identity };
     const ctx: DriverContext = { logger: this.logger, ...(this.#onProgress ? { onProgress: this.#onProgress } : {}) };
     const { description, outcome } = await ensureBackend(this.driver, identity, { ...ctx, expectExisting: this.#expectExisting });
-    assertOwner(description, this.#identity.userId);
-    this.#outcome = (await this.reconcile(description, identity, ctx)) ?? outcome;
-    // Another replica (or an operator) may pause or stop the object at any time, even between the
-    // ensure and the connect: connecting and every later operation resume it.
-    const resumer = (this.#resumer = new BackendResumer(this.driver, this.workspaceId, this.logger));
-    const sandbox = await this.driver.connect(this.workspaceId, { logger: this.logger }).catch(async (e: unknown) => {
-      if (!(e instanceof WorkspaceError) || e.code !== "unavailable") throw e;
-      await resumer.resume();
-      return this.driver.connect(this.workspaceId, { logger: this.logger });
-    });
-    // As the reference's sandboxed workspaces: data/ and sessions/ exist right after initialize.
-    await Promise.all(["data", "sessions"].map((dir) => sandbox.mkdir(dir))).catch(async (e: unknown) => {
-      await sandbox.close?.();
+    try {
+      assertOwner(description, this.#identity.userId);
+      this.#outcome = (await this.reconcile(description, identity, ctx)) ?? outcome;
+      // Another replica (or an operator) may pause or stop the object at any time, even between the
+      // ensure and the connect: connecting and every later operation resume it.
+      const resumer = (this.#resumer = new BackendResumer(this.driver, this.workspaceId, this.logger));
+      const sandbox = await this.driver.connect(this.workspaceId, { logger: this.logger }).catch(async (e: unknown) => {
+        if (!(e instanceof WorkspaceError) || e.code !== "unavailable") throw e;
+        await resumer.resume();
+        return this.driver.connect(this.workspaceId, { logger: this.logger });
+      });
+      // As the reference's sandboxed workspaces: data/ and sessions/ exist right after initialize.
+      await Promise.all(["data", "sessions"].map((dir) => sandbox.mkdir(dir))).catch(async (e: unknown) => {
+        await sandbox.close?.();
+        throw e;
+      });
+      return resumingSandbox(sandbox, resumer);
+    } catch (e) {
+      // A backend object this call created for a workspace that does not outlive it: leave nothing behind.
+      if (this.#teardown === "destroy" && (outcome === "created" || outcome === "recreated"))
+        await this.driver
+          .destroy(this.workspaceId, { deleteData: this.#destroyDeletesData })
+          .catch((err: unknown) => this.logger.warn("removing a workspace after a failed initialize failed", { workspaceId: this.workspaceId, error: String(err) }));
       throw e;
-    });
-    return resumingSandbox(sandbox, resumer);
+    }
+  }
+
+  /** Records `owner` on the backend object of this (unowned, warm-pool) workspace; see Driver.claimOwner. */
+  async claimOwner(owner: { userId: string; agentId?: string | undefined }): Promise<void> {
+    if (!this.driver.claimOwner) throw new WorkspaceError("internal", `the ${this.driver.kind} driver cannot record an owner after create`);
+    await this.driver.claimOwner(this.workspaceId, owner, { logger: this.logger });
   }
 
   /**

@@ -12,6 +12,7 @@ import { partitionName } from "./skill-index.js";
 import { Offloader, type DataBlock, type Message, type ToolResult } from "./offload.js";
 import { createBuiltinTools, type WorkspaceTool } from "./tools/index.js";
 import { renderInstructions } from "./instructions.js";
+import { TrackedSandbox } from "./tracked-sandbox.js";
 
 export const WorkspaceOptionsSchema = z.strictObject({
   /** Empty or missing: a fresh uuid4 hex id, as the reference. */
@@ -47,6 +48,8 @@ export abstract class Workspace implements AsyncDisposable {
   protected abstract readonly backendLabel: string;
 
   #sandbox: Sandbox | undefined;
+  /** The handle getBackend() gives out: the same sandbox, every operation through it tracked. */
+  #handle: TrackedSandbox | undefined;
   #alive = false;
   #initializing: Promise<void> | undefined;
   #inFlight = 0;
@@ -101,14 +104,38 @@ export abstract class Workspace implements AsyncDisposable {
 
   /** Every public operation runs through here: counts as activity and keeps the workspace busy. */
   protected async track<T>(fn: () => Promise<T>): Promise<T> {
-    this.#inFlight++;
-    this.#lastActivity = Date.now();
+    const end = this.#begin();
     try {
       return await fn();
     } finally {
+      end();
+    }
+  }
+
+  /** One operation starts: busy until the returned end (idempotent) runs. */
+  #begin(): () => void {
+    this.#inFlight++;
+    this.#lastActivity = Date.now();
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
       this.#inFlight--;
       this.#lastActivity = Date.now();
-    }
+    };
+  }
+
+  /** An operation through the handle: refused once closed (the backend may be paused or released). */
+  #beginOnHandle(): () => void {
+    if (!this.#alive) throw this.#closedError();
+    return this.#begin();
+  }
+
+  #closedError(): WorkspaceError {
+    return new WorkspaceError(
+      "closed",
+      `${this.constructor.name} '${this.workspaceId}' is closed (its backend may be paused or released, e.g. by an idle eviction); call initialize() to resume it, or ask the manager again (getWorkspace), then getBackend()`,
+    );
   }
 
   async initialize(): Promise<void> {
@@ -124,6 +151,7 @@ export abstract class Workspace implements AsyncDisposable {
     const sandbox = await this.provision();
     try {
       this.#sandbox = sandbox;
+      this.#handle = undefined;
       this.#skills = new SkillStore(sandbox, this.logger);
       this.#offloader = new Offloader(sandbox, this.logger);
       this.#mcp = new McpRegistry(sandbox, {
@@ -149,6 +177,8 @@ export abstract class Workspace implements AsyncDisposable {
     if (!this.#alive) return;
     this.#alive = false;
     const sandbox = this.#sandbox;
+    // Commands and processes started through the handle end before the backend is paused or released: a paused container would freeze them.
+    if (this.#handle?.running) await this.#handle.stop();
     try {
       await this.#mcp?.closeAll();
     } catch (e) {
@@ -161,15 +191,27 @@ export abstract class Workspace implements AsyncDisposable {
     await this.close();
   }
 
-  /** The live sandbox; throws `closed` when the workspace is not initialized. */
+  /**
+   * The live sandbox, as a handle whose every operation counts as activity (a spawned process while
+   * it lives); throws `closed` when the workspace is not initialized. Operations through a handle
+   * kept past close() fail with `closed`; commands still running at close() are ended.
+   */
   getBackend(): Sandbox {
+    const sandbox = this.#raw();
+    // Built on first use: most workspaces never hand out their handle.
+    this.#handle ??= new TrackedSandbox(sandbox, { begin: () => this.#beginOnHandle() });
+    return this.#handle.handle;
+  }
+
+  /** The sandbox itself, for the workspace's own (already tracked) operations. */
+  #raw(): Sandbox {
     if (!this.#sandbox || !this.#alive)
       throw new WorkspaceError("closed", `${this.constructor.name} '${this.workspaceId}' is not initialized; call initialize() first`);
     return this.#sandbox;
   }
 
   #parts(): { skills: SkillStore; mcp: McpRegistry; offloader: Offloader } {
-    this.getBackend();
+    this.#raw();
     return { skills: this.#skills!, mcp: this.#mcp!, offloader: this.#offloader! };
   }
 
@@ -179,7 +221,7 @@ export abstract class Workspace implements AsyncDisposable {
       const { skills, mcp } = this.#parts();
       await mcp.reset();
       await skills.reset();
-      const sandbox = this.getBackend();
+      const sandbox = this.#raw();
       await Promise.all(["sessions", "data"].map((p) => sandbox.remove(p)));
     });
   }
@@ -190,7 +232,7 @@ export abstract class Workspace implements AsyncDisposable {
 
   /** Built-in shell, read, write, edit, glob and grep tools bound to this workspace. */
   listTools(): WorkspaceTool[] {
-    const sandbox = this.getBackend();
+    const sandbox = this.#raw();
     return createBuiltinTools(sandbox, { track: (fn) => this.track(fn) });
   }
 

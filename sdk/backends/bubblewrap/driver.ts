@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { NotFoundError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
 import type { BackendDescription, Driver, DriverContext, ManagedBy, WorkspaceIdentity } from "../driver.js";
+import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../owner-store.js";
 import { BubblewrapBackendSchema, parseWorkspaceId, type BubblewrapBackendSpec } from "../spec.js";
 import type { FileLeases } from "../lease.js";
 import { bubblewrapLeases } from "./lease.js";
@@ -77,7 +78,13 @@ export class BubblewrapDriver implements Driver {
     // Two racing creators write the same record to the same deterministic folder: one workspace.
     await writeAtomic(this.#indexPath(id), JSON.stringify(record, null, 2));
     ctx.logger?.info("bubblewrap workspace folder created", { workspaceId: id, hostPath: host });
-    await this.#ensurePackages(id, ctx);
+    try {
+      await this.#ensurePackages(id, ctx);
+    } catch (e) {
+      // An ephemeral workspace that could not be set up is nobody's: remove its folder and record.
+      if (!this.persistent) await this.destroy(id, { deleteData: true }).catch(() => undefined);
+      throw e;
+    }
     return this.#describe(record);
   }
 
@@ -86,7 +93,26 @@ export class BubblewrapDriver implements Driver {
     if (!record) return null;
     const host = path.join(this.#basedir, record.folder);
     if (!(await fs.stat(host).catch(() => null))?.isDirectory()) return null;
-    return this.#describe(record);
+    // The owner recorded at create time, else a warm-pool claim (both beside the sandbox's folder, out of its reach).
+    if (record.userId !== undefined) return this.#describe(record);
+    const claim = await readClaim(this.#claims, hashedName(record.workspaceId), record.workspaceId);
+    return this.#describe(claim ? { ...record, userId: claim.userId, agentId: record.agentId ?? claim.agentId } : record);
+  }
+
+  /** Records the owner of an unowned workspace (a warm-pool member handed to a user), once; another owner is a ConflictError. */
+  async claimOwner(workspaceId: string, owner: { userId: string; agentId?: string | undefined }): Promise<void> {
+    const id = parseWorkspaceId(workspaceId);
+    const found = await this.find(id);
+    if (!found) throw new NotFoundError(`bubblewrap workspace '${id}'`, { field: "workspaceId" });
+    if (found.userId !== undefined) {
+      if (found.userId !== owner.userId) throw ownerConflict(id);
+      return;
+    }
+    await recordClaim(this.#claims, hashedName(id), id, owner);
+  }
+
+  get #claims(): HostRecordStore {
+    return new HostRecordStore(path.join(this.#basedir, ".agentws", "claims"));
   }
 
   async pause(): Promise<void> {
@@ -98,6 +124,7 @@ export class BubblewrapDriver implements Driver {
   async destroy(workspaceId: string, options: { deleteData?: boolean } = {}): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
     const record = await this.#read(id);
+    await this.#claims.remove(hashedName(id));
     await fs.rm(this.#indexPath(id), { force: true });
     // Without deleteData the folder stays: a later create adopts it (same deterministic name).
     if (record && (options.deleteData || !this.persistent)) {
@@ -162,15 +189,18 @@ export class BubblewrapDriver implements Driver {
   }
 
   async #read(id: string): Promise<IndexRecord | null> {
-    let text: string;
+    // Only a missing record is "not found": one that cannot be read fails (never re-created over, never unowned).
+    let json: unknown;
     try {
-      text = await fs.readFile(this.#indexPath(id), "utf8");
-    } catch {
-      return null;
+      json = await readJsonFile(this.#indexPath(id));
+    } catch (e) {
+      throw new WorkspaceError("internal", `bubblewrap index record for '${id}' cannot be read (${this.#indexPath(id)}): ${(e as Error).message}`, { cause: e });
     }
+    if (json === null) return null;
     try {
-      const r = JSON.parse(text) as IndexRecord;
-      if (r.workspaceId !== id || typeof r.folder !== "string") throw new Error("identity mismatch");
+      const r = json as IndexRecord;
+      if (r === null || typeof r !== "object" || r.workspaceId !== id || typeof r.folder !== "string" || (r.userId !== undefined && typeof r.userId !== "string"))
+        throw new Error("identity mismatch");
       return r;
     } catch (e) {
       throw new WorkspaceError("internal", `bubblewrap index record for '${id}' is corrupt (${this.#indexPath(id)}); remove it to re-adopt the folder`, { cause: e });

@@ -11,6 +11,7 @@ import { dockerLeases } from "./lease.js";
 import { dockerUnavailable, ensureImage, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { guardWorkspaceNetwork, ensureWorkspaceNetwork, removeWorkspaceNetwork } from "./network.js";
 import { DOCKER_WORKDIR, DockerSandbox, mapDockerError } from "./sandbox.js";
+import { readOwnerClaim, recordOwnerClaim, removeOwnerClaim } from "./owner-claim.js";
 
 /** Per engine client (shared per socket): whether it shares each basedir with this process. */
 const sharesBasedir = new WeakMap<Docker, Map<string, boolean>>();
@@ -146,7 +147,26 @@ export class DockerDriver implements Driver {
         `a container named ${containerName(id)} exists but is not agent-workspaces' workspace '${id}'; rename or remove it`,
         { field: "workspaceId" },
       );
-    return describe(id, info);
+    const d = describe(id, info);
+    // Labels carry the owner set at create time; a warm-pool member's owner is its claim (owner-claim.ts).
+    if (d.userId !== undefined) return d;
+    const claim = await readOwnerClaim(this.docker, id).catch((e: unknown) => {
+      throw this.#mapLifecycleError(e, `read the owner claim of ${containerName(id)}`);
+    });
+    return claim ? { ...d, userId: claim.userId, agentId: d.agentId ?? claim.agentId } : d;
+  }
+
+  /** Records the owner of an unowned container (a warm-pool member handed to a user), engine-side; another owner is a ConflictError. */
+  async claimOwner(workspaceId: string, owner: { userId: string; agentId?: string | undefined }): Promise<void> {
+    const d = await this.find(workspaceId);
+    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
+    if (d.userId !== undefined) {
+      if (d.userId !== owner.userId) throw new ConflictError(`workspace '${workspaceId}' belongs to another user; workspace ids are never shared between users`, { field: "userId", details: { workspaceId } });
+      return;
+    }
+    await recordOwnerClaim(this.docker, parseWorkspaceId(workspaceId), owner).catch((e: unknown) => {
+      throw this.#mapLifecycleError(e, `record the owner claim of ${containerName(workspaceId)}`);
+    });
   }
 
   async pause(workspaceId: string): Promise<void> {
@@ -207,6 +227,9 @@ export class DockerDriver implements Driver {
     }
     await removeWorkspaceNetwork(this.docker, id).catch((e: unknown) => {
       throw this.#mapLifecycleError(e, `remove the network of ${containerName(id)}`);
+    });
+    await removeOwnerClaim(this.docker, id).catch((e: unknown) => {
+      throw this.#mapLifecycleError(e, `remove the owner claim of ${containerName(id)}`);
     });
     const host = this.hostPath(id);
     if (options.deleteData && host) {

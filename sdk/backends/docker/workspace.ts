@@ -38,7 +38,8 @@ export class DockerWorkspace extends DriverWorkspace<DockerBackendSpec, DockerDr
       // The image inputs changed (packages, base image): files live in the bind mount, so a new container is safe.
       this.logger.info("workspace image changed; recreating the container (files kept)", { workspaceId: this.workspaceId, from: description.location.image, to: wanted });
       await this.driver.destroy(this.workspaceId);
-      await this.driver.create(identity, ctx);
+      // A claimed warm-pool member's owner lived in its claim, removed with the container: label the new one.
+      await this.driver.create({ ...identity, userId: identity.userId ?? description.userId, agentId: identity.agentId ?? description.agentId }, ctx);
       return "recreated";
     }
     this.logger.warn("workspace image changed but the container is ephemeral; keeping the old image to keep its files", { workspaceId: this.workspaceId });

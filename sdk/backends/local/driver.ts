@@ -1,19 +1,31 @@
-import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
-import { ConflictError, NotFoundError, PathEscapeError, WorkspaceError, fromZodError } from "../../errors.js";
+import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, fromZodError } from "../../errors.js";
+import type { Logger } from "../../logger.js";
 import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
 import type { BackendDescription, Driver, DriverContext, WorkspaceIdentity } from "../driver.js";
+import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../owner-store.js";
 import { LocalBackendSchema, WorkspaceIdSchema, parseWorkspaceId, type LocalBackendSpec } from "../spec.js";
 import type { FileLeases } from "../lease.js";
 import { localLeases } from "./lease.js";
 import { LocalSandbox } from "./sandbox.js";
 
-/** Metadata stamped in each workspace folder so `find` can reattach and tell whose it is. */
+/**
+ * Where earlier versions kept the metadata: inside the workspace folder, where the agent's own
+ * Write tool could rewrite the owner. Read once to migrate (see #readMetadata), then deleted.
+ */
 export const METADATA_FILE = ".agentws.json";
+
+/** Folder beside the workspace folders holding their records (a workspace id never starts with "."). */
+export const RECORDS_DIR = ".agentws";
+
+/** The host-side metadata record of a workspace folder: `<parent>/.agentws/owners/<folder name>.json`. */
+export function metadataRecordPath(folder: string): string {
+  return path.join(path.dirname(folder), RECORDS_DIR, "owners", `${path.basename(folder)}.json`);
+}
 
 const MetadataSchema = z.object({
   version: z.literal(1),
@@ -33,9 +45,11 @@ export function defaultLocalBasedir(): string {
 
 /**
  * Local backend: one host folder per workspace, `<basedir>/<workspaceId>` (or exactly `path` for a
- * single-workspace spec). The folder's `.agentws.json` is the backend object: `find` reads it,
- * `destroy` removes it (and with `deleteData` the whole folder; folders without our metadata are
- * never deleted). A folder is always "running": pause and resume are no-ops.
+ * single-workspace spec). The backend object is a metadata record beside the folder, out of the
+ * file tools' reach (`<parent>/.agentws/owners/<name>.json`; a warm-pool claim goes to
+ * `.agentws/claims/`): `find` reads it, `destroy` removes it (and with `deleteData` the whole folder;
+ * folders without our metadata are never deleted). A folder is always "running": pause and resume
+ * are no-ops. Commands still run on the host: an agent's Bash can reach these records (Local has no isolation).
  */
 export class LocalDriver implements Driver {
   readonly kind = "local";
@@ -50,6 +64,18 @@ export class LocalDriver implements Driver {
     this.#basedir = path.resolve(expandHome(s.basedir ?? defaultLocalBasedir()));
     this.#path = s.path === undefined ? undefined : path.resolve(expandHome(s.path));
     this.leases = localLeases(this.#basedir, this.#path);
+    if (this.#path !== undefined) {
+      const records = path.dirname(metadataRecordPath(this.#path));
+      const rel = path.relative(this.#path, records);
+      if (rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel)))
+        throw new InvalidArgumentError("backend.path", `'${this.#path}' would hold its own owner records (${records}); choose a folder that is not a filesystem root or named ${RECORDS_DIR}`);
+    }
+  }
+
+  /** Metadata records (the backend objects) and warm-pool claims, beside the folder of `workspaceId`. */
+  #stores(folder: string): { records: HostRecordStore; claims: HostRecordStore; name: string } {
+    const dir = path.join(path.dirname(folder), RECORDS_DIR);
+    return { records: new HostRecordStore(path.join(dir, "owners")), claims: new HostRecordStore(path.join(dir, "claims")), name: path.basename(folder) };
   }
 
   /** The host folder of a workspace id. Ids are checked, so the folder is a direct child of basedir. */
@@ -72,24 +98,41 @@ export class LocalDriver implements Driver {
       createdAt: new Date().toISOString(),
     };
     // Claim the folder with a create-exclusive write: of two racing creators one writes, the other adopts.
-    const claimed = await writeMetadata(folder, metadata, { exclusive: true });
+    const { records, name } = this.#stores(folder);
+    const claimed = await records.create(name, metadata);
     if (!claimed) {
-      const existing = await this.#readMetadata(folder);
+      const existing = await this.#readMetadata(folder, ctx.logger);
       if (!existing || existing.workspaceId !== identity.workspaceId)
         throw new ConflictError(`host folder ${folder} already belongs to workspace '${existing?.workspaceId ?? "?"}'; use another path`, { field: "backend.path" });
       ctx.logger?.info("adopted an existing local workspace folder", { workspaceId: identity.workspaceId, folder });
-      return this.#describe(folder, existing);
+      return this.#describe(folder, await this.#withClaim(folder, existing));
     }
     ctx.logger?.info("created a local workspace folder", { workspaceId: identity.workspaceId, folder });
     return this.#describe(folder, metadata);
   }
 
-  async find(workspaceId: string): Promise<BackendDescription | null> {
+  async find(workspaceId: string, ctx: DriverContext = {}): Promise<BackendDescription | null> {
     const folder = this.folderFor(workspaceId);
-    await this.#checkFolder(folder, workspaceId);
-    const metadata = await this.#readMetadata(folder);
+    // A record whose folder is gone describes a lost workspace: "not found" (create recreates it, keeping the record's owner).
+    if (!(await this.#checkFolder(folder, workspaceId))) return null;
+    const metadata = await this.#readMetadata(folder, ctx.logger);
     if (!metadata || metadata.workspaceId !== workspaceId) return null;
-    return this.#describe(folder, metadata);
+    return this.#describe(folder, await this.#withClaim(folder, metadata));
+  }
+
+  /**
+   * Records the owner of an unowned workspace (a warm-pool member handed to a user) in a write-once
+   * claim beside the folder; the same owner again is a no-op, another user a ConflictError.
+   */
+  async claimOwner(workspaceId: string, owner: { userId: string; agentId?: string | undefined }): Promise<void> {
+    const found = await this.find(workspaceId);
+    if (!found) throw new NotFoundError(`local workspace '${workspaceId}'`, { field: "workspaceId" });
+    if (found.userId !== undefined) {
+      if (found.userId !== owner.userId) throw ownerConflict(workspaceId);
+      return;
+    }
+    const { claims, name } = this.#stores(this.folderFor(workspaceId));
+    await recordClaim(claims, name, workspaceId, owner);
   }
 
   async pause(workspaceId: string): Promise<void> {
@@ -106,6 +149,15 @@ export class LocalDriver implements Driver {
     const folder = this.folderFor(workspaceId);
     if (options.deleteData) await fs.rm(folder, { recursive: true, force: true });
     else await fs.rm(path.join(folder, METADATA_FILE), { force: true });
+    // The claim first: a crash in between leaves a record without a claim, i.e. an unowned but
+    // findable workspace only if it had no owner at creation; never a claim adopted by a new record.
+    const { records, claims, name } = this.#stores(folder);
+    await claims.remove(name);
+    await records.remove(name);
+    // Leave no empty record folders behind (they are recreated on the next create).
+    await claims.prune();
+    await records.prune();
+    await fs.rmdir(path.dirname(records.dir)).catch(() => undefined);
     ctx.logger?.info("destroyed a local workspace", { workspaceId, folder, deletedData: Boolean(options.deleteData) });
   }
 
@@ -113,43 +165,60 @@ export class LocalDriver implements Driver {
     const folder = this.folderFor(workspaceId);
     const metadata = await this.#readMetadata(folder);
     if (!metadata || metadata.workspaceId !== workspaceId) throw new NotFoundError(`local workspace '${workspaceId}'`, { field: "workspaceId" });
-    await writeMetadata(folder, { ...metadata, tags: { ...tags } }, { exclusive: false });
+    const { records, name } = this.#stores(folder);
+    await records.replace(name, { ...metadata, tags: { ...tags } });
   }
 
   async connect(workspaceId: string): Promise<Sandbox> {
     if (!(await this.find(workspaceId)))
-      throw new NotFoundError(`local workspace '${workspaceId}' (no ${METADATA_FILE} in ${this.folderFor(workspaceId)}); create it first`, { field: "workspaceId" });
+      throw new NotFoundError(`local workspace '${workspaceId}' (no record ${metadataRecordPath(this.folderFor(workspaceId))}); create it first`, { field: "workspaceId" });
     return new LocalSandbox(this.folderFor(workspaceId));
   }
 
-  /** A per-id folder under basedir must be a real folder, not a symlink leading elsewhere. */
-  async #checkFolder(folder: string, workspaceId: string): Promise<void> {
-    if (this.#path) return;
+  /** A per-id folder under basedir must be a real folder, not a symlink leading elsewhere. Whether it exists. */
+  async #checkFolder(folder: string, workspaceId: string): Promise<boolean> {
+    if (this.#path) return (await fs.stat(folder).catch(() => null))?.isDirectory() ?? false;
     const info = await fs.lstat(folder).catch(() => null);
     if (info?.isSymbolicLink()) throw new PathEscapeError(folder, `(workspace '${workspaceId}') is a symlink; refusing to use it as a workspace folder`);
     if (info && !info.isDirectory()) throw new ConflictError(`${folder} exists and is not a folder`, { field: "workspaceId" });
+    return info !== null;
   }
 
-  async #readMetadata(folder: string): Promise<Metadata | null> {
-    const file = path.join(folder, METADATA_FILE);
-    let text: string;
-    try {
-      const info = await fs.lstat(file);
-      if (!info.isFile()) throw new WorkspaceError("invalid_argument", `${file} is not a regular file; delete it to let the workspace be re-created`, { field: file });
-      text = await fs.readFile(file, "utf8");
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException)?.code === "ENOENT" || (e as NodeJS.ErrnoException)?.code === "ENOTDIR") return null;
-      throw e;
+  /**
+   * The folder's metadata record. Migration from the in-tree `.agentws.json` of earlier versions:
+   * read only when the host-side record is missing, copied out once (create-exclusive), then
+   * deleted, so nothing in the tree is ever trusted again. A file the agent had already rewritten
+   * before the upgrade cannot be told from an honest one; the migration is logged (warn) so an
+   * operator can check it, and running it before agents start (any find, e.g. `pulumi refresh`) closes that window.
+   */
+  async #readMetadata(folder: string, logger?: Logger): Promise<Metadata | null> {
+    const { records, name } = this.#stores(folder);
+    const json = await records.read(name);
+    if (json !== null) return parseMetadata(json, records.file(name));
+    const legacyFile = path.join(folder, METADATA_FILE);
+    const legacy = await readJsonFile(legacyFile);
+    if (legacy === null) return null;
+    const metadata = parseMetadata(legacy, legacyFile);
+    if (!(await records.create(name, metadata))) {
+      // A racing reader migrated it first: theirs is the record.
+      const theirs = await records.read(name);
+      return theirs === null ? null : parseMetadata(theirs, records.file(name));
     }
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      throw new WorkspaceError("invalid_argument", `${file} is not valid JSON; fix or delete it`, { field: file });
-    }
-    const parsed = MetadataSchema.safeParse(json);
-    if (!parsed.success) throw fromZodError(file, parsed.error);
-    return parsed.data;
+    await fs.rm(legacyFile, { force: true });
+    logger?.warn("moved a local workspace's metadata out of its folder (written by an earlier version)", {
+      workspaceId: metadata.workspaceId,
+      record: records.file(name),
+      userId: metadata.userId ?? "(none)",
+    });
+    return metadata;
+  }
+
+  /** The metadata with the owner: the creator recorded in it, else the warm-pool claim, if any. */
+  async #withClaim(folder: string, m: Metadata): Promise<Metadata> {
+    if (m.userId !== undefined) return m;
+    const { claims, name } = this.#stores(folder);
+    const claim = await readClaim(claims, name, m.workspaceId);
+    return claim ? { ...m, userId: claim.userId, agentId: m.agentId ?? claim.agentId } : m;
   }
 
   #describe(folder: string, m: Metadata): BackendDescription {
@@ -166,23 +235,8 @@ export class LocalDriver implements Driver {
   }
 }
 
-/** Atomic write; with `exclusive`, returns false instead of replacing an existing file. */
-async function writeMetadata(folder: string, metadata: Metadata, { exclusive }: { exclusive: boolean }): Promise<boolean> {
-  const file = path.join(folder, METADATA_FILE);
-  const tmp = `${file}.tmp-${randomBytes(6).toString("hex")}`;
-  await fs.writeFile(tmp, `${JSON.stringify(metadata, null, 2)}\n`, { flag: "wx", mode: 0o644 });
-  try {
-    if (!exclusive) {
-      await fs.rename(tmp, file);
-      return true;
-    }
-    await fs.link(tmp, file);
-    return true;
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException)?.code === "EEXIST") return false;
-    throw e;
-  } finally {
-    await fs.rm(tmp, { force: true });
-  }
+function parseMetadata(json: unknown, file: string): Metadata {
+  const parsed = MetadataSchema.safeParse(json);
+  if (!parsed.success) throw fromZodError(file, parsed.error);
+  return parsed.data;
 }
-
