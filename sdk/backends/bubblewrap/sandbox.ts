@@ -1,11 +1,11 @@
 import { spawn as spawnChild, type ChildProcess } from "node:child_process";
 import { existsSync, lstatSync, readlinkSync, promises as fs } from "node:fs";
-import { NotFoundError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { UnavailableError, WorkspaceError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput, DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { LocalSandbox } from "../local/sandbox.js";
-import { mapRunnerError, RunnerFailure, RunnerFiles, RunnerSupervisor, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
+import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
 import { startBwrapRunner } from "./runner.js";
 
 export const BWRAP_WORKDIR = "/workspace";
@@ -275,14 +275,6 @@ export class BubblewrapSandbox implements Sandbox {
 function sandboxCwd(rel: string): string {
   const clean = checkRelativePath(rel, "cwd");
   return clean === "" ? BWRAP_WORKDIR : `${BWRAP_WORKDIR}/${clean}`;
-}
-
-/** A cwd the runner refused, as the errors LocalSandbox gives for one. */
-export function cwdError(e: unknown, rel: string): unknown {
-  if (!(e instanceof RunnerFailure)) return e;
-  if (e.code === "ENOENT") return new NotFoundError(`working directory '${rel}'`, { field: "cwd", cause: e });
-  if (e.code === "ENOTDIR") return new WorkspaceError("invalid_argument", `cwd: '${rel}' is not a directory`, { field: "cwd", cause: e });
-  return mapRunnerError(e, rel, "use as working directory");
 }
 
 function baseEnv(): Record<string, string> {

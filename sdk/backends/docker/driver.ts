@@ -220,7 +220,7 @@ export class DockerDriver implements Driver {
     if (wasPaused) await this.pause(workspaceId);
   }
 
-  async connect(workspaceId: string): Promise<DockerSandbox> {
+  async connect(workspaceId: string, ctx: DriverContext = {}): Promise<DockerSandbox> {
     let d = await this.find(workspaceId);
     if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}); create it first`, { field: "workspaceId" });
     // A just-resumed container can read as paused for a moment (see #settledRunning); a container
@@ -229,7 +229,7 @@ export class DockerDriver implements Driver {
     if (d.state !== "running") throw new UnavailableError(`docker workspace '${workspaceId}' is ${d.state}; resume it first`);
     const persistent = d.location.persistent === "true";
     const hostRoot = persistent && d.location.hostPath ? await this.#visibleHostRoot(d) : undefined;
-    return new DockerSandbox(this.docker, d.location.containerId!, { persistent, hostRoot });
+    return new DockerSandbox(this.docker, d.location.containerId!, { persistent, hostRoot, logger: ctx.logger });
   }
 
   /**

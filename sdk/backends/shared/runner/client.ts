@@ -111,6 +111,11 @@ export class RunnerClient {
     return this.#t.pid;
   }
 
+  /** The transport this client talks over (a backend reads its own details from it). */
+  get transport(): RunnerTransport {
+    return this.#t;
+  }
+
   /** Runs a command. Resolves with its result; rejects only when the runner refused the cwd (RunnerFailure). */
   exec(req: RunnerExec): Promise<ExecResult> {
     if (this.#dead) return Promise.resolve({ ...stopped(this.#why), ...(this.#spawnFailed ? { exitCode: 127 } : {}) });

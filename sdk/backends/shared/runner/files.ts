@@ -169,6 +169,14 @@ export class RunnerFiles {
   }
 }
 
+/** A working directory the runner refused, as the errors LocalSandbox gives for one. */
+export function cwdError(e: unknown, rel: string): unknown {
+  if (!(e instanceof RunnerFailure)) return e;
+  if (e.code === "ENOENT") return new NotFoundError(`working directory '${rel}'`, { field: "cwd", cause: e });
+  if (e.code === "ENOTDIR") return new WorkspaceError("invalid_argument", `cwd: '${rel}' is not a directory`, { field: "cwd", cause: e });
+  return mapRunnerError(e, rel, "use as working directory");
+}
+
 /** The WorkspaceError LocalSandbox would give for the same failure. `other` names the second path (rename's target). */
 export function mapRunnerError(e: unknown, rel: string, verb: string, maxBytes?: number, other?: string): unknown {
   if (!(e instanceof RunnerFailure)) return e;

@@ -7,7 +7,7 @@ import { RunnerClient, type RunnerTransport } from "./client.js";
 
 export { RUNNER_SOURCE } from "./source.js";
 export { RunnerClient, RunnerFailure, runnerGone, type RunnerExec, type RunnerTransport } from "./client.js";
-export { RunnerFiles, mapRunnerError, type RunnerLease } from "./files.js";
+export { RunnerFiles, cwdError, mapRunnerError, type RunnerLease } from "./files.js";
 
 /** argv that runs the runner with a given interpreter; `root` is the workspace root as the sandbox sees it. */
 export function runnerArgv(python: string, root: string, source: string): string[] {

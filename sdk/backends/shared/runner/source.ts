@@ -12,7 +12,8 @@
  *   "s" size / "d"           a read's size, then its bytes in chunks (payload), ended by "o"
  *   "e" code message         failure; code is an errno name or ESCAPE / TOOBIG / SPECIAL
  * Id 0 carries one "hello" frame at start-up. Ops:
- *   x id max cwd argc argv... K=V...   run a command (cwd workspace-relative); payload = its stdin
+ *   x id max cwd argc argv... K=V...   run a command (cwd workspace-relative, K=V over the runner's own
+ *                                      environment); payload = its stdin
  *   k id                               kill that command and everything it started
  *   r id path max                      read ("-" = no cap); the cap counts bytes actually read
  *   w id path kind mode                start a write: kind w (atomic replace), x (exclusive), a (append),
@@ -764,7 +765,9 @@ def kill_marked(mark, root_pid):
 def start(f, payload):
     jid, cap, cwd_rel, argc = int(f[1]), int(f[2]), os.fsdecode(f[3]), int(f[4])
     argv = f[5 : 5 + argc]
-    env = dict(kv.split(b"=", 1) for kv in f[5 + argc :])
+    # The runner's own environment (the sandbox's base) under the request's variables.
+    env = dict(os.environb)
+    env.update(kv.split(b"=", 1) for kv in f[5 + argc :])
     mark = b"AGENTWS_JOB=" + NONCE.encode() + b"." + f[1]
     env[b"AGENTWS_JOB"] = mark[12:]
     try:
