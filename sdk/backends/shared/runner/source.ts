@@ -216,14 +216,14 @@ def walk(rel, follow, create=False):
         raise
 
 
-def open_final(pfd, name, flags, mode=0o644):
+def open_final(pfd, name, flags, mode=0o644, link_msg="is a symlink; refusing to follow it"):
     if name == "":
         return os.dup(pfd) if flags & os.O_DIRECTORY else os.open(".", flags, dir_fd=pfd)
     try:
         return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=pfd)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise Fail("ESCAPE", "is a symlink; refusing to follow it")
+            raise Fail("ESCAPE", link_msg)
         raise
 
 
@@ -311,7 +311,7 @@ class Writer:
         if name == "":
             raise Fail("EISDIR")
         if self.kind == "a":
-            self.fd = open_final(pfd, name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK)
+            self.fd = open_final(pfd, name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644, "is a symlink; refusing to write through it")
             if not stat.S_ISREG(os.fstat(self.fd).st_mode):
                 raise Fail("SPECIAL")
             return
