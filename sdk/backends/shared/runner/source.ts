@@ -860,7 +860,7 @@ def handle(f, payload):
 
 def read_input():
     try:
-        chunk = os.read(IN, 4 << 20)
+        chunk = os.read(IN, CHUNK)
     except BlockingIOError:
         return
     if not chunk:
@@ -874,8 +874,11 @@ def read_input():
         hl, pl = struct.unpack_from(">II", inbuf, pos)
         if end - pos < 8 + hl + pl:
             break
-        h = bytes(inbuf[pos + 8 : pos + 8 + hl]).split(b"\0")
-        payload = bytes(inbuf[pos + 8 + hl : pos + 8 + hl + pl])
+        # One copy of each frame out of the buffer (a slice of a bytearray would make two).
+        view = memoryview(inbuf)
+        h = bytes(view[pos + 8 : pos + 8 + hl]).split(b"\0")
+        payload = bytes(view[pos + 8 + hl : pos + 8 + hl + pl])
+        view.release()
         pos += 8 + hl + pl
         handle(h, payload)
     if pos:
