@@ -254,7 +254,7 @@ export class DockerDriver implements Driver {
       return undefined;
     }
     try {
-      const exec = new DockerSandbox(this.docker, d.location.containerId!, { persistent: true });
+      const exec = new DockerSandbox(this.docker, d.location.containerId!, { persistent: true, plain: true });
       const shared = (await exec.exec(["test", "-f", `${DOCKER_WORKDIR}/${probe}`])).exitCode === 0;
       byBase.set(base, shared);
       return shared ? host : undefined;

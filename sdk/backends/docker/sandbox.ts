@@ -81,6 +81,8 @@ export interface DockerSandboxOptions {
   hostRoot?: string | undefined;
   /** Told once when the image has no python3 and the sandbox falls back to one exec per call. */
   logger?: Logger | undefined;
+  /** One engine exec per call, no runner (a one-off probe that should leave no process behind). */
+  plain?: boolean | undefined;
 }
 
 /** How often a call in flight checks that the container has not been paused or stopped under it. */
@@ -119,6 +121,7 @@ export class DockerSandbox implements Sandbox {
     this.#env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
     this.#runners = new RunnerSupervisor(() => startDockerRunner(this.#docker, this.#container, this.#env, DOCKER_WORKDIR));
     this.#rf = new RunnerFiles(() => this.#lease());
+    if (options.plain) this.#mode = "plain";
   }
 
   get containerId(): string {
