@@ -28,6 +28,13 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
   let stream: Duplex | undefined;
   let killed = false;
   let reason = "";
+  // Whether the connection should hold the event loop open; applied once the stream exists too.
+  let held = false;
+  const apply = () => {
+    const sock = stream as unknown as { ref?: () => void; unref?: () => void } | undefined;
+    if (held) sock?.ref?.();
+    else sock?.unref?.();
+  };
   let exec: Docker.Exec | undefined;
   const exited = (async (): Promise<{ why: string }> => {
     try {
@@ -42,6 +49,7 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
       });
       const s = (await exec.start({ hijack: true, stdin: true })) as unknown as Duplex;
       stream = s;
+      apply();
       if (killed) s.destroy();
       docker.modem.demuxStream(s, stdout, stderr);
       stdin.pipe(s);
@@ -60,7 +68,6 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
       stdout.end();
     }
   })();
-  const handles = () => [stream, (stream as unknown as { socket?: unknown })?.socket] as unknown as ({ ref?: () => void; unref?: () => void } | undefined)[];
   return {
     stdin,
     stdout,
@@ -69,8 +76,14 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
       killed = true;
       stream?.destroy();
     },
-    ref: () => handles().forEach((h) => h?.ref?.()),
-    unref: () => handles().forEach((h) => h?.unref?.()),
+    ref: () => {
+      held = true;
+      apply();
+    },
+    unref: () => {
+      held = false;
+      apply();
+    },
     end: (why: string) => {
       reason = why;
       killed = true;

@@ -89,6 +89,8 @@ export class RunnerClient {
     this.#pending.set(0, {
       onFrame: (fields) => {
         if (fields[0] === "hello") hello();
+        // Held open until the runner said hello (someone may be awaiting `ready`), idle from then on.
+        if (this.#calls() === 0) this.#idle();
         return true;
       },
       onDeath: (why) => noHello(new UnavailableError(`sandbox runner did not start${why ? `: ${why}` : ""}`)),
@@ -100,7 +102,7 @@ export class RunnerClient {
       this.#spawnFailed = spawnFailed === true;
       this.#die();
     });
-    this.#idle();
+    this.#t.ref?.();
   }
 
   get alive(): boolean {
