@@ -1,14 +1,14 @@
 import type { ChildProcess } from "node:child_process";
 import { existsSync, lstatSync, readlinkSync, promises as fs } from "node:fs";
-import path from "node:path";
-import { NotFoundError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { UnavailableError, WorkspaceError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput, DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { LocalSandbox } from "../local/sandbox.js";
 import type { Logger } from "../../logger.js";
 import { BwrapLauncher, type SandboxLimits } from "./launch.js";
-import { ExecRunner } from "./runner.js";
+import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
+import { startBwrapRunner } from "./runner.js";
 
 export const BWRAP_WORKDIR = "/workspace";
 
@@ -39,42 +39,40 @@ export const BWRAP_ENV_MOUNT = "/opt/agentws";
 const BASE_PATH = `${BWRAP_ENV_MOUNT}/venv/bin:${BWRAP_ENV_MOUNT}/npm/node_modules/.bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
 const ETC_FILES = ["resolv.conf", "hosts", "nsswitch.conf", "passwd", "group", "alternatives", "ssl", "pki", "ca-certificates", "localtime"];
 const ROOT_DIRS = ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"];
-/** The exec runner is a Python script run from the host's /usr, which every sandbox mounts read-only. */
+/** The runner is a Python script run from the host's /usr, which every sandbox mounts read-only. */
 const HAS_PYTHON = existsSync("/usr/bin/python3");
 
 /**
  * A host folder run through bubblewrap. Processes see the folder at /workspace, the host's /usr and
- * libraries read-only, a private /tmp, and no network unless `network: "host"`. File operations run on
- * the host side of the bind mount (fast, no process per call), confined to the folder with every
- * symlink resolved and refused if it leaves it.
+ * libraries read-only, a private /tmp, and no network unless `network: "host"`. Commands and file
+ * operations go through one long-lived runner inside the sandbox (sdk/backends/shared/runner), so the
+ * host never opens a path the sandbox controls: a folder swapped for a symlink reaches only what the
+ * sandbox already sees. (Without python3 on the host, files fall back to the host side of the mount.)
  */
 export class BubblewrapSandbox implements Sandbox {
   readonly kind = "bubblewrap";
   readonly workdir = BWRAP_WORKDIR;
   readonly persistent: boolean;
   readonly #opts: BubblewrapSandboxOptions;
-  readonly #files: LocalSandbox;
+  readonly #files: RunnerFiles | LocalSandbox;
   /** argv prefix up to (not including) --chdir; rebuilt only by the constructor. */
   readonly #mounts: string[];
   readonly #identity: { dev: number; ino: number };
   readonly #children = new Set<ChildProcess>();
   /** Starts every bwrap of this handle: minimal environment, inside the handle's cgroup. */
   readonly #launcher: BwrapLauncher;
-  /** The long-lived bwrap that forks each exec; started on first exec, restarted if it died. */
-  #runner: ExecRunner | undefined;
-  /** Identity of hostEnvDir the runner mounted: a package reinstall swaps the folder, a fresh bwrap would see the new one. */
-  #runnerEnvId = "";
+  /** The long-lived bwrap running the runner; started on first use, restarted if it died. */
+  readonly #runners: RunnerSupervisor;
   #closed = false;
-  /** Runners replaced while commands were in flight; close() still stops them. */
-  readonly #retired = new Set<ExecRunner>();
 
   private constructor(opts: BubblewrapSandboxOptions, identity: { dev: number; ino: number }) {
     this.#opts = opts;
     this.persistent = opts.persistent;
-    this.#files = new LocalSandbox(opts.hostRoot);
     this.#identity = identity;
     this.#mounts = buildMounts(opts);
     this.#launcher = new BwrapLauncher({ bwrap: opts.bwrap, limits: opts.limits, logger: opts.logger });
+    this.#runners = new RunnerSupervisor(() => startBwrapRunner(this.#launcher, this.#runnerArgs(), BWRAP_WORKDIR));
+    this.#files = HAS_PYTHON ? new RunnerFiles(() => this.#lease()) : new LocalSandbox(opts.hostRoot);
   }
 
   /** Opens a handle; the folders must exist. Records the root's identity to notice a swapped folder. */
@@ -96,7 +94,8 @@ export class BubblewrapSandbox implements Sandbox {
   /** The full bwrap argv for one command (exported for the benchmark and tests). */
   async argvFor(argv: string[], options: { cwd?: string | undefined; env?: Record<string, string> | undefined } = {}): Promise<string[]> {
     await this.#checkIdentity();
-    const cwd = await this.#sandboxCwd(options.cwd ?? "");
+    // Resolved by bwrap --chdir inside the sandbox's view, never on the host.
+    const cwd = sandboxCwd(options.cwd ?? "");
     const env = { ...baseEnv(), ...this.#opts.env, ...options.env, PWD: cwd };
     const out = [...this.#mounts, "--clearenv"];
     for (const [k, v] of Object.entries(env)) out.push("--setenv", k, v);
@@ -114,19 +113,24 @@ export class BubblewrapSandbox implements Sandbox {
         await this.#stopRunner();
         throw e;
       }
-      const cwd = await this.#sandboxCwd(options.cwd ?? "");
-      const env = { ...baseEnv(), ...this.#opts.env, ...options.env, PWD: cwd };
+      const rel = checkRelativePath(options.cwd ?? "", "cwd");
       const runner = await this.#liveRunner();
-      if (runner)
-        return runner.exec({
-          argv,
-          cwd,
-          env,
-          stdin: options.stdin,
-          maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
-          timeoutMs: options.timeoutMs,
-          signal: options.signal,
-        });
+      if (runner) {
+        try {
+          // PWD is what the runner resolved the cwd to: it sets it for the command.
+          return await runner.exec({
+            argv,
+            cwd: rel,
+            env: { ...baseEnv(), ...this.#opts.env, ...options.env },
+            stdin: options.stdin,
+            maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
+            timeoutMs: options.timeoutMs,
+            signal: options.signal,
+          });
+        } catch (e) {
+          throw cwdError(e, rel);
+        }
+      }
     }
     // After close() (no process may outlive it) or without python3 on the host: one bwrap per command.
     const full = await this.argvFor(argv, options);
@@ -195,7 +199,7 @@ export class BubblewrapSandbox implements Sandbox {
   /** Kills every process this handle started (MCP servers included). */
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all([this.#stopRunner(), ...[...this.#retired].map((r) => r.stop())]);
+    await this.#runners.stop();
     const waits = [...this.#children].map(
       (c) =>
         new Promise<void>((resolve) => {
@@ -211,35 +215,37 @@ export class BubblewrapSandbox implements Sandbox {
   }
 
   /** The runner for the next exec; null once close() has begun (that exec then takes the per-command path). */
-  async #liveRunner(): Promise<ExecRunner | null> {
-    let envId = "";
-    if (this.#opts.hostEnvDir) {
-      const st = await fs.stat(this.#opts.hostEnvDir).catch(() => null);
-      envId = st ? `${st.dev}:${st.ino}` : "missing";
-    }
+  async #liveRunner(): Promise<RunnerClient | null> {
+    const key = await this.#envKey();
     if (this.#closed) return null;
-    if (this.#runner?.alive && envId === this.#runnerEnvId) return this.#runner;
-    // Synchronous from here, so concurrent first execs share one new runner; the old one finishes its commands.
-    if (this.#runner) {
-      const old = this.#runner;
-      this.#retired.add(old);
-      void old.exited.then(() => this.#retired.delete(old));
-      old.retire();
-    }
-    this.#runnerEnvId = envId;
-    this.#runner = new ExecRunner(this.#launcher, this.#runnerArgs());
-    return this.#runner;
+    // Synchronous from here, so concurrent first calls share one new runner; a replaced one finishes its calls.
+    return this.#runners.get(key);
   }
 
-  /** pid of the exec runner's bwrap, if one is running (for tests). */
+  /**
+   * The runner for one file operation. After close() no runner may outlive the handle, so a late call
+   * gets one of its own, stopped when the call is done.
+   */
+  async #lease(): Promise<RunnerLease> {
+    await this.#checkIdentity();
+    const runner = await this.#liveRunner();
+    return runner ? { client: runner } : this.#runners.oneShot();
+  }
+
+  /** Identity of hostEnvDir: a package reinstall swaps the folder, and only a fresh bwrap sees the new one. */
+  async #envKey(): Promise<string> {
+    if (!this.#opts.hostEnvDir) return "";
+    const st = await fs.stat(this.#opts.hostEnvDir).catch(() => null);
+    return st ? `${st.dev}:${st.ino}` : "missing";
+  }
+
+  /** pid of the runner's bwrap, if one is running (for tests). */
   get runnerPid(): number | undefined {
-    return this.#runner?.alive ? this.#runner.pid : undefined;
+    return this.#runners.current?.pid;
   }
 
   async #stopRunner(): Promise<void> {
-    const r = this.#runner;
-    this.#runner = undefined;
-    await r?.stop();
+    await this.#runners.stop();
   }
 
   /** bwrap argv for the runner: the same mounts and base environment as a per-command bwrap. */
@@ -255,17 +261,6 @@ export class BubblewrapSandbox implements Sandbox {
     this.#children.add(child);
     child.once("exit", () => this.#children.delete(child));
     child.once("error", () => this.#children.delete(child));
-  }
-
-  async #sandboxCwd(rel: string): Promise<string> {
-    const clean = checkRelativePath(rel, "cwd");
-    if (clean === "") return BWRAP_WORKDIR;
-    const host = await this.#files.hostPath(clean, { followFinal: true });
-    const st = await fs.stat(host).catch(() => null);
-    if (!st) throw new NotFoundError(`working directory '${clean}'`, { field: "cwd" });
-    if (!st.isDirectory()) throw new WorkspaceError("invalid_argument", `cwd: '${clean}' is not a directory`, { field: "cwd" });
-    const inside = path.relative(this.#opts.hostRoot, host).split(path.sep).join("/");
-    return inside === "" ? BWRAP_WORKDIR : `${BWRAP_WORKDIR}/${inside}`;
   }
 
   async #checkIdentity(): Promise<void> {
@@ -285,6 +280,12 @@ export class BubblewrapSandbox implements Sandbox {
     if (!st || st.dev !== this.#identity.dev || st.ino !== this.#identity.ino)
       throw new UnavailableError(`workspace folder '${this.#opts.hostRoot}' was removed or replaced since the sandbox was opened; initialize the workspace again`);
   }
+}
+
+/** The cwd as the sandbox names it, lexically (bwrap --chdir resolves it inside the sandbox). */
+function sandboxCwd(rel: string): string {
+  const clean = checkRelativePath(rel, "cwd");
+  return clean === "" ? BWRAP_WORKDIR : `${BWRAP_WORKDIR}/${clean}`;
 }
 
 function baseEnv(): Record<string, string> {

@@ -259,7 +259,7 @@ export class DockerDriver implements Driver {
     if (wasPaused) await this.pause(workspaceId);
   }
 
-  async connect(workspaceId: string): Promise<DockerSandbox> {
+  async connect(workspaceId: string, ctx: DriverContext = {}): Promise<DockerSandbox> {
     let d = await this.find(workspaceId);
     if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}); create it first`, { field: "workspaceId" });
     // A just-resumed container can read as paused for a moment (see #settledRunning); a container
@@ -269,7 +269,7 @@ export class DockerDriver implements Driver {
     await guardWorkspaceNetwork(d.workspaceId, d.location.network);
     const persistent = d.location.persistent === "true";
     const hostRoot = persistent && d.location.hostPath ? await this.#visibleHostRoot(d) : undefined;
-    return new DockerSandbox(this.docker, d.location.containerId!, { persistent, hostRoot });
+    return new DockerSandbox(this.docker, d.location.containerId!, { persistent, hostRoot, logger: ctx.logger });
   }
 
   /**
@@ -294,7 +294,7 @@ export class DockerDriver implements Driver {
       return undefined;
     }
     try {
-      const exec = new DockerSandbox(this.docker, d.location.containerId!, { persistent: true });
+      const exec = new DockerSandbox(this.docker, d.location.containerId!, { persistent: true, plain: true });
       const shared = (await exec.exec(["test", "-f", `${DOCKER_WORKDIR}/${probe}`])).exitCode === 0;
       byBase.set(base, shared);
       return shared ? host : undefined;

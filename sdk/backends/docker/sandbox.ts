@@ -8,16 +8,18 @@ import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, Unavailab
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
-import { LocalSandbox } from "../local/sandbox.js";
+import { silentLogger, type Logger } from "../../logger.js";
+import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerLease } from "../shared/runner/index.js";
 import { statusCode } from "./client.js";
+import { startDockerRunner, type DockerRunnerTransport } from "./runner.js";
 
 export const DOCKER_WORKDIR = "/workspace";
 /** Every process we start carries this env marker so it (and its children) can be killed from inside. */
 const MARKER = "AGENTWS_EXEC";
 
 /**
- * File operations run as small sh scripts inside the container, so symlinks resolve as the
- * container sees them (`realpath -m`) and anything leaving /workspace is refused. Exit codes:
+ * Fallback for images without python3 (no runner): file operations run as small sh scripts inside the
+ * container, so symlinks resolve as the container sees them (`realpath -m`) and anything leaving /workspace is refused. Exit codes:
  * 65 escape, 66 missing, 67 is a directory, 68 not a directory, 69 exists, 70 final symlink, 71 too large.
  */
 const PRELUDE = `set -u
@@ -73,13 +75,24 @@ export interface DockerSandboxOptions {
   env?: Record<string, string> | undefined;
   /**
    * Host folder that is bind-mounted at /workspace, when this process can see it (checked by the
-   * driver with a probe file). File operations then run on the host side, confined to the folder
-   * like LocalSandbox (symlinks leaving it are refused), instead of one exec each.
+   * driver with a probe file). Reported by `fileAccess`; file operations still run inside the
+   * container (through the runner), never on this host side of the mount.
    */
   hostRoot?: string | undefined;
+  /** Told once when the image has no python3 and the sandbox falls back to one exec per call. */
+  logger?: Logger | undefined;
+  /** One engine exec per call, no runner (a one-off probe that should leave no process behind). */
+  plain?: boolean | undefined;
 }
 
-/** A running container as a Sandbox: exec through the engine API with stdout and stderr kept apart. */
+/** How often a call in flight checks that the container has not been paused or stopped under it. */
+const WATCH_MS = 1000;
+
+/**
+ * A running container as a Sandbox. Commands and file operations go through one long-lived runner
+ * process inside the container (sdk/backends/shared/runner), attached by one `docker exec`; an image
+ * without python3 falls back to one engine exec per command and sh scripts for files.
+ */
 export class DockerSandbox implements Sandbox {
   readonly kind = "docker";
   readonly workdir = DOCKER_WORKDIR;
@@ -88,37 +101,69 @@ export class DockerSandbox implements Sandbox {
   readonly #container: Docker.Container;
   readonly #env: string[];
   readonly #live = new Map<string, { stream?: Duplex | undefined; done: Promise<unknown> }>();
-  readonly #files: LocalSandbox | undefined;
-  /** Fast paths, present only when files go through the host folder (an exec would gain nothing). */
-  readonly readDirTyped?: (path: string) => Promise<DirEntry[]>;
-  readonly copyTree?: (from: string, to: string, options?: { exclude?: (name: string) => boolean }) => Promise<void>;
-  readonly createFile?: (path: string, data: Uint8Array | string) => Promise<void>;
+  readonly #hostShared: boolean;
+  readonly #logger: Logger;
+  readonly #runners: RunnerSupervisor;
+  readonly #rf: RunnerFiles;
+  /** "runner" once a runner answered, "plain" when the image cannot run one (no python3). */
+  #mode: "unknown" | "runner" | "plain" = "unknown";
+  #probing: Promise<boolean> | undefined;
+  #closed = false;
+  #inflight = 0;
+  #watch: NodeJS.Timeout | undefined;
 
   constructor(docker: Docker, containerId: string, options: DockerSandboxOptions) {
     this.#docker = docker;
-    const files = options.hostRoot ? new LocalSandbox(options.hostRoot) : undefined;
-    this.#files = files;
-    if (files) {
-      this.readDirTyped = (p) => files.readDirTyped(p);
-      this.copyTree = (from, to, o) => files.copyTree(from, to, o);
-      this.createFile = (p, data) => files.createFile(p, data);
-    }
+    this.#hostShared = !!options.hostRoot;
+    this.#logger = options.logger ?? silentLogger;
     this.#container = docker.getContainer(containerId);
     this.persistent = options.persistent;
     this.#env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
+    this.#runners = new RunnerSupervisor(() => startDockerRunner(this.#docker, this.#container, this.#env, DOCKER_WORKDIR));
+    this.#rf = new RunnerFiles(() => this.#lease());
+    if (options.plain) this.#mode = "plain";
   }
 
   get containerId(): string {
     return this.#container.id;
   }
 
-  /** "host" when file operations go through the bind mount on this host, "exec" when they run in the container. */
+  /** "host" when the workspace folder is bind-mounted from this host, "exec" when it lives only in the container. */
   get fileAccess(): "host" | "exec" {
-    return this.#files ? "host" : "exec";
+    return this.#hostShared ? "host" : "exec";
+  }
+
+  /** Whether calls go through the runner ("plain" after an image without python3 refused it). */
+  get runnerMode(): "unknown" | "runner" | "plain" {
+    return this.#mode;
+  }
+
+  /** pid (inside the container) is not known here; the runner's liveness is, for tests. */
+  get runnerAlive(): boolean {
+    return this.#runners.current !== undefined;
   }
 
   async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
+    if (await this.#useRunner()) {
+      const rel = checkRelativePath(options.cwd ?? "", "cwd");
+      const lease = await this.#lease();
+      try {
+        return await lease.client.exec({
+          argv,
+          cwd: rel,
+          env: { ...options.env },
+          stdin: options.stdin,
+          maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
+          timeoutMs: options.timeoutMs,
+          signal: options.signal,
+        });
+      } catch (e) {
+        throw cwdError(e, rel);
+      } finally {
+        lease.release?.();
+      }
+    }
     const cwd = options.cwd ? await this.#resolveCwd(options.cwd) : DOCKER_WORKDIR;
     const r = await this.#run(argv, { ...options, workdir: cwd });
     // The runtime reports a missing executable as 126; callers expect the shell's 127.
@@ -182,7 +227,7 @@ export class DockerSandbox implements Sandbox {
   }
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
-    if (this.#files) return this.#files.readFile(rel, options);
+    if (await this.#useRunner()) return this.#rf.readFile(rel, options);
     const clean = checkRelativePath(rel);
     const max = options.maxBytes;
     const r = await this.#op("read", [clean, max === undefined ? "-" : String(max)], { max: (max ?? 1024 * 1024 * 1024) + 1 });
@@ -192,20 +237,20 @@ export class DockerSandbox implements Sandbox {
   }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
-    if (this.#files) return this.#files.writeFile(rel, data, options);
+    if (await this.#useRunner()) return this.#rf.writeFile(rel, data, options);
     const clean = nonRoot(checkRelativePath(rel));
     const mode = options.mode === undefined ? "-" : options.mode.toString(8);
     this.#check(await this.#op("write", [clean, mode, options.exclusive ? "x" : "-"], { stdin: data }), "write", clean);
   }
 
   async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
-    if (this.#files) return this.#files.appendFile(rel, data);
+    if (await this.#useRunner()) return this.#rf.appendFile(rel, data);
     const clean = nonRoot(checkRelativePath(rel));
     this.#check(await this.#op("append", [clean], { stdin: data }), "append to", clean);
   }
 
   async list(rel: string): Promise<FileInfo[]> {
-    if (this.#files) return this.#files.list(rel);
+    if (await this.#useRunner()) return this.#rf.list(rel);
     const clean = checkRelativePath(rel);
     const r = await this.#op("list", [clean]);
     this.#check(r, "list", clean);
@@ -213,7 +258,7 @@ export class DockerSandbox implements Sandbox {
   }
 
   async stat(rel: string): Promise<FileInfo | null> {
-    if (this.#files) return this.#files.stat(rel);
+    if (await this.#useRunner()) return this.#rf.stat(rel);
     const clean = checkRelativePath(rel);
     const r = await this.#op("stat", [clean]);
     this.#check(r, "stat", clean);
@@ -222,20 +267,20 @@ export class DockerSandbox implements Sandbox {
   }
 
   async remove(rel: string): Promise<void> {
-    if (this.#files) return this.#files.remove(rel);
+    if (await this.#useRunner()) return this.#rf.remove(rel);
     const clean = checkRelativePath(rel);
     if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
     this.#check(await this.#op("remove", [clean]), "remove", clean);
   }
 
   async mkdir(rel: string): Promise<void> {
-    if (this.#files) return this.#files.mkdir(rel);
+    if (await this.#useRunner()) return this.#rf.mkdir(rel);
     const clean = checkRelativePath(rel);
     this.#check(await this.#op("mkdir", [clean]), "create directory", clean);
   }
 
   async rename(from: string, to: string): Promise<void> {
-    if (this.#files) return this.#files.rename(from, to);
+    if (await this.#useRunner()) return this.#rf.rename(from, to);
     const a = nonRoot(checkRelativePath(from, "from"));
     const b = nonRoot(checkRelativePath(to, "to"));
     const r = await this.#op("rename", [a, b]);
@@ -245,7 +290,7 @@ export class DockerSandbox implements Sandbox {
 
   /** Streams a host file or tree (symlinks skipped) as a tar archive into a temp name, then moves it into place. */
   async copyIn(hostSource: string, to: string): Promise<void> {
-    if (this.#files) return this.#files.copyIn(hostSource, to);
+    if (await this.#useRunner()) return this.#rf.copyIn(hostSource, to);
     const clean = nonRoot(checkRelativePath(to, "to"));
     const prep = await this.#op("copyPrepare", [clean]);
     if (prep.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: clean });
@@ -269,8 +314,114 @@ export class DockerSandbox implements Sandbox {
     this.#check(fin, "copy into", clean);
   }
 
+  /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */
+  async readDirTyped(rel: string): Promise<DirEntry[]> {
+    if (await this.#useRunner()) return this.#rf.readDirTyped(rel);
+    return (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }));
+  }
+
+  /** Copies a workspace folder in one runner call (plain mode: file by file through exec). */
+  async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.copyTree(from, to, options);
+    const exclude = options.exclude ?? (() => false);
+    if (await this.stat(nonRoot(checkRelativePath(to, "to")))) throw new ConflictError(`${to} already exists`, { field: to });
+    await this.mkdir(to);
+    const walk = async (a: string, b: string): Promise<void> => {
+      const entries = await this.list(a).catch((e: unknown) => {
+        if (e instanceof NotFoundError) return [];
+        throw e;
+      });
+      for (const e of entries) {
+        if (exclude(e.name)) continue;
+        if (e.type === "dir") {
+          await this.mkdir(`${b}/${e.name}`);
+          await walk(`${a}/${e.name}`, `${b}/${e.name}`);
+        } else if (e.type === "file") await this.writeFile(`${b}/${e.name}`, await this.readFile(`${a}/${e.name}`), { mode: 0o644, exclusive: true });
+      }
+    };
+    await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));
+  }
+
+  /** Exclusive create without writeFile's temp file, in one runner call. */
+  async createFile(rel: string, data: Uint8Array | string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.createFile(rel, data);
+    return this.writeFile(rel, data, { exclusive: true });
+  }
+
+  /** Whether calls go through the runner; the first call finds out (and says so once when it cannot). */
+  async #useRunner(): Promise<boolean> {
+    if (this.#mode !== "unknown") return this.#mode === "runner";
+    this.#probing ??= this.#probe().finally(() => (this.#probing = undefined));
+    return this.#probing;
+  }
+
+  async #probe(): Promise<boolean> {
+    const lease: RunnerLease = this.#closed ? this.#runners.oneShot() : { client: this.#runners.get() };
+    const transport = lease.client.transport as DockerRunnerTransport;
+    try {
+      await lease.client.ready;
+      this.#mode = "runner";
+      return true;
+    } catch {
+      // The engine refused the exec itself (paused, stopped, gone): an error now, another try next call.
+      const api = transport.apiError();
+      if (api) throw mapDockerError(api, "start the sandbox runner");
+      const code = await transport.exitCode();
+      this.#mode = "plain";
+      this.#logger.warn("docker image cannot run the sandbox runner (no python3?); falling back to one exec per command and file operation", {
+        container: this.#container.id.slice(0, 12),
+        exitCode: code,
+      });
+      return false;
+    } finally {
+      if (this.#closed) lease.release?.();
+    }
+  }
+
+  /**
+   * The live runner for one call; after close() a runner of its own, stopped when the call is done.
+   * A frozen (paused) container would leave a call waiting forever on the runner's stream: while calls
+   * are in flight, every WATCH_MS checks that the container still runs, and ends the runner if not.
+   */
+  async #lease(): Promise<RunnerLease> {
+    const lease: RunnerLease = this.#closed ? this.#runners.oneShot() : { client: this.#runners.get() };
+    try {
+      // Settled at once for a live runner; for a fresh one, the engine's refusal (a paused or gone
+      // container) becomes its clear error rather than a "runner stopped".
+      await lease.client.ready;
+    } catch (e) {
+      lease.release?.();
+      const api = (lease.client.transport as DockerRunnerTransport).apiError();
+      throw api ? mapDockerError(api, "exec") : e;
+    }
+    if (this.#inflight++ === 0) {
+      this.#watch = setInterval(() => void this.#checkRunning(), WATCH_MS);
+      this.#watch.unref();
+    }
+    let released = false;
+    return {
+      client: lease.client,
+      release: () => {
+        if (released) return;
+        released = true;
+        if (--this.#inflight === 0) clearInterval(this.#watch);
+        lease.release?.();
+      },
+    };
+  }
+
+  async #checkRunning(): Promise<void> {
+    const info = await this.#container.inspect().catch(() => null);
+    if (!info || info.State?.Paused || !info.State?.Running)
+      (this.#runners.current?.transport as DockerRunnerTransport | undefined)?.end(
+        !info ? "the workspace container is gone" : info.State?.Paused ? "the workspace container was paused; initialize the workspace to resume it" : "the workspace container stopped",
+      );
+  }
+
   /** Kills every process this handle spawned (e.g. MCP servers) and drops their streams. */
   async close(): Promise<void> {
+    this.#closed = true;
+    await this.#runners.stop();
     const live = [...this.#live.entries()];
     await Promise.all(
       live.map(async ([marker, entry]) => {
@@ -284,14 +435,6 @@ export class DockerSandbox implements Sandbox {
   async #resolveCwd(cwd: string): Promise<string> {
     const clean = checkRelativePath(cwd, "cwd");
     if (clean === "") return DOCKER_WORKDIR;
-    if (this.#files) {
-      const host = await this.#files.hostPath(clean, { followFinal: true });
-      const st = await fs.stat(host).catch(() => null);
-      if (!st) throw new NotFoundError(`working directory '${clean}'`, { field: "cwd" });
-      if (!st.isDirectory()) throw new WorkspaceError("invalid_argument", `cwd: '${clean}' is not a directory`, { field: "cwd" });
-      const root = await this.#files.hostPath("");
-      return path.posix.join(DOCKER_WORKDIR, path.relative(root, host).split(path.sep).join("/"));
-    }
     const r = await this.#run(["sh", "-c", `${PRELUDE}res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68; printf %s "$p"`, "sh", clean], { workdir: "/" });
     this.#check(r, "use as working directory", clean);
     return r.stdout.toString();

@@ -1,0 +1,370 @@
+import type { Readable, Writable } from "node:stream";
+import { UnavailableError } from "../../../errors.js";
+import type { ExecResult } from "../../../sandbox.js";
+
+/**
+ * How a backend started the runner: a process inside the sandbox with its stdin and stdout (bwrap's
+ * child, a Docker exec attach, a Kubernetes exec websocket...). The backend folder provides only this.
+ */
+export interface RunnerTransport {
+  readonly stdin: Writable;
+  readonly stdout: Readable;
+  /**
+   * Resolves once the process is gone (or its stream closed), with what it said on stderr if anything;
+   * `spawnFailed` when the process could not be started at all (its execs then exit 127, like a missing binary).
+   */
+  readonly exited: Promise<{ why: string; spawnFailed?: boolean }>;
+  /** Ends the process (and with it every command it runs). */
+  kill(): void;
+  readonly pid?: number | undefined;
+  /** Keep / stop keeping the host's event loop alive (an idle runner must not hold the process open). */
+  ref?(): void;
+  unref?(): void;
+}
+
+/** One command; env is the complete environment (the runner adds only its kill marker). */
+export interface RunnerExec {
+  argv: string[];
+  /** Workspace-relative working directory, resolved by the runner inside the sandbox. */
+  cwd: string;
+  env: Record<string, string>;
+  stdin?: Uint8Array | string | undefined;
+  maxOutputBytes: number;
+  timeoutMs?: number | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/** A failure the runner reported: an errno name (ENOENT, EEXIST...) or ESCAPE / TOOBIG / SPECIAL / EROOT. */
+export class RunnerFailure extends Error {
+  constructor(
+    readonly code: string,
+    readonly detail: string,
+  ) {
+    super(`${code}${detail ? `: ${detail}` : ""}`);
+  }
+}
+
+export interface RunnerReply {
+  fields: string[];
+  payload: Buffer;
+}
+
+/** Bytes per write frame: big files cross in pieces, each a view of the caller's buffer (no copy). */
+const CHUNK = 1 << 20;
+const REPLY_PREFIX = 12;
+
+interface Pending {
+  onFrame(fields: string[], payload: Buffer[], length: number): boolean;
+  onDeath(reason: string): void;
+}
+
+/**
+ * Host side of the runner protocol (see source.ts): frames requests onto the runner's stdin, matches
+ * replies by id. One client per runner process; once the process is gone the client is dead and a
+ * new one must be started (calls in flight get an error; pending execs resolve as stopped).
+ */
+export class RunnerClient {
+  readonly #t: RunnerTransport;
+  readonly #pending = new Map<number, Pending>();
+  #nextId = 1;
+  readonly #chunks: Buffer[] = [];
+  #buffered = 0;
+  #dead = false;
+  #retired = false;
+  #why = "";
+  #spawnFailed = false;
+  /** Resolves on the runner's hello; rejects if it dies first (no python3, bad image...). */
+  readonly ready: Promise<void>;
+  readonly exited: Promise<void>;
+
+  constructor(transport: RunnerTransport) {
+    this.#t = transport;
+    let hello!: () => void;
+    let noHello!: (e: Error) => void;
+    this.ready = new Promise<void>((resolve, reject) => {
+      hello = resolve;
+      noHello = reject;
+    });
+    this.ready.catch(() => undefined);
+    this.#pending.set(0, {
+      onFrame: (fields) => {
+        if (fields[0] === "hello") hello();
+        // Held open until the runner said hello (someone may be awaiting `ready`), idle from then on.
+        if (this.#calls() === 0) this.#idle();
+        return true;
+      },
+      onDeath: (why) => noHello(new UnavailableError(`sandbox runner did not start${why ? `: ${why}` : ""}`)),
+    });
+    transport.stdout.on("data", (c: Buffer) => this.#onData(c));
+    transport.stdin.on("error", () => undefined);
+    this.exited = transport.exited.then(({ why, spawnFailed }) => {
+      this.#why = why.trim().slice(-2000);
+      this.#spawnFailed = spawnFailed === true;
+      this.#die();
+    });
+    this.#t.ref?.();
+  }
+
+  get alive(): boolean {
+    return !this.#dead && !this.#retired;
+  }
+
+  get pid(): number | undefined {
+    return this.#t.pid;
+  }
+
+  /** The transport this client talks over (a backend reads its own details from it). */
+  get transport(): RunnerTransport {
+    return this.#t;
+  }
+
+  /** Runs a command. Resolves with its result; rejects only when the runner refused the cwd (RunnerFailure). */
+  exec(req: RunnerExec): Promise<ExecResult> {
+    if (this.#dead) return Promise.resolve({ ...stopped(this.#why), ...(this.#spawnFailed ? { exitCode: 127 } : {}) });
+    const bad = badField(req);
+    if (bad) return Promise.resolve({ exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from(`${req.argv[0] ?? ""}: ${bad}`), timedOut: false, truncated: false });
+    const id = this.#nextId++;
+    const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
+    const header = ["x", String(id), String(req.maxOutputBytes), req.cwd, String(req.argv.length), ...req.argv, ...env];
+    const stdin = req.stdin === undefined ? Buffer.alloc(0) : Buffer.from(req.stdin);
+    return new Promise<ExecResult>((resolve, reject) => {
+      let killed = false;
+      let timer: NodeJS.Timeout | undefined;
+      const kill = () => {
+        if (killed || !this.#pending.has(id)) return;
+        killed = true;
+        this.#send(["k", String(id)]);
+      };
+      const cleanup = () => {
+        if (timer) clearTimeout(timer);
+        req.signal?.removeEventListener("abort", kill);
+      };
+      this.#add(id, {
+        onFrame: (fields, payload, length) => {
+          cleanup();
+          if (fields[0] === "e") {
+            reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
+            return true;
+          }
+          const all = Buffer.concat(payload, length);
+          const outLen = Number(fields[3]);
+          const r: ExecResult = {
+            exitCode: killed ? -1 : Number(fields[1]),
+            stdout: all.subarray(0, outLen),
+            stderr: all.subarray(outLen),
+            timedOut: killed,
+            truncated: fields[2] === "1",
+          };
+          if (r.timedOut && r.stderr.length === 0) r.stderr = Buffer.from("timed out");
+          resolve(r);
+          return true;
+        },
+        onDeath: (why) => {
+          cleanup();
+          const r = killed ? { ...stopped(""), timedOut: true } : stopped(why);
+          if (this.#spawnFailed && !killed) r.exitCode = 127;
+          resolve(r);
+        },
+      });
+      if (req.timeoutMs !== undefined && req.timeoutMs > 0) timer = setTimeout(kill, req.timeoutMs);
+      if (req.signal?.aborted) queueMicrotask(kill);
+      else req.signal?.addEventListener("abort", kill, { once: true });
+      this.#send(header, stdin);
+    });
+  }
+
+  /** One request answered by one "o" (or "e") frame. */
+  call(op: string, args: string[], payload?: Buffer): Promise<RunnerReply> {
+    return this.#request((id) => this.#send([op, String(id), ...args], payload), (resolve, reject) => ({
+      onFrame: (fields, chunks, length) => {
+        if (fields[0] === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
+        else resolve({ fields: fields.slice(1), payload: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length) });
+        return true;
+      },
+    }));
+  }
+
+  /** Reads a file in chunks into one buffer sized by the runner's fstat (grown only if the file grows). */
+  read(rel: string, maxBytes: number | undefined): Promise<Buffer> {
+    let out: Buffer | undefined;
+    let len = 0;
+    return this.#request((id) => this.#send(["r", String(id), rel, maxBytes === undefined ? "-" : String(maxBytes)]), (resolve, reject) => ({
+      onFrame: (fields, chunks, length) => {
+        const kind = fields[0];
+        if (kind === "s") {
+          out = Buffer.allocUnsafe(Number(fields[1]) || 0);
+          return false;
+        }
+        if (kind === "d") {
+          if (!out || len + length > out.length) {
+            const grown = Buffer.allocUnsafe(Math.max(len + length, (out?.length ?? 0) * 2));
+            out?.copy(grown, 0, 0, len);
+            out = grown;
+          }
+          for (const c of chunks) len += c.copy(out, len);
+          return false;
+        }
+        if (kind === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
+        else resolve(out ? out.subarray(0, len) : Buffer.alloc(0));
+        return true;
+      },
+    }));
+  }
+
+  /** Writes `data` to `rel`: kind w (atomic replace), x (exclusive, atomic), a (append), c (exclusive create in place). */
+  write(rel: string, kind: "w" | "x" | "a" | "c", data: Uint8Array, mode: number | undefined): Promise<void> {
+    return this.#request(
+      (id) => {
+        const sid = String(id);
+        const first = data.subarray(0, CHUNK);
+        this.#send(["w", sid, rel, kind, mode === undefined ? "-" : mode.toString(8)], first);
+        for (let at = CHUNK; at < data.byteLength; at += CHUNK) this.#send(["c", sid], data.subarray(at, at + CHUNK));
+        this.#send(["e", sid]);
+      },
+      (resolve, reject) => ({
+        onFrame: (fields) => {
+          if (fields[0] === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
+          else resolve();
+          return true;
+        },
+      }),
+    );
+  }
+
+  /** Stops the runner once the calls in flight are done; it takes no new ones. */
+  retire(): void {
+    this.#retired = true;
+    if (this.#calls() === 0) void this.stop();
+  }
+
+  /** Kills the runner; calls in flight fail (execs resolve as stopped). */
+  stop(): Promise<void> {
+    if (!this.#dead) {
+      // Held while stopping, so a caller awaiting close() is not dropped by an idle event loop.
+      this.#t.ref?.();
+      this.#t.kill();
+    }
+    return this.exited;
+  }
+
+  #request<T>(send: (id: number) => void, make: (resolve: (v: T) => void, reject: (e: unknown) => void) => Omit<Pending, "onDeath">): Promise<T> {
+    if (this.#dead) return Promise.reject(runnerGone(this.#why));
+    const id = this.#nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.#add(id, { ...make(resolve, reject), onDeath: (why) => reject(runnerGone(why)) });
+      send(id);
+    });
+  }
+
+  #add(id: number, p: Pending): void {
+    this.#pending.set(id, p);
+    if (this.#calls() === 1) this.#t.ref?.();
+  }
+
+  #send(fields: string[], payload?: Uint8Array): void {
+    if (this.#dead) return;
+    const header = Buffer.from(fields.join("\0"));
+    const plen = payload?.byteLength ?? 0;
+    const prefix = Buffer.allocUnsafe(8);
+    prefix.writeUInt32BE(header.length, 0);
+    prefix.writeUInt32BE(plen, 4);
+    // Small frames go out in one write; a big payload is written as the caller's bytes, uncopied.
+    if (plen <= 64 * 1024) this.#t.stdin.write(plen ? Buffer.concat([prefix, header, payload!]) : Buffer.concat([prefix, header]));
+    else {
+      this.#t.stdin.write(Buffer.concat([prefix, header]));
+      this.#t.stdin.write(payload);
+    }
+  }
+
+  #onData(chunk: Buffer): void {
+    this.#chunks.push(chunk);
+    this.#buffered += chunk.length;
+    while (this.#buffered >= REPLY_PREFIX) {
+      const head = this.#peek(REPLY_PREFIX);
+      const id = head.readUInt32BE(0);
+      const hl = head.readUInt32BE(4);
+      const pl = head.readUInt32BE(8);
+      if (this.#buffered < REPLY_PREFIX + hl + pl) break;
+      this.#take(REPLY_PREFIX);
+      const fields = hl ? Buffer.concat(this.#take(hl), hl).toString("utf8").split("\0") : [];
+      const payload = this.#take(pl);
+      const p = this.#pending.get(id);
+      if (p && p.onFrame(fields, payload, pl) && id !== 0) this.#settled(id);
+      else if (p && id === 0) this.#pending.delete(0);
+    }
+  }
+
+  #peek(n: number): Buffer {
+    const first = this.#chunks[0]!;
+    if (first.length >= n) return first;
+    const whole = Buffer.concat(this.#chunks);
+    this.#chunks.length = 0;
+    this.#chunks.push(whole);
+    return whole;
+  }
+
+  /** The next n bytes as views of the received chunks (no copy). */
+  #take(n: number): Buffer[] {
+    const out: Buffer[] = [];
+    this.#buffered -= n;
+    while (n > 0) {
+      const c = this.#chunks[0]!;
+      if (c.length <= n) {
+        out.push(c);
+        this.#chunks.shift();
+        n -= c.length;
+      } else {
+        out.push(c.subarray(0, n));
+        this.#chunks[0] = c.subarray(n);
+        n = 0;
+      }
+    }
+    return out;
+  }
+
+  #settled(id: number): void {
+    this.#pending.delete(id);
+    if (this.#calls() === 0) {
+      this.#idle();
+      if (this.#retired && !this.#dead) void this.stop();
+    }
+  }
+
+  #die(): void {
+    if (this.#dead) return;
+    this.#dead = true;
+    const all = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const p of all) p.onDeath(this.#why);
+    this.#idle();
+  }
+
+  /** Calls in flight (the hello slot is not one). */
+  #calls(): number {
+    return this.#pending.size - (this.#pending.has(0) ? 1 : 0);
+  }
+
+  #idle(): void {
+    this.#t.unref?.();
+  }
+}
+
+export function runnerGone(why: string): UnavailableError {
+  return new UnavailableError(`sandbox runner stopped${why ? `: ${why}` : ""}; the next call starts a new one`);
+}
+
+/** Why the command cannot be encoded (NUL-separated fields), as the kernel would refuse it anyway; else null. */
+function badField(req: RunnerExec): string | null {
+  if (req.argv.some((a) => a.includes("\0"))) return "argv contains a NUL byte";
+  if (req.cwd.includes("\0")) return "cwd contains a NUL byte";
+  for (const [k, v] of Object.entries(req.env)) {
+    if (k === "" || k.includes("=") || k.includes("\0")) return `invalid environment variable name '${k.replace(/\0/g, "\\0")}'`;
+    if (v.includes("\0")) return `environment variable '${k}' contains a NUL byte`;
+  }
+  return null;
+}
+
+function stopped(detail: string): ExecResult {
+  const why = detail.trim() ? `: ${detail.trim()}` : "";
+  return { exitCode: -1, stdout: Buffer.alloc(0), stderr: Buffer.from(`sandbox exec runner stopped${why}`), timedOut: false, truncated: false };
+}

@@ -1,0 +1,61 @@
+/**
+ * The in-sandbox runner, written once for every sandboxed backend: its Python source, the host-side
+ * client and the file operations over it. A backend only says how to start the process with stdin and
+ * stdout (a RunnerTransport); the supervisor starts it on first use and again after it died.
+ */
+import { RunnerClient, type RunnerTransport } from "./client.js";
+
+export { RUNNER_SOURCE } from "./source.js";
+export { RunnerClient, RunnerFailure, runnerGone, type RunnerExec, type RunnerTransport } from "./client.js";
+export { RunnerFiles, cwdError, mapRunnerError, type RunnerLease } from "./files.js";
+
+/** argv that runs the runner with a given interpreter; `root` is the workspace root as the sandbox sees it. */
+export function runnerArgv(python: string, root: string, source: string): string[] {
+  return [python, "-I", "-S", "-c", source, root];
+}
+
+/**
+ * One live runner per sandbox handle: `get` hands it out, starting a fresh one when there is none or the
+ * last one died (synchronously, so concurrent first calls share one). A different `key` (say, a swapped
+ * package folder the runner has mounted) retires the old runner once its calls are done.
+ */
+export class RunnerSupervisor {
+  readonly #start: () => RunnerTransport;
+  #current: RunnerClient | undefined;
+  #key = "";
+  readonly #retired = new Set<RunnerClient>();
+
+  constructor(start: () => RunnerTransport) {
+    this.#start = start;
+  }
+
+  get current(): RunnerClient | undefined {
+    return this.#current?.alive ? this.#current : undefined;
+  }
+
+  get(key = ""): RunnerClient {
+    if (this.#current?.alive && key === this.#key) return this.#current;
+    const old = this.#current;
+    if (old) {
+      this.#retired.add(old);
+      void old.exited.then(() => this.#retired.delete(old));
+      old.retire();
+    }
+    this.#key = key;
+    this.#current = new RunnerClient(this.#start());
+    return this.#current;
+  }
+
+  /** A runner for one call only, stopped when `release` is called (used after the handle closed). */
+  oneShot(): { client: RunnerClient; release: () => void } {
+    const client = new RunnerClient(this.#start());
+    return { client, release: () => void client.stop() };
+  }
+
+  /** Stops the live runner and any retired one still finishing. */
+  async stop(): Promise<void> {
+    const r = this.#current;
+    this.#current = undefined;
+    await Promise.all([r?.stop(), ...[...this.#retired].map((x) => x.stop())]);
+  }
+}

@@ -1,0 +1,919 @@
+/**
+ * Source of the in-sandbox runner (`python3 -I -S -c <source> <root>`): one long-lived process per sandbox
+ * handle that runs commands and does every file operation inside the sandbox's own view, so the host never
+ * opens a sandbox-controlled path. Kept as a string so it ships with the compiled package without a data
+ * file to copy. Standard library only, and only modules that load in a few ms (no json, no ctypes).
+ *
+ * Requests on stdin, every frame: u32 BE header length, u32 BE payload length, header, payload. The header
+ * is NUL-separated fields, the first two the op and a request id. Replies on stdout, every frame: u32 id,
+ * u32 header length, u32 payload length, header, payload; the header's first field is the reply kind:
+ *   "x" code trunc outlen    an exec's result; payload = stdout then stderr
+ *   "o" [fields]             success (payload = the op's data)
+ *   "s" size / "d"           a read's size, then its bytes in chunks (payload), ended by "o"
+ *   "e" code message         failure; code is an errno name or ESCAPE / TOOBIG / SPECIAL
+ * Id 0 carries one "hello" frame at start-up. Ops:
+ *   x id max cwd argc argv... K=V...   run a command (cwd workspace-relative, K=V over the runner's own
+ *                                      environment); payload = its stdin
+ *   k id                               kill that command and everything it started
+ *   r id path max                      read ("-" = no cap); the cap counts bytes actually read
+ *   w id path kind mode                start a write: kind w (atomic replace), x (exclusive), a (append),
+ *                                      c (exclusive create in place); payload = first bytes
+ *   c id / e id                        more bytes for write id / commit it
+ *   l, t, s, d id path                 list (stat each) / typed readdir / lstat / remove recursively
+ *   m id path mode                     mkdir -p (mode "-" = default)
+ *   n id from to                       rename, refusing an existing target
+ *   T id path                          regular files and folders below path (no symlinks followed)
+ *   C id from to; payload type\0path\0 copy those entries from `from` into a new folder `to`
+ * Paths are walked from a descriptor of the root, one component at a time with O_NOFOLLOW; a symlink met on
+ * the way is followed only by walking its target again under the root (at most 40 hops), and refused when it
+ * leads out. Special files are opened with O_NONBLOCK and refused after fstat, so nothing ever blocks.
+ * Commands get their own pipes and session; when a command ends or is killed, its process group, its
+ * descendants and every process carrying its environment marker are killed (setsid does not escape that).
+ */
+export const RUNNER_SOURCE = String.raw`
+import errno, os, selectors, signal, stat, struct, subprocess, sys
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else "/workspace"
+IN, OUT = 0, 1
+CHUNK = 1 << 20
+HIGH = 4 << 20
+MAXHOPS = 40
+MAXTREE = 100000
+DIRF = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+NONCE = os.urandom(6).hex()
+sel = selectors.DefaultSelector()
+jobs = {}
+writes = {}
+readers = []
+inbuf = bytearray()
+outq = []
+qlen = 0
+rfd, wfd = os.pipe()
+for fd in (rfd, wfd):
+    os.set_blocking(fd, False)
+signal.set_wakeup_fd(wfd)
+signal.signal(signal.SIGCHLD, lambda *_: None)
+os.set_blocking(IN, False)
+os.set_blocking(OUT, False)
+try:
+    import fcntl
+    for fd in (IN, OUT):
+        fcntl.fcntl(fd, 1031, 1 << 20)
+except Exception:
+    pass
+
+
+class Fail(Exception):
+    def __init__(self, code, msg=""):
+        Exception.__init__(self, code)
+        self.code, self.msg = code, msg
+
+
+def b(x):
+    return x if isinstance(x, bytes) else os.fsencode(x) if isinstance(x, str) else str(x).encode()
+
+
+def reply(rid, fields, payload=b""):
+    global qlen
+    h = b"\0".join(b(f) for f in fields)
+    outq.append(struct.pack(">III", rid, len(h), len(payload)) + h)
+    if payload:
+        outq.append(payload)
+    qlen += 12 + len(h) + len(payload)
+    flush()
+
+
+def fail(rid, e):
+    if isinstance(e, Fail):
+        reply(rid, ["e", e.code, e.msg])
+    elif isinstance(e, OSError):
+        reply(rid, ["e", errno.errorcode.get(e.errno, "EIO"), e.strerror or ""])
+    else:
+        reply(rid, ["e", "EIO", "%s: %s" % (type(e).__name__, e)])
+
+
+def flush():
+    global qlen
+    while outq:
+        try:
+            n = os.writev(OUT, outq[:64])
+        except BlockingIOError:
+            break
+        qlen -= n
+        while n:
+            head = outq[0]
+            if n >= len(head):
+                n -= len(head)
+                outq.pop(0)
+            else:
+                outq[0] = memoryview(head)[n:]
+                n = 0
+    registered = OUT in sel.get_map()
+    if outq and not registered:
+        sel.register(OUT, selectors.EVENT_WRITE, ("out", None))
+    elif not outq and registered:
+        sel.unregister(OUT)
+
+
+# ---- paths: descriptor-relative walk under ROOT ----
+
+def opendir_at(fd, name):
+    return os.open(name, DIRF, dir_fd=fd)
+
+
+def reopen(parts):
+    fd = os.open(ROOT, DIRF)
+    try:
+        for p in parts:
+            nfd = opendir_at(fd, p)
+            os.close(fd)
+            fd = nfd
+    except OSError:
+        os.close(fd)
+        raise Fail("ESCAPE", "changed while it was being resolved")
+    return fd
+
+
+def lstat_at(fd, name):
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def walk(rel, follow, create=False):
+    """(parent fd, final name, parent parts, dangling). name "" means the root itself. Caller closes fd."""
+    todo = rel.split("/")[::-1] if rel else []
+    bases = []
+    fd = os.open(ROOT, DIRF)
+    cur = []
+    hops = 0
+    try:
+        while True:
+            while bases and len(todo) < bases[-1]:
+                bases.pop()
+            while todo and todo[-1] in ("", "."):
+                todo.pop()
+            if not todo:
+                return fd, "", cur, False
+            name = todo.pop()
+            in_link = bool(bases)
+            if name == "..":
+                if not cur:
+                    raise Fail("ESCAPE", "resolves through a symlink outside the workspace")
+                cur.pop()
+                os.close(fd)
+                fd = -1
+                fd = reopen(cur)
+                continue
+            last = all(p in ("", ".") for p in todo)
+            st = None
+            if last:
+                st = lstat_at(fd, name) if follow else None
+                if st is None or not stat.S_ISLNK(st.st_mode):
+                    return fd, name, cur, in_link and follow and st is None
+            else:
+                try:
+                    nfd = opendir_at(fd, name)
+                    os.close(fd)
+                    fd = nfd
+                    cur.append(name)
+                    continue
+                except OSError as e:
+                    if e.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                        raise
+                st = lstat_at(fd, name)
+                if st is None:
+                    if in_link:
+                        raise Fail("ESCAPE", "goes through a dangling symlink")
+                    if not create:
+                        raise Fail("ENOENT")
+                    try:
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    todo.append(name)
+                    continue
+                if not stat.S_ISLNK(st.st_mode):
+                    raise Fail("ENOTDIR")
+            hops += 1
+            if hops > MAXHOPS:
+                raise Fail("ESCAPE", "is a symlink; refusing to follow it")
+            target = os.readlink(name, dir_fd=fd)
+            if target.startswith("/"):
+                if target != ROOT and not target.startswith(ROOT + "/"):
+                    raise Fail("ESCAPE", "resolves through a symlink outside the workspace")
+                target = target[len(ROOT):]
+                os.close(fd)
+                fd = -1
+                fd = reopen([])
+                cur = []
+            bases.append(len(todo))
+            todo.extend(target.split("/")[::-1])
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
+
+
+def open_final(pfd, name, flags, mode=0o644, link_msg="is a symlink; refusing to follow it"):
+    if name == "":
+        return os.dup(pfd) if flags & os.O_DIRECTORY else os.open(".", flags, dir_fd=pfd)
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=pfd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Fail("ESCAPE", link_msg)
+        raise
+
+
+def open_dir(rel):
+    pfd, name, _, dangling = walk(rel, True)
+    try:
+        if dangling:
+            raise Fail("ESCAPE", "goes through a dangling symlink")
+        return open_final(pfd, name, DIRF)
+    finally:
+        os.close(pfd)
+
+
+def kind_of(m):
+    return "l" if stat.S_ISLNK(m) else "d" if stat.S_ISDIR(m) else "f" if stat.S_ISREG(m) else "o"
+
+
+def info(st, name):
+    return [kind_of(st.st_mode), str(st.st_size), str(st.st_mtime_ns), name]
+
+
+# ---- file operations ----
+
+class Reader:
+    def __init__(self, rid, fd, cap):
+        self.rid, self.fd, self.cap, self.total = rid, fd, cap, 0
+
+    def step(self):
+        try:
+            chunk = os.read(self.fd, CHUNK)
+        except OSError as e:
+            self.close()
+            fail(self.rid, e)
+            return True
+        if not chunk:
+            self.close()
+            reply(self.rid, ["o", self.total])
+            return True
+        self.total += len(chunk)
+        if self.cap >= 0 and self.total > self.cap:
+            self.close()
+            reply(self.rid, ["e", "TOOBIG", str(self.total)])
+            return True
+        reply(self.rid, ["d"], chunk)
+        return False
+
+    def close(self):
+        os.close(self.fd)
+
+
+def op_read(rid, rel, cap):
+    pfd, name, _, dangling = walk(rel, True)
+    try:
+        if dangling:
+            raise Fail("ESCAPE", "goes through a dangling symlink")
+        if name == "":
+            raise Fail("EISDIR")
+        fd = open_final(pfd, name, os.O_RDONLY | os.O_NONBLOCK)
+    finally:
+        os.close(pfd)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise Fail("EISDIR")
+        if not stat.S_ISREG(st.st_mode):
+            raise Fail("SPECIAL")
+        limit = -1 if cap == "-" else int(cap)
+        if limit >= 0 and st.st_size > limit:
+            raise Fail("TOOBIG", str(st.st_size))
+    except BaseException:
+        os.close(fd)
+        raise
+    reply(rid, ["s", st.st_size])
+    readers.append(Reader(rid, fd, limit))
+
+
+class Writer:
+    def __init__(self, rid, kind):
+        self.rid, self.kind, self.fd, self.tmp, self.pfd, self.mode = rid, kind, -1, None, -1, None
+        self.buf = bytearray() if kind == "a" else None
+
+    def open(self, rel, mode):
+        pfd, name, _, _ = walk(rel, False, create=True)
+        self.pfd, self.name = pfd, name
+        if name == "":
+            raise Fail("EISDIR")
+        if self.kind == "a":
+            self.fd = open_final(pfd, name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644, "is a symlink; refusing to write through it")
+            if not stat.S_ISREG(os.fstat(self.fd).st_mode):
+                raise Fail("SPECIAL")
+            return
+        if self.kind == "c":
+            self.fd = open_final(pfd, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            self.tmp = name
+            return
+        st = lstat_at(pfd, name)
+        if self.kind == "w" and st is not None:
+            if stat.S_ISLNK(st.st_mode):
+                raise Fail("ESCAPE", "is a symlink; refusing to write through it")
+            if stat.S_ISDIR(st.st_mode):
+                raise Fail("EISDIR")
+        if mode != "-":
+            self.mode = int(mode, 8)
+        elif self.kind == "w" and st is not None and stat.S_ISREG(st.st_mode):
+            # Replacing a script must not drop its execute bit.
+            self.mode = st.st_mode & 0o7777
+        else:
+            self.mode = 0o644
+        tmp = ".%s.agentws-tmp-%s" % (name[:180], os.urandom(6).hex())
+        self.fd = open_final(pfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        self.tmp = tmp
+
+    def write(self, data):
+        if self.buf is not None:
+            self.buf.extend(data)
+            return
+        view = memoryview(data)
+        while len(view):
+            n = os.write(self.fd, view)
+            view = view[n:]
+
+    def commit(self):
+        if self.buf is not None:
+            view = memoryview(self.buf)
+            while len(view):
+                n = os.write(self.fd, view)
+                view = view[n:]
+            return
+        if self.mode is not None:
+            os.fchmod(self.fd, self.mode)
+        os.close(self.fd)
+        self.fd = -1
+        if self.kind == "c":
+            self.tmp = None
+        elif self.kind == "x":
+            os.link(self.tmp, self.name, src_dir_fd=self.pfd, dst_dir_fd=self.pfd, follow_symlinks=False)
+            os.unlink(self.tmp, dir_fd=self.pfd)
+            self.tmp = None
+        else:
+            os.rename(self.tmp, self.name, src_dir_fd=self.pfd, dst_dir_fd=self.pfd)
+            self.tmp = None
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if self.tmp is not None and self.pfd >= 0:
+            try:
+                os.unlink(self.tmp, dir_fd=self.pfd)
+            except OSError:
+                pass
+        if self.pfd >= 0:
+            os.close(self.pfd)
+            self.pfd = -1
+
+
+def write_start(rid, rel, kind, mode, payload):
+    w = Writer(rid, kind)
+    writes[rid] = None
+    try:
+        w.open(rel, mode)
+        w.write(payload)
+    except BaseException:
+        w.close()
+        raise
+    writes[rid] = w
+
+
+def write_more(rid, payload):
+    w = writes.get(rid)
+    if w is None:
+        return
+    try:
+        w.write(payload)
+    except BaseException as e:
+        writes[rid] = None
+        w.close()
+        fail(rid, e)
+
+
+def write_end(rid):
+    if rid not in writes:
+        return
+    w = writes.pop(rid)
+    if w is None:
+        return
+    try:
+        w.commit()
+    finally:
+        w.close()
+    reply(rid, ["o"])
+
+
+def op_list(rid, rel):
+    fd = open_dir(rel)
+    out = []
+    try:
+        for n in os.listdir(fd):
+            st = lstat_at(fd, n)
+            if st is not None:
+                out.extend(info(st, n))
+    finally:
+        os.close(fd)
+    reply(rid, ["o"], b"\0".join(b(x) for x in out))
+
+
+def op_typed(rid, rel):
+    fd = open_dir(rel)
+    out = []
+    try:
+        with os.scandir(fd) as it:
+            for e in it:
+                t = "l" if e.is_symlink() else "d" if e.is_dir(follow_symlinks=False) else "f" if e.is_file(follow_symlinks=False) else "o"
+                out.append(t)
+                out.append(e.name)
+    finally:
+        os.close(fd)
+    reply(rid, ["o"], b"\0".join(b(x) for x in out))
+
+
+def op_stat(rid, rel):
+    try:
+        pfd, name, _, _ = walk(rel, False)
+    except Fail as e:
+        if e.code == "ENOENT":
+            return reply(rid, ["o"])
+        raise
+    try:
+        st = os.fstat(pfd) if name == "" else lstat_at(pfd, name)
+    except NotADirectoryError:
+        st = None
+    finally:
+        os.close(pfd)
+    reply(rid, ["o"] + (info(st, name or ".") if st else []))
+
+
+def rmtree_at(fd, name):
+    try:
+        dfd = opendir_at(fd, name)
+    except OSError as e:
+        if e.errno in (errno.ENOTDIR, errno.ELOOP):
+            return os.unlink(name, dir_fd=fd)
+        if e.errno == errno.ENOENT:
+            return
+        raise
+    try:
+        for n in os.listdir(dfd):
+            st = lstat_at(dfd, n)
+            if st is None:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                rmtree_at(dfd, n)
+            else:
+                try:
+                    os.unlink(n, dir_fd=dfd)
+                except FileNotFoundError:
+                    pass
+    finally:
+        os.close(dfd)
+    try:
+        os.rmdir(name, dir_fd=fd)
+    except FileNotFoundError:
+        pass
+
+
+def op_remove(rid, rel):
+    try:
+        pfd, name, _, _ = walk(rel, False)
+    except Fail as e:
+        if e.code in ("ENOENT", "ENOTDIR"):
+            return reply(rid, ["o"])
+        raise
+    try:
+        if name == "":
+            raise Fail("EROOT")
+        rmtree_at(pfd, name)
+    finally:
+        os.close(pfd)
+    reply(rid, ["o"])
+
+
+def make_dir(rel, mode):
+    pfd, name, _, dangling = walk(rel, True, create=True)
+    try:
+        if dangling:
+            raise Fail("ESCAPE", "goes through a dangling symlink")
+        if name == "":
+            return
+        try:
+            os.mkdir(name, 0o777, dir_fd=pfd)
+        except FileExistsError:
+            st = lstat_at(pfd, name)
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                raise Fail("ENOTDIR")
+            if mode is None:
+                return
+        if mode is not None:
+            fd = open_final(pfd, name, DIRF)
+            try:
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(pfd)
+
+
+def op_rename(rid, a, c):
+    sfd, sname, _, _ = walk(a, False)
+    try:
+        if sname == "" or lstat_at(sfd, sname) is None:
+            raise Fail("ENOENT")
+        dfd, dname, _, _ = walk(c, False, create=True)
+        try:
+            if dname == "":
+                raise Fail("EEXIST")
+            if lstat_at(dfd, dname) is not None:
+                raise Fail("EEXIST")
+            os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
+    reply(rid, ["o"])
+
+
+def op_tree(rid, rel):
+    try:
+        fd = open_dir(rel)
+    except Fail as e:
+        if e.code == "ENOENT":
+            return reply(rid, ["o", "missing"])
+        raise
+    except FileNotFoundError:
+        return reply(rid, ["o", "missing"])
+    out = []
+    stack = [(fd, "")]
+    try:
+        while stack:
+            dfd, prefix = stack.pop()
+            try:
+                with os.scandir(dfd) as it:
+                    ents = sorted((e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in it)
+                for n, isdir, isfile in ents:
+                    if len(out) >= 2 * MAXTREE:
+                        raise Fail("TOOBIG", "more than %d entries" % MAXTREE)
+                    p = prefix + n
+                    if isdir:
+                        out.extend(("d", p))
+                        try:
+                            stack.append((opendir_at(dfd, n), p + "/"))
+                        except OSError:
+                            pass
+                    elif isfile:
+                        out.extend(("f", p))
+            finally:
+                os.close(dfd)
+    except BaseException:
+        for dfd, _ in stack:
+            os.close(dfd)
+        raise
+    reply(rid, ["o"], b"\0".join(b(x) for x in out))
+
+
+def copy_file(src_rel, dst_rel):
+    pfd, name, _, _ = walk(src_rel, False)
+    try:
+        try:
+            sfd = open_final(pfd, name, os.O_RDONLY | os.O_NONBLOCK)
+        except Fail:
+            return
+    finally:
+        os.close(pfd)
+    try:
+        if not stat.S_ISREG(os.fstat(sfd).st_mode):
+            return
+        qfd, qname, _, _ = walk(dst_rel, False)
+        try:
+            dfd = open_final(qfd, qname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        finally:
+            os.close(qfd)
+        try:
+            while True:
+                chunk = os.read(sfd, CHUNK)
+                if not chunk:
+                    break
+                view = memoryview(chunk)
+                while len(view):
+                    view = view[os.write(dfd, view):]
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
+
+
+def op_copy(rid, src, dst, payload):
+    pfd, name, _, _ = walk(dst, False, create=True)
+    try:
+        if name == "" or lstat_at(pfd, name) is not None:
+            raise Fail("EEXIST")
+        os.mkdir(name, 0o777, dir_fd=pfd)
+    finally:
+        os.close(pfd)
+    items = os.fsdecode(payload).split("\0") if payload else []
+    for i in range(0, len(items) - 1, 2):
+        t, p = items[i], items[i + 1]
+        if not p or p.startswith("/") or ".." in p.split("/"):
+            raise Fail("ESCAPE", "copy entry leaves the folder")
+        if t == "d":
+            make_dir(dst + "/" + p, None)
+        else:
+            copy_file(src + "/" + p, dst + "/" + p)
+    reply(rid, ["o"])
+
+
+# ---- commands ----
+
+class Job:
+    def __init__(self, jid, proc, stdin, cap, mark):
+        self.id, self.proc, self.cap, self.mark = jid, proc, cap, mark
+        self.buf = {"out": bytearray(), "err": bytearray()}
+        self.trunc = False
+        self.stdin = memoryview(stdin)
+        for name, f in (("out", proc.stdout), ("err", proc.stderr)):
+            os.set_blocking(f.fileno(), False)
+            sel.register(f.fileno(), selectors.EVENT_READ, ("pipe", (self, name)))
+        self.win = proc.stdin.fileno()
+        os.set_blocking(self.win, False)
+        if len(self.stdin):
+            sel.register(self.win, selectors.EVENT_WRITE, ("stdin", self))
+        else:
+            self.close_stdin()
+
+    def close_stdin(self):
+        if self.win is not None:
+            try:
+                sel.unregister(self.win)
+            except (KeyError, ValueError):
+                pass
+            self.proc.stdin.close()
+            self.win = None
+
+    def write_stdin(self):
+        try:
+            n = os.write(self.win, self.stdin)
+        except BlockingIOError:
+            return
+        except OSError:
+            return self.close_stdin()
+        self.stdin = self.stdin[n:]
+        if not len(self.stdin):
+            self.close_stdin()
+
+    def take(self, name, fd, drain=False):
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return False
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return True
+            buf = self.buf[name]
+            room = self.cap - len(buf)
+            if len(chunk) > room:
+                self.trunc = True
+                chunk = chunk[: max(room, 0)]
+            buf.extend(chunk)
+            if not drain:
+                return False
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        kill_marked(self.mark, self.proc.pid)
+
+    def finish(self, code):
+        # What the command left running dies with it; a pipe held open by an escapee must not hold the
+        # reply back, so drain what is buffered and stop reading.
+        self.kill()
+        self.close_stdin()
+        for name, f in (("out", self.proc.stdout), ("err", self.proc.stderr)):
+            fd = f.fileno()
+            try:
+                sel.unregister(fd)
+            except (KeyError, ValueError):
+                pass
+            self.take(name, fd, drain=True)
+            f.close()
+        del jobs[self.id]
+        out, err = bytes(self.buf["out"]), bytes(self.buf["err"])
+        reply(self.id, ["x", code, 1 if self.trunc else 0, len(out)], out + err)
+
+
+def kill_marked(mark, root_pid):
+    """SIGKILLs every process carrying the job's marker, and every descendant of root_pid still found."""
+    parents = {}
+    victims = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return
+    for p in names:
+        if not p.isdigit():
+            continue
+        pid = int(p)
+        if pid == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % p, "rb") as f:
+                env = f.read(1 << 20)
+            if mark in env.split(b"\0"):
+                victims.append(pid)
+        except OSError:
+            pass
+        try:
+            with open("/proc/%s/stat" % p, "rb") as f:
+                s = f.read(4096)
+            parents[pid] = int(s[s.rindex(b")") + 2 :].split(b" ", 2)[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    tree = {root_pid}
+    grew = True
+    while grew:
+        grew = False
+        for pid, pp in parents.items():
+            if pp in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    for pid in set(victims) | (tree - {root_pid}):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def start(f, payload):
+    jid, cap, cwd_rel, argc = int(f[1]), int(f[2]), os.fsdecode(f[3]), int(f[4])
+    argv = f[5 : 5 + argc]
+    # The runner's own environment (the sandbox's base) under the request's variables.
+    env = dict(os.environb)
+    env.update(kv.split(b"=", 1) for kv in f[5 + argc :])
+    mark = b"AGENTWS_JOB=" + NONCE.encode() + b"." + f[1]
+    env[b"AGENTWS_JOB"] = mark[12:]
+    try:
+        cwd = sandbox_dir(cwd_rel)
+    except BaseException as e:
+        return fail(jid, e)
+    env[b"PWD"] = os.fsencode(cwd)
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True, close_fds=True, bufsize=0,
+        )
+    except Exception as e:
+        # Not only OSError: whatever fails here must fail this command, not the runner.
+        code = 126 if isinstance(e, OSError) and e.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 127
+        msg = argv[0] + (": %s\n" % (getattr(e, "strerror", None) or e)).encode("utf-8", "replace")
+        reply(jid, ["x", code, 0, 0], msg)
+        return
+    jobs[jid] = Job(jid, proc, payload, cap, mark)
+
+
+def sandbox_dir(rel):
+    """The folder's path as processes in the sandbox see it, every link on the way resolved under the root."""
+    if not rel:
+        return ROOT
+    pfd, name, cur, dangling = walk(rel, True)
+    try:
+        if dangling:
+            raise Fail("ESCAPE", "goes through a dangling symlink")
+        os.close(open_final(pfd, name, DIRF))
+    finally:
+        os.close(pfd)
+    return "/".join([ROOT] + cur + ([name] if name else []))
+
+
+def reap():
+    for job in list(jobs.values()):
+        code = job.proc.poll()
+        if code is not None:
+            job.finish(128 - code if code < 0 else code)
+
+
+def handle(f, payload):
+    op = f[0]
+    rid = int(f[1])
+    if op == b"x":
+        try:
+            return start(f, payload)
+        except Exception as e:
+            return fail(rid, e)
+    try:
+        if op == b"k":
+            job = jobs.get(rid)
+            if job:
+                job.kill()
+        elif op == b"c":
+            write_more(rid, payload)
+        elif op == b"e":
+            write_end(rid)
+        else:
+            a = [os.fsdecode(x) for x in f[2:]]
+            if op == b"r":
+                op_read(rid, a[0], a[1])
+            elif op == b"w":
+                write_start(rid, a[0], a[1], a[2], payload)
+            elif op == b"l":
+                op_list(rid, a[0])
+            elif op == b"t":
+                op_typed(rid, a[0])
+            elif op == b"s":
+                op_stat(rid, a[0])
+            elif op == b"d":
+                op_remove(rid, a[0])
+            elif op == b"m":
+                make_dir(a[0], None if a[1] == "-" else int(a[1], 8))
+                reply(rid, ["o"])
+            elif op == b"n":
+                op_rename(rid, a[0], a[1])
+            elif op == b"T":
+                op_tree(rid, a[0])
+            elif op == b"C":
+                op_copy(rid, a[0], a[1], payload)
+            else:
+                raise Fail("EINVAL", "unknown op")
+    except BaseException as e:
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        fail(rid, e)
+
+
+def read_input():
+    try:
+        chunk = os.read(IN, CHUNK)
+    except BlockingIOError:
+        return
+    if not chunk:
+        for job in list(jobs.values()):
+            job.kill()
+        sys.exit(0)
+    inbuf.extend(chunk)
+    pos = 0
+    end = len(inbuf)
+    while end - pos >= 8:
+        hl, pl = struct.unpack_from(">II", inbuf, pos)
+        if end - pos < 8 + hl + pl:
+            break
+        # One copy of each frame out of the buffer (a slice of a bytearray would make two).
+        view = memoryview(inbuf)
+        h = bytes(view[pos + 8 : pos + 8 + hl]).split(b"\0")
+        payload = bytes(view[pos + 8 + hl : pos + 8 + hl + pl])
+        view.release()
+        pos += 8 + hl + pl
+        handle(h, payload)
+    if pos:
+        del inbuf[:pos]
+
+
+sel.register(IN, selectors.EVENT_READ, ("in", None))
+sel.register(rfd, selectors.EVENT_READ, ("sig", None))
+reply(0, ["hello", "1"])
+while True:
+    busy = readers and qlen < HIGH
+    for key, ev in sel.select(0 if busy else None):
+        kind, data = key.data
+        if kind == "out":
+            flush()
+        elif kind == "in":
+            read_input()
+        elif kind == "sig":
+            try:
+                while os.read(rfd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        elif kind == "stdin":
+            data.write_stdin()
+        elif kind == "pipe":
+            job, name = data
+            if jobs.get(job.id) is not job:
+                continue
+            if job.take(name, key.fd):
+                sel.unregister(key.fd)
+    # Reaping closes pipes, so it waits until the batch of ready keys has been handled.
+    reap()
+    while readers and qlen < HIGH:
+        r = readers.pop(0)
+        if not r.step():
+            readers.append(r)
+`;
