@@ -48,6 +48,7 @@ const writeFd = promisify(fsSync.write);
 export class LocalSandbox implements Sandbox {
   readonly kind: string = "local";
   readonly persistent = true;
+  readonly unconfinedProcesses = true;
   readonly workdir: string;
   #realRoot: string | undefined;
   #rooted: RootedPaths | undefined;
