@@ -712,6 +712,8 @@ function mapFsError(e: unknown, rel: string): unknown {
   if (code === "EISDIR") return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { cause: e, field: rel });
   if (code === "ENOTDIR") return new WorkspaceError("invalid_argument", `'${rel}' is not a directory`, { cause: e, field: rel });
   if (code === "ELOOP") return new PathEscapeError(rel, "is a symlink; refusing to follow it", { cause: e });
+  // O_NONBLOCK write-open of a FIFO nobody reads (or a socket): refused rather than waited on.
+  if (code === "ENXIO") return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file`, { cause: e, field: rel });
   if (code === "ENAMETOOLONG") return new WorkspaceError("invalid_argument", `'${rel}': a name in it is too long`, { cause: e, field: rel });
   return e;
 }
