@@ -86,8 +86,8 @@ export class RootedPaths {
     let finalFromLink = false;
     for (;;) {
       const { dir, name } = split(target);
-      if (name === "" || name === "." || name === "..") return this.#dir(target, shown, false, plain, hops);
-      const parent = this.#dir(dir, shown, false, plain, hops);
+      if (name === "" || name === "." || name === "..") return this.#dir(target, shown, false, plain, hops, finalFromLink);
+      const parent = this.#dir(dir, shown, false, plain, hops, finalFromLink);
       try {
         return { fd: fs.openSync(fdPath(parent.fd, name), flags | fsc.O_NOFOLLOW), rel: join(parent.rel, name) };
       } catch (e) {
@@ -113,7 +113,8 @@ export class RootedPaths {
     }
   }
 
-  #dir(rel: string, shown: string, create: boolean, plain: boolean, hops: Hops): OpenedDir {
+  /** `fromLink`: `rel` is a symlink's target, so a missing component means a dangling link. */
+  #dir(rel: string, shown: string, create: boolean, plain: boolean, hops: Hops, fromLink = false): OpenedDir {
     if (rel === "") return { fd: this.openRoot(), rel: "" };
     if (plain) {
       const full = `${this.root}/${rel}`;
@@ -134,12 +135,12 @@ export class RootedPaths {
         fs.closeSync(fd);
       }
     }
-    return this.#walk(rel, shown, create, hops);
+    return this.#walk(rel, shown, create, hops, fromLink);
   }
 
   /** One component at a time from a descriptor of the root; ".." pops back to the held parent. */
-  #walk(rel: string, shown: string, create: boolean, hops: Hops): OpenedDir {
-    const todo: Step[] = steps(rel, false);
+  #walk(rel: string, shown: string, create: boolean, hops: Hops, fromLink: boolean): OpenedDir {
+    const todo: Step[] = steps(rel, fromLink);
     const held: number[] = [];
     const names: string[] = [];
     let fd = this.openRoot();

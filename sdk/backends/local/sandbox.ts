@@ -473,8 +473,11 @@ function encode(data: Uint8Array | string): Encoded {
 }
 
 const DIR_FLAGS = fsc.O_RDONLY | fsc.O_DIRECTORY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK;
-/** Folders are walked recursively by remove and copyTree; a tree deeper than this is refused. */
-const MAX_TREE_DEPTH = 256;
+/**
+ * remove and copyTree hold a descriptor per level (copyTree two); a tree deeper than this is
+ * refused. Removal by name stopped at about this depth too (PATH_MAX is 4096 bytes).
+ */
+const MAX_TREE_DEPTH = 2048;
 /** remove retries an entry that another process turned from file into folder (or back) meanwhile. */
 const MAX_REMOVE_ATTEMPTS = 4;
 
@@ -546,7 +549,8 @@ async function removeEntry(dir: number, name: string, depth = 0): Promise<void> 
         return;
       } catch (e) {
         if (errnoOf(e) === "ENOENT") return;
-        if (errnoOf(e) === "EISDIR" || errnoOf(e) === "EPERM") continue;
+        // Turned into a folder since the lstat: go round again.
+        if (errnoOf(e) === "EISDIR") continue;
         throw e;
       }
     }
