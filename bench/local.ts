@@ -4,12 +4,18 @@
  *   1. initialize() seeding 20 skills  vs  fs.cp of the same 20 folders        goal ≤ 1.5x
  *   2. addSkill of an already indexed skill  vs  one fs.stat                  goal: no copy happens
  *   3. offloadToolResult of 1 MiB  vs  one fs.writeFile of it                  goal ≤ 1.3x
+ *   4. LocalSandbox readFile / writeFile of 4 KiB three folders deep (descriptor walk, openat
+ *      through /proc/self/fd)  vs  the name-based walk it replaced (lstat per component, then
+ *      open by name, as at aa2a25b)                                             goal ≤ 1.3x
  * Run: npx tsx bench/local.ts
  */
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
+import { randomBytes } from "node:crypto";
+import fsSync, { constants as fsc } from "node:fs";
+import { LocalSandbox } from "../sdk/backends/local/sandbox.js";
 import { LocalWorkspace } from "../sdk/backends/local/workspace.js";
 
 const ROUNDS = 9;
@@ -129,6 +135,30 @@ async function main(): Promise<void> {
       rows.push({ figure: "offloadToolResult 1 MiB / fs.writeFile 1 MiB", ours: median(ours), baseline: median(baseline), goal: "≤ 1.3x", ok: ratio <= 1.3 });
     }
 
+    // 4. Descriptor walk vs the name-based walk it replaced, per call, three folders deep.
+    {
+      const root = fsSync.realpathSync(await fs.mkdtemp(path.join(base, "walk-")));
+      const sandbox = new LocalSandbox(root);
+      const rel = "a/b/c/file.txt";
+      const data = Buffer.alloc(4096, 7);
+      await sandbox.writeFile(rel, data);
+      const N = 2000;
+      for (const [figure, ours, baseline] of [
+        ["readFile 4 KiB, 3 deep: descriptors / by name", () => sandbox.readFile(rel), async () => nameBasedRead(root, rel)],
+        ["writeFile 4 KiB, 3 deep: descriptors / by name", () => sandbox.writeFile(rel, data), async () => nameBasedWrite(root, rel, data)],
+      ] as const) {
+        const o: number[] = [];
+        const b: number[] = [];
+        for (let r = 0; r < ROUNDS; r++) {
+          const runOurs = async () => o.push((await time(async () => { for (let i = 0; i < N; i++) await ours(); })) / N);
+          const runBase = async () => b.push((await time(async () => { for (let i = 0; i < N; i++) await baseline(); })) / N);
+          if (r % 2 === 0) await runOurs().then(runBase);
+          else await runBase().then(runOurs);
+        }
+        rows.push({ figure, ours: median(o), baseline: median(b), goal: "≤ 1.3x", ok: median(o) / median(b) <= 1.3 });
+      }
+    }
+
     console.log(`Local workspace benchmarks (medians; ${ROUNDS} rounds, ours and baseline alternating; node ${process.version}, ${os.cpus().length} CPUs, load ${os.loadavg()[0]!.toFixed(1)})\n`);
     console.log(["figure".padEnd(46), "ours ms".padStart(10), "base ms".padStart(10), "ratio".padStart(8), "goal".padStart(9), "  ok"].join(""));
     for (const r of rows)
@@ -140,6 +170,34 @@ async function main(): Promise<void> {
   } finally {
     await fs.rm(base, { recursive: true, force: true });
   }
+}
+
+/** aa2a25b's readFile: lstat every component (by name), then open the path by name and read it. */
+function nameBasedRead(root: string, rel: string): Buffer {
+  let current = root;
+  for (const part of rel.split("/")) {
+    current = `${current}/${part}`;
+    fsSync.lstatSync(current, { throwIfNoEntry: false });
+  }
+  const fd = fsSync.openSync(current, fsc.O_RDONLY | fsc.O_NONBLOCK);
+  try {
+    fsSync.fstatSync(fd);
+    return fsSync.readFileSync(fd);
+  } finally {
+    fsSync.closeSync(fd);
+  }
+}
+
+/** aa2a25b's writeFile: lstat every component, then a temp file and a rename, both by name. */
+function nameBasedWrite(root: string, rel: string, data: Uint8Array): void {
+  let current = root;
+  for (const part of rel.split("/")) {
+    current = `${current}/${part}`;
+    fsSync.lstatSync(current, { throwIfNoEntry: false });
+  }
+  const tmp = `${current}.tmp-${randomBytes(6).toString("hex")}`;
+  fsSync.writeFileSync(tmp, data, { mode: 0o644, flag: "wx" });
+  fsSync.renameSync(tmp, current);
 }
 
 /** Every path under `dir` with its inode, size and mtime: any copy or rewrite changes it. */

@@ -12,6 +12,12 @@ export interface Sandbox {
   readonly workdir: string;
   /** Whether files outlive the sandbox (false for ephemeral containers). */
   readonly persistent: boolean;
+  /**
+   * True when exec/spawn processes run unconfined on the host (Local). Tools then never hand such a
+   * process a workspace path to walk, since a folder swapped for a symlink would lead it out of the
+   * root: Grep's "auto" engine scans through the file methods instead of running ripgrep.
+   */
+  readonly unconfinedProcesses?: boolean;
 
   /** Runs argv (never a shell string). Timeouts give `timedOut: true` and exitCode -1, not a throw. */
   exec(argv: string[], options?: ExecOptions): Promise<ExecResult>;

@@ -3,10 +3,11 @@ import { randomBytes } from "node:crypto";
 import fsSync, { promises as fs, constants as fsc, type Dirent } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, isWorkspaceError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput } from "../../util/process.js";
+import { RootedPaths, errnoOf, fdPath } from "./rooted.js";
 
 /**
  * Files up to this size are read and written with synchronous calls. An async `fs` call is a
@@ -26,7 +27,7 @@ const UMASK = process.umask();
 /** Directories with more entries than this are stat-ed through the thread pool, in parallel. */
 const SYNC_LIST_LIMIT = 512;
 
-const readFd = promisify(fsSync.readFile);
+const readFd = promisify(fsSync.read);
 const writeFd = promisify(fsSync.write);
 
 /**
@@ -34,23 +35,33 @@ const writeFd = promisify(fsSync.write);
  * isolation: that is what Bubblewrap and Docker are for); file operations are confined to the root,
  * with symlinks resolved against it.
  *
+ * File operations never resolve a path by name after checking it: every call walks its path with
+ * descriptors and O_NOFOLLOW (see rooted.ts) and does its I/O on the descriptor it ends with, so a
+ * folder swapped for a symlink (by a process inside a Bubblewrap or Docker workspace, or on the
+ * host for Local) is refused, even in the middle of the call. Special files (FIFOs, sockets,
+ * devices) are opened non-blocking and refused; reads stop at their cap by bytes actually read.
+ *
  * Path checks, metadata calls and small reads and writes are synchronous (see SYNC_IO_LIMIT): they
  * are bounded and far cheaper than a thread-pool round trip. Nothing is cached between calls apart
- * from the root's real path, so every call re-checks each component of its path: a folder swapped
- * for a symlink (a process inside a Bubblewrap or Docker workspace can do that) is caught on the
- * next call, as before.
+ * from the root's real path.
  */
 export class LocalSandbox implements Sandbox {
   readonly kind: string = "local";
   readonly persistent = true;
+  readonly unconfinedProcesses = true;
   readonly workdir: string;
   #realRoot: string | undefined;
+  #rooted: RootedPaths | undefined;
 
   constructor(root: string) {
     this.workdir = path.resolve(root);
   }
 
-  /** Absolute host path of a workspace-relative path, after confinement checks (symlinks resolved). */
+  /**
+   * Absolute host path of a workspace-relative path, after confinement checks (symlinks resolved).
+   * A name, checked now: only for a process's working folder, never to open files by (the file
+   * methods below walk descriptors instead).
+   */
   async hostPath(rel: string, opts: { followFinal?: boolean } = {}): Promise<string> {
     return this.#resolve(rel, opts.followFinal ?? false);
   }
@@ -131,63 +142,50 @@ export class LocalSandbox implements Sandbox {
   }
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+    const clean = checkRelativePath(rel);
+    let fd: number;
     try {
-      const p = this.#resolve(rel, true);
-      // O_NONBLOCK: opening a FIFO an agent left here must not block the event loop (it is then
-      // read through the thread pool below, as any non-regular file).
-      const fd = fsSync.openSync(p, fsc.O_RDONLY | fsc.O_NONBLOCK);
-      let handedOff = false;
-      try {
-        const st = fsSync.fstatSync(fd);
-        if (options.maxBytes !== undefined && st.size > options.maxBytes)
-          throw new TooLargeError(`${rel} is ${st.size} bytes, over the ${options.maxBytes}-byte limit`);
-        if (st.isFile() && st.size <= SYNC_IO_LIMIT) return fsSync.readFileSync(fd);
-        if (st.isFile()) {
-          handedOff = true;
-          return await readFd(fd).finally(() => fsSync.closeSync(fd));
-        }
-      } finally {
-        if (!handedOff) fsSync.closeSync(fd);
-      }
-      return await fs.readFile(p);
+      // O_NONBLOCK: opening a FIFO an agent left here must not block; it is refused below.
+      fd = this.#paths().open(clean, fsc.O_RDONLY | fsc.O_NONBLOCK, rel).fd;
     } catch (e) {
       throw mapFsError(e, rel);
+    }
+    try {
+      return await readRegular(fd, rel, options.maxBytes);
+    } catch (e) {
+      throw mapFsError(e, rel);
+    } finally {
+      fsSync.closeSync(fd);
     }
   }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
-    const { path: p, stat } = this.#walk(rel, false);
-    // link() neither follows nor replaces an existing name, so only the replacing write needs this check.
-    if (!options.exclusive && stat?.isSymbolicLink()) throw symlinkRefused(rel);
-    const tmp = `${p}.tmp-${randomBytes(6).toString("hex")}`;
+    const { dir, name } = this.#parentOf(rel, true);
     const encoded = encode(data);
-    const bytes = encoded.bytes;
-    // Replacing a script must not drop its execute bit: keep the old file's permission bits.
-    const keepMode = options.mode === undefined && stat?.isFile() === true;
-    const mode = options.mode ?? (keepMode ? stat!.mode & 0o7777 : 0o644);
+    const tmp = fdPath(dir, `${name}.tmp-${randomBytes(6).toString("hex")}`);
+    const target = fdPath(dir, name);
     try {
-      try {
-        await writeNew(tmp, bytes, mode);
-      } catch (e) {
-        // Parents are usually there already: create them only when the first attempt says so.
-        if ((e as NodeJS.ErrnoException)?.code !== "ENOENT") throw e;
-        fsSync.mkdirSync(path.dirname(p), { recursive: true });
-        await writeNew(tmp, bytes, mode);
-      }
-      // open() applies the umask; a kept mode must be exact (a chmod only when the umask cut bits).
-      if (keepMode && (mode & UMASK) !== 0) fsSync.chmodSync(tmp, mode);
+      const stat = lstatOrUndefined(target);
+      // link() neither follows nor replaces an existing name, so only the replacing write needs this check.
+      if (!options.exclusive && stat?.isSymbolicLink()) throw symlinkRefused(rel);
+      // Replacing a script must not drop its execute bit: keep the old file's permission bits.
+      const keepMode = options.mode === undefined && stat?.isFile() === true;
+      const mode = options.mode ?? (keepMode ? stat!.mode & 0o7777 : 0o644);
+      // open() applies the umask; a kept mode must be exact (an fchmod only when the umask cut bits).
+      await writeNew(tmp, encoded.bytes, mode, keepMode && (mode & UMASK) !== 0);
       if (options.exclusive) {
         // link() publishes the complete file and fails with EEXIST atomically, unlike rename().
-        fsSync.linkSync(tmp, p);
+        fsSync.linkSync(tmp, target);
         fsSync.unlinkSync(tmp);
       } else {
-        fsSync.renameSync(tmp, p);
+        fsSync.renameSync(tmp, target);
       }
     } catch (e) {
-      fsSync.rmSync(tmp, { force: true });
-      if ((e as NodeJS.ErrnoException)?.code === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: rel, cause: e });
+      unlinkQuietly(tmp);
+      if (errnoOf(e) === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: rel, cause: e });
       throw mapFsError(e, rel);
     } finally {
+      fsSync.closeSync(dir);
       encoded.release();
     }
   }
@@ -203,30 +201,28 @@ export class LocalSandbox implements Sandbox {
     const encoded = encode(data);
     try {
       if (encoded.bytes.byteLength > CREATE_SYNC_LIMIT) return await this.writeFile(rel, encoded.bytes, { exclusive: true });
-      const { path: p } = this.#walk(rel, false);
-      const flags = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW;
-      let fd: number;
+      const { dir, name } = this.#parentOf(rel, true);
+      const target = fdPath(dir, name);
       try {
+        let fd: number;
         try {
-          fd = fsSync.openSync(p, flags, 0o644);
+          fd = fsSync.openSync(target, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o644);
         } catch (e) {
-          if ((e as NodeJS.ErrnoException)?.code !== "ENOENT") throw e;
-          fsSync.mkdirSync(path.dirname(p), { recursive: true });
-          fd = fsSync.openSync(p, flags, 0o644);
+          if (errnoOf(e) === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: rel, cause: e });
+          throw mapFsError(e, rel);
         }
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException)?.code === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: rel, cause: e });
-        throw mapFsError(e, rel);
-      }
-      try {
-        const bytes = encoded.bytes;
-        for (let done = 0; done < bytes.byteLength; ) done += fsSync.writeSync(fd, bytes, done, bytes.byteLength - done);
-        fsSync.closeSync(fd);
-      } catch (e) {
-        // A failed write (disk full) leaves no partial file behind.
-        fsSync.closeSync(fd);
-        fsSync.rmSync(p, { force: true });
-        throw mapFsError(e, rel);
+        try {
+          const bytes = encoded.bytes;
+          for (let done = 0; done < bytes.byteLength; ) done += fsSync.writeSync(fd, bytes, done, bytes.byteLength - done);
+          fsSync.closeSync(fd);
+        } catch (e) {
+          // A failed write (disk full) leaves no partial file behind.
+          fsSync.closeSync(fd);
+          unlinkQuietly(target);
+          throw mapFsError(e, rel);
+        }
+      } finally {
+        fsSync.closeSync(dir);
       }
     } finally {
       encoded.release();
@@ -234,109 +230,146 @@ export class LocalSandbox implements Sandbox {
   }
 
   async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
-    const { path: p, stat } = this.#walk(rel, false);
-    if (stat?.isSymbolicLink()) throw symlinkRefused(rel);
-    if (stat === undefined) fsSync.mkdirSync(path.dirname(p), { recursive: true });
+    const { dir, name } = this.#parentOf(rel, true);
     const encoded = encode(data);
     const bytes = encoded.bytes;
     try {
+      const target = fdPath(dir, name);
+      if (lstatOrUndefined(target)?.isSymbolicLink()) throw symlinkRefused(rel);
       // O_APPEND with one write call: concurrent appenders never interleave or lose lines.
-      const fd = fsSync.openSync(p, fsc.O_WRONLY | fsc.O_APPEND | fsc.O_CREAT | fsc.O_NOFOLLOW, 0o644);
+      const fd = fsSync.openSync(target, fsc.O_WRONLY | fsc.O_APPEND | fsc.O_CREAT | fsc.O_NOFOLLOW | fsc.O_NONBLOCK, 0o644);
       try {
+        const st = fsSync.fstatSync(fd);
+        if (!st.isFile()) throw notRegular(rel, st);
         if (bytes.byteLength <= SYNC_IO_LIMIT) fsSync.writeSync(fd, bytes);
         else await writeFd(fd, bytes, 0, bytes.byteLength);
       } finally {
         fsSync.closeSync(fd);
       }
+    } catch (e) {
+      throw mapFsError(e, rel);
     } finally {
+      fsSync.closeSync(dir);
       encoded.release();
     }
   }
 
   async list(rel: string): Promise<FileInfo[]> {
-    const p = this.#resolve(rel, true);
-    let names: string[];
+    const fd = this.#openDirFollowing(rel);
     try {
-      names = fsSync.readdirSync(p);
-    } catch (e) {
-      throw mapFsError(e, rel);
+      let names: string[];
+      try {
+        names = fsSync.readdirSync(fdPath(fd));
+      } catch (e) {
+        throw mapFsError(e, rel);
+      }
+      if (names.length > SYNC_LIST_LIMIT) {
+        const out = await Promise.all(names.map((name) => lstatInfoAsync(fdPath(fd, name), name)));
+        return out.filter((x): x is FileInfo => x !== null);
+      }
+      const out: FileInfo[] = [];
+      for (const name of names) {
+        const info = lstatInfo(fdPath(fd, name), name);
+        if (info) out.push(info);
+      }
+      return out;
+    } finally {
+      fsSync.closeSync(fd);
     }
-    if (names.length > SYNC_LIST_LIMIT) {
-      const out = await Promise.all(names.map((name) => lstatInfoAsync(path.join(p, name), name)));
-      return out.filter((x): x is FileInfo => x !== null);
-    }
-    const out: FileInfo[] = [];
-    for (const name of names) {
-      const info = lstatInfo(`${p}/${name}`, name);
-      if (info) out.push(info);
-    }
-    return out;
   }
 
   /** Names and types only, from one readdir (no lstat per entry). */
   async readDirTyped(rel: string): Promise<DirEntry[]> {
-    const p = this.#resolve(rel, true);
-    let entries: Dirent[];
+    const fd = this.#openDirFollowing(rel);
     try {
-      entries = fsSync.readdirSync(p, { withFileTypes: true });
+      return fsSync.readdirSync(fdPath(fd), { withFileTypes: true }).map((d) => ({ name: d.name, type: direntType(d) }));
     } catch (e) {
       throw mapFsError(e, rel);
+    } finally {
+      fsSync.closeSync(fd);
     }
-    return entries.map((d) => ({ name: d.name, type: direntType(d) }));
   }
 
   async stat(rel: string): Promise<FileInfo | null> {
-    const { path: p, stat } = this.#walk(rel, false);
-    const name = path.posix.basename(rel) || ".";
-    // The walk has already lstat-ed the final component.
-    if (stat === undefined) return null;
-    return stat ? infoOf(stat, name) : lstatInfo(p, name);
+    const clean = checkRelativePath(rel);
+    if (clean === "") return infoOf(fsSync.lstatSync(this.#root()), ".");
+    let parent: { dir: number; name: string };
+    try {
+      parent = this.#parentOf(rel, false);
+    } catch (e) {
+      // A missing folder on the way, or a file where a folder should be: nothing there.
+      if (isWorkspaceError(e, "not_found") || isWorkspaceError(e, "invalid_argument")) return null;
+      throw e;
+    }
+    try {
+      const st = lstatOrUndefined(fdPath(parent.dir, parent.name));
+      return st ? infoOf(st, parent.name) : null;
+    } finally {
+      fsSync.closeSync(parent.dir);
+    }
   }
 
   async remove(rel: string): Promise<void> {
     const clean = checkRelativePath(rel);
     if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
-    await fs.rm(this.#resolve(clean, false), { recursive: true, force: true });
-  }
-
-  async mkdir(rel: string): Promise<void> {
-    const { path: p, stat } = this.#walk(rel, true);
-    if (stat?.isDirectory()) return;
+    let parent: { dir: number; name: string };
     try {
-      fsSync.mkdirSync(p, { recursive: true });
+      parent = this.#parentOf(rel, false);
+    } catch (e) {
+      if (isWorkspaceError(e, "not_found") || isWorkspaceError(e, "invalid_argument")) return;
+      throw e;
+    }
+    try {
+      await removeEntry(parent.dir, parent.name);
     } catch (e) {
       throw mapFsError(e, rel);
+    } finally {
+      fsSync.closeSync(parent.dir);
     }
   }
 
-  async rename(from: string, to: string): Promise<void> {
-    const src = this.#resolve(from, false);
-    const dst = this.#walk(to, false);
-    if (present(dst)) throw new ConflictError(`${to} already exists`, { field: to });
+  async mkdir(rel: string): Promise<void> {
+    let fd: number;
     try {
-      fsSync.renameSync(src, dst.path);
+      fd = this.#paths().openDir(checkRelativePath(rel), rel, true).fd;
     } catch (e) {
-      // The destination's parent is usually there: create it only when the rename says so.
-      if ((e as NodeJS.ErrnoException)?.code !== "ENOENT" || !exists(src)) throw mapFsError(e, from);
-      fsSync.mkdirSync(path.dirname(dst.path), { recursive: true });
+      throw mapFsError(e, rel);
+    }
+    fsSync.closeSync(fd);
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    const src = this.#parentOf(from, false);
+    try {
+      const source = fdPath(src.dir, src.name);
+      if (!lstatOrUndefined(source)) throw new NotFoundError(`'${from}'`, { field: from });
+      const dst = this.#parentOf(to, true);
       try {
-        fsSync.renameSync(src, dst.path);
-      } catch (e2) {
-        throw mapFsError(e2, from);
+        const target = fdPath(dst.dir, dst.name);
+        if (lstatOrUndefined(target)) throw new ConflictError(`${to} already exists`, { field: to });
+        fsSync.renameSync(source, target);
+      } finally {
+        fsSync.closeSync(dst.dir);
       }
+    } catch (e) {
+      throw mapFsError(e, from);
+    } finally {
+      fsSync.closeSync(src.dir);
     }
   }
 
   async copyIn(hostSource: string, to: string): Promise<void> {
-    const target = this.#walk(to, false);
-    const dst = target.path;
-    if (present(target)) throw new ConflictError(`${to} already exists`, { field: to });
-    fsSync.mkdirSync(path.dirname(dst), { recursive: true });
-    // Symlinks in the source are skipped: a skill must not smuggle a link out of the workspace.
-    const st = fsSync.lstatSync(hostSource);
-    if (st.isSymbolicLink()) return;
-    if (st.isDirectory()) await copyHostDir(hostSource, dst, st.mode);
-    else await copyHostFile(hostSource, dst, st);
+    const { dir, name } = this.#parentOf(to, true);
+    try {
+      if (lstatOrUndefined(fdPath(dir, name))) throw new ConflictError(`${to} already exists`, { field: to });
+      // Symlinks in the source are skipped: a skill must not smuggle a link out of the workspace.
+      const st = fsSync.lstatSync(hostSource);
+      if (st.isSymbolicLink()) return;
+      if (st.isDirectory()) await copyHostDir(hostSource, dir, name, st.mode);
+      else await copyHostFile(hostSource, fdPath(dir, name), st);
+    } finally {
+      fsSync.closeSync(dir);
+    }
   }
 
   /**
@@ -344,51 +377,63 @@ export class LocalSandbox implements Sandbox {
    * Regular files and folders only (symlinks and special files are skipped); names for which
    * `exclude` is true are skipped at every depth. Files are created with mode 0644 and folders with
    * the default mode, as writeFile and mkdir would. A missing `from` gives an empty `to`.
+   * Both trees are walked through descriptors: a folder swapped for a symlink mid-copy is skipped.
    */
   async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
-    const target = this.#walk(to, false);
-    const dst = target.path;
-    if (present(target)) throw new ConflictError(`${to} already exists`, { field: to });
-    fsSync.mkdirSync(dst, { recursive: true });
-    let entries: Dirent[];
+    const { dir, name } = this.#parentOf(to, true);
+    let dst: number;
     try {
-      entries = fsSync.readdirSync(this.#resolve(from, true), { withFileTypes: true });
+      if (lstatOrUndefined(fdPath(dir, name))) throw new ConflictError(`${to} already exists`, { field: to });
+      fsSync.mkdirSync(fdPath(dir, name));
+      dst = fsSync.openSync(fdPath(dir, name), DIR_FLAGS);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException)?.code === "ENOENT") return;
-      throw mapFsError(e, from);
+      throw mapFsError(e, to);
+    } finally {
+      fsSync.closeSync(dir);
     }
-    await this.#copyEntries(checkRelativePath(from), checkRelativePath(to), entries, options.exclude ?? (() => false));
+    try {
+      let src: number;
+      try {
+        src = this.#openDirFollowing(from);
+      } catch (e) {
+        if (isWorkspaceError(e, "not_found")) return;
+        throw e;
+      }
+      try {
+        await copyEntries(src, dst, checkRelativePath(to), options.exclude ?? (() => false));
+      } finally {
+        fsSync.closeSync(src);
+      }
+    } finally {
+      fsSync.closeSync(dst);
+    }
   }
 
-  /**
-   * Every source and destination path goes through the same confinement walk as a single
-   * readFile / writeFile would, so a folder swapped for a symlink during the copy is caught just
-   * as it was when the copy went file by file through the Sandbox interface.
-   */
-  async #copyEntries(from: string, to: string, entries: Dirent[], exclude: (name: string) => boolean): Promise<void> {
-    for (const d of entries) {
-      if (exclude(d.name)) continue;
-      const src = `${from}/${d.name}`;
-      const dst = `${to}/${d.name}`;
-      if (d.isDirectory()) {
-        fsSync.mkdirSync(this.#resolve(dst, false));
-        let children: Dirent[];
-        try {
-          children = fsSync.readdirSync(this.#resolve(src, true), { withFileTypes: true });
-        } catch (e) {
-          throw mapFsError(e, src);
-        }
-        await this.#copyEntries(src, dst, children, exclude);
-      } else if (d.isFile()) {
-        const data = await this.readFile(src);
-        try {
-          await writeNew(this.#resolve(dst, false), data, 0o644);
-        } catch (e) {
-          if ((e as NodeJS.ErrnoException)?.code === "EEXIST") throw new ConflictError(`${dst} already exists`, { field: dst, cause: e });
-          throw mapFsError(e, dst);
-        }
-      }
+  /** Descriptor of the parent folder of `rel` (created with `create`) and the final name, not followed. */
+  #parentOf(rel: string, create: boolean): { dir: number; name: string } {
+    const clean = checkRelativePath(rel);
+    if (clean === "") throw new WorkspaceError("invalid_argument", `'${rel}' is the workspace root`, { field: rel });
+    try {
+      const { dir, name } = this.#paths().parent(clean, rel, create);
+      return { dir: dir.fd, name };
+    } catch (e) {
+      throw mapFsError(e, rel);
     }
+  }
+
+  /** Descriptor of the folder `rel`, symlinks inside the root followed. */
+  #openDirFollowing(rel: string): number {
+    try {
+      return this.#paths().open(checkRelativePath(rel), fsc.O_RDONLY | fsc.O_DIRECTORY | fsc.O_NONBLOCK, rel).fd;
+    } catch (e) {
+      throw mapFsError(e, rel);
+    }
+  }
+
+  #paths(): RootedPaths {
+    const root = this.#root();
+    if (this.#rooted?.root !== root) this.#rooted = new RootedPaths(root, this.workdir === root ? [] : [this.workdir]);
+    return this.#rooted;
   }
 }
 
@@ -427,15 +472,178 @@ function encode(data: Uint8Array | string): Encoded {
   };
 }
 
-/** Creates `file` (which must not exist) with `bytes`; small files without a thread-pool hop. */
-async function writeNew(file: string, bytes: Uint8Array, mode: number): Promise<void> {
-  if (bytes.byteLength <= SYNC_IO_LIMIT) return fsSync.writeFileSync(file, bytes, { mode, flag: "wx" });
-  // Open and close are quick metadata calls; only the copy of the bytes goes to the thread pool.
-  const fd = fsSync.openSync(file, "wx", mode);
+const DIR_FLAGS = fsc.O_RDONLY | fsc.O_DIRECTORY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK;
+/**
+ * remove and copyTree hold a descriptor per level (copyTree two); a tree deeper than this is
+ * refused. Removal by name stopped at about this depth too (PATH_MAX is 4096 bytes).
+ */
+const MAX_TREE_DEPTH = 2048;
+/** remove retries an entry that another process turned from file into folder (or back) meanwhile. */
+const MAX_REMOVE_ATTEMPTS = 4;
+
+/** Creates `file` (which must not exist, never through a symlink) with `bytes`; small files without a thread-pool hop. */
+async function writeNew(file: string, bytes: Uint8Array, mode: number, exactMode = false): Promise<void> {
+  const fd = fsSync.openSync(file, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, mode);
   try {
-    for (let done = 0; done < bytes.byteLength; ) done += (await writeFd(fd, bytes, done, bytes.byteLength - done)).bytesWritten;
+    if (bytes.byteLength <= SYNC_IO_LIMIT) {
+      for (let done = 0; done < bytes.byteLength; ) done += fsSync.writeSync(fd, bytes, done, bytes.byteLength - done);
+    } else {
+      // Open and close are quick metadata calls; only the copy of the bytes goes to the thread pool.
+      for (let done = 0; done < bytes.byteLength; ) done += (await writeFd(fd, bytes, done, bytes.byteLength - done)).bytesWritten;
+    }
+    if (exactMode) fsSync.fchmodSync(fd, mode);
   } finally {
     fsSync.closeSync(fd);
+  }
+}
+
+/**
+ * The bytes of the regular file open on `fd`. Folders and special files (FIFOs, sockets, devices)
+ * are refused before any read, so nothing blocks. Reading stops at the cap by bytes actually read:
+ * a file growing meanwhile cannot push it past `maxBytes` (too_large) or, without one, past the
+ * size it had when opened.
+ */
+async function readRegular(fd: number, rel: string, maxBytes: number | undefined): Promise<Buffer> {
+  const st = fsSync.fstatSync(fd);
+  if (st.isDirectory()) throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel });
+  if (!st.isFile()) throw notRegular(rel, st);
+  if (maxBytes !== undefined && st.size > maxBytes) throw new TooLargeError(`${rel} is ${st.size} bytes, over the ${maxBytes}-byte limit`);
+  const cap = maxBytes ?? st.size;
+  // One byte past the cap tells a file that grew past it from one that ends there.
+  let buf = Buffer.allocUnsafe(Math.min(st.size, cap) + 1);
+  let len = 0;
+  const sync = st.size <= SYNC_IO_LIMIT;
+  for (;;) {
+    if (len === buf.length) {
+      if (len > cap) break;
+      const bigger = Buffer.allocUnsafe(Math.min(cap + 1, Math.max(buf.length * 2, 64 * 1024)));
+      buf.copy(bigger, 0, 0, len);
+      buf = bigger;
+    }
+    const n = sync ? fsSync.readSync(fd, buf, len, buf.length - len, null) : (await readFd(fd, buf, len, buf.length - len, null)).bytesRead;
+    if (n === 0) break;
+    len += n;
+  }
+  if (len > cap) {
+    if (maxBytes !== undefined) throw new TooLargeError(`${rel} grew past the ${maxBytes}-byte limit while being read`);
+    len = cap;
+  }
+  return buf.subarray(0, len);
+}
+
+function notRegular(rel: string, st: fsSync.Stats): WorkspaceError {
+  const kind = st.isFIFO() ? "a FIFO" : st.isSocket() ? "a socket" : st.isCharacterDevice() || st.isBlockDevice() ? "a device" : "not a regular file";
+  return new WorkspaceError("invalid_argument", `'${rel}' is ${kind}; only regular files can be read or written`, { field: rel });
+}
+
+/** Removes `name` in the folder `dir` holds, recursively, never following a symlink. */
+async function removeEntry(dir: number, name: string, depth = 0): Promise<void> {
+  if (depth > MAX_TREE_DEPTH) throw new WorkspaceError("invalid_argument", `folder tree deeper than ${MAX_TREE_DEPTH} levels`);
+  const p = fdPath(dir, name);
+  for (let attempt = 0; attempt < MAX_REMOVE_ATTEMPTS; attempt++) {
+    const st = lstatOrUndefined(p);
+    if (!st) return;
+    if (!st.isDirectory()) {
+      try {
+        await fs.unlink(p);
+        return;
+      } catch (e) {
+        if (errnoOf(e) === "ENOENT") return;
+        // Turned into a folder since the lstat: go round again.
+        if (errnoOf(e) === "EISDIR") continue;
+        throw e;
+      }
+    }
+    let fd: number;
+    try {
+      fd = fsSync.openSync(p, DIR_FLAGS);
+    } catch (e) {
+      if (errnoOf(e) === "ENOENT") return;
+      if (errnoOf(e) === "ENOTDIR" || errnoOf(e) === "ELOOP") continue;
+      throw e;
+    }
+    try {
+      for (const child of await fs.readdir(fdPath(fd))) await removeEntry(fd, child, depth + 1);
+    } finally {
+      fsSync.closeSync(fd);
+    }
+    try {
+      await fs.rmdir(p);
+      return;
+    } catch (e) {
+      if (errnoOf(e) === "ENOENT") return;
+      if (errnoOf(e) === "ENOTEMPTY" || errnoOf(e) === "ENOTDIR") continue;
+      throw e;
+    }
+  }
+  throw new WorkspaceError("conflict", `'${name}' kept changing while it was being removed`);
+}
+
+/** Regular files and folders of the folder `src` holds into the (new, empty) folder `dst` holds. */
+async function copyEntries(src: number, dst: number, to: string, exclude: (name: string) => boolean, depth = 0): Promise<void> {
+  if (depth > MAX_TREE_DEPTH) throw new WorkspaceError("invalid_argument", `folder tree deeper than ${MAX_TREE_DEPTH} levels`, { field: to });
+  for (const d of fsSync.readdirSync(fdPath(src), { withFileTypes: true })) {
+    if (exclude(d.name)) continue;
+    const shown = `${to}/${d.name}`;
+    if (d.isDirectory()) {
+      let child: number;
+      try {
+        child = fsSync.openSync(fdPath(src, d.name), DIR_FLAGS);
+      } catch {
+        // Gone or swapped for a symlink since the listing: skipped, as a symlink would be.
+        continue;
+      }
+      try {
+        fsSync.mkdirSync(fdPath(dst, d.name));
+        const target = fsSync.openSync(fdPath(dst, d.name), DIR_FLAGS);
+        try {
+          await copyEntries(child, target, shown, exclude, depth + 1);
+        } finally {
+          fsSync.closeSync(target);
+        }
+      } catch (e) {
+        if (errnoOf(e) === "EEXIST") throw new ConflictError(`${shown} already exists`, { field: shown, cause: e });
+        throw mapFsError(e, shown);
+      } finally {
+        fsSync.closeSync(child);
+      }
+    } else if (d.isFile()) {
+      let fd: number;
+      try {
+        fd = fsSync.openSync(fdPath(src, d.name), fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK);
+      } catch {
+        continue;
+      }
+      let data: Buffer;
+      try {
+        if (!fsSync.fstatSync(fd).isFile()) continue;
+        data = await readRegular(fd, shown, undefined);
+      } finally {
+        fsSync.closeSync(fd);
+      }
+      try {
+        await writeNew(fdPath(dst, d.name), data, 0o644);
+      } catch (e) {
+        if (errnoOf(e) === "EEXIST") throw new ConflictError(`${shown} already exists`, { field: shown, cause: e });
+        throw mapFsError(e, shown);
+      }
+    }
+  }
+}
+
+function lstatOrUndefined(p: string): fsSync.Stats | undefined {
+  try {
+    return fsSync.lstatSync(p, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
+}
+
+function unlinkQuietly(p: string): void {
+  try {
+    fsSync.unlinkSync(p);
+  } catch {
+    // Already gone (or never created).
   }
 }
 
@@ -445,20 +653,8 @@ interface Resolved {
   stat: fsSync.Stats | undefined | null;
 }
 
-function present(r: Resolved): boolean {
-  return r.stat === null ? exists(r.path) : r.stat !== undefined;
-}
-
 function symlinkRefused(rel: string): PathEscapeError {
   return new PathEscapeError(rel, "is a symlink; refusing to write through it");
-}
-
-function exists(p: string): boolean {
-  try {
-    return fsSync.lstatSync(p, { throwIfNoEntry: false }) !== undefined;
-  } catch {
-    return false;
-  }
 }
 
 function infoOf(st: fsSync.Stats, name: string): FileInfo {
@@ -489,16 +685,20 @@ function direntType(d: Dirent): FileInfo["type"] {
  * modes kept (a folder gets its mode after its content is in), existing names are an error,
  * special files (FIFOs, sockets, devices) are refused.
  */
-async function copyHostDir(src: string, dst: string, mode: number): Promise<void> {
-  fsSync.mkdirSync(dst);
-  for (const d of fsSync.readdirSync(src, { withFileTypes: true })) {
-    const from = `${src}/${d.name}`;
-    const to = `${dst}/${d.name}`;
-    if (d.isSymbolicLink()) continue;
-    if (d.isDirectory()) await copyHostDir(from, to, fsSync.lstatSync(from).mode);
-    else await copyHostFile(from, to, fsSync.lstatSync(from));
+async function copyHostDir(src: string, parent: number, name: string, mode: number): Promise<void> {
+  fsSync.mkdirSync(fdPath(parent, name));
+  const dst = fsSync.openSync(fdPath(parent, name), DIR_FLAGS);
+  try {
+    for (const d of fsSync.readdirSync(src, { withFileTypes: true })) {
+      const from = `${src}/${d.name}`;
+      if (d.isSymbolicLink()) continue;
+      if (d.isDirectory()) await copyHostDir(from, dst, d.name, fsSync.lstatSync(from).mode);
+      else await copyHostFile(from, fdPath(dst, d.name), fsSync.lstatSync(from));
+    }
+    fsSync.fchmodSync(dst, mode);
+  } finally {
+    fsSync.closeSync(dst);
   }
-  fsSync.chmodSync(dst, mode);
 }
 
 async function copyHostFile(src: string, dst: string, st: fsSync.Stats): Promise<void> {
@@ -516,5 +716,8 @@ function mapFsError(e: unknown, rel: string): unknown {
   if (code === "EISDIR") return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { cause: e, field: rel });
   if (code === "ENOTDIR") return new WorkspaceError("invalid_argument", `'${rel}' is not a directory`, { cause: e, field: rel });
   if (code === "ELOOP") return new PathEscapeError(rel, "is a symlink; refusing to follow it", { cause: e });
+  // O_NONBLOCK write-open of a FIFO nobody reads (or a socket): refused rather than waited on.
+  if (code === "ENXIO") return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file`, { cause: e, field: rel });
+  if (code === "ENAMETOOLONG") return new WorkspaceError("invalid_argument", `'${rel}': a name in it is too long`, { cause: e, field: rel });
   return e;
 }

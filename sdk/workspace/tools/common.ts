@@ -1,6 +1,6 @@
 import { posix } from "node:path";
 import { z } from "zod";
-import { fromZodError } from "../../errors.js";
+import { WorkspaceError, fromZodError, isWorkspaceError } from "../../errors.js";
 import { toWorkspacePath } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
 
@@ -13,7 +13,7 @@ export interface ToolResult {
 /**
  * A built-in tool. `execute` validates its input (a bad field is an InvalidArgumentError naming
  * it; a path leaving the workspace is a PathEscapeError) and otherwise reports outcomes, failures
- * included, as a result the model can read.
+ * included, as a result the model can read: no other error escapes it.
  */
 export interface WorkspaceTool {
   name: string;
@@ -47,9 +47,25 @@ export function defineTool<S extends z.ZodType>(
       ctx.track(async () => {
         const parsed = def.inputSchema.safeParse(input ?? {});
         if (!parsed.success) throw fromZodError(def.name, parsed.error);
-        return def.run(parsed.data);
+        try {
+          return await def.run(parsed.data);
+        } catch (e) {
+          if (isWorkspaceError(e, "path_escape")) throw e;
+          return errorResult(def.name, e);
+        }
       }),
   };
+}
+
+/**
+ * An error a tool did not turn into a result itself. Our own errors carry messages written for the
+ * caller (a field, a reason, no secrets); anything else (a raw errno error names host paths, a bug
+ * may say anything) is reduced to the tool and its error code.
+ */
+export function errorResult(tool: string, e: unknown): ToolResult {
+  if (e instanceof WorkspaceError) return { ok: false, output: `Error: ${e.message}`, metadata: { code: e.code } };
+  const code = (e as NodeJS.ErrnoException)?.code;
+  return { ok: false, output: `Error: ${tool} failed${typeof code === "string" && /^[A-Z0-9_]{1,32}$/.test(code) ? ` (${code})` : ""}` };
 }
 
 /** Cuts text at the 30 000-character cap with the reference's suffix. */

@@ -4,7 +4,8 @@ import { PathEscapeError } from "../../errors.js";
 import { toWorkspacePath } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
 import { absPath, capOutput, defineTool, paginate, resolvePath, type ToolContext, type WorkspaceTool } from "./common.js";
-import { MAX_WALK_ENTRIES, WALK_CONCURRENCY, hasMagic, isDirectory, join, limiter, listDir, segmentRegExp } from "./walk.js";
+import { compileSegment, type SegmentMatcher } from "./glob-match.js";
+import { MAX_WALK_ENTRIES, WALK_CONCURRENCY, hasMagic, isDirectory, join, limiter, listDir } from "./walk.js";
 
 export const GlobInputSchema = z.object({
   pattern: z.string().min(1, "pattern must not be empty").describe("Glob pattern, e.g. '**/*.ts' or 'src/*.json' (supports *, ?, [..] and **)."),
@@ -53,6 +54,8 @@ export interface GlobMatch {
  */
 export async function globFiles(sandbox: Sandbox, base: string, pattern: string): Promise<{ matches: GlobMatch[]; truncated: boolean }> {
   const segments = posix.normalize(pattern).split("/").filter((s) => s !== "" && s !== ".");
+  // Compiled up front: a bad pattern fails before any listing, wherever its bad segment is.
+  const matchers = segments.map((s): SegmentMatcher | null => (s !== "**" && hasMagic(s) ? compileSegment(s) : null));
   const found = new Map<string, GlobMatch>();
   const seen = new Set<string>();
   let visited = 0;
@@ -84,10 +87,10 @@ export async function globFiles(sandbox: Sandbox, base: string, pattern: string)
     if (!entries) return;
     visited += entries.length;
     if (visited > MAX_WALK_ENTRIES) return void (truncated = true);
-    const re = hasMagic(segment) ? segmentRegExp(segment) : null;
+    const matcher = matchers[i];
     const next: Array<Promise<void>> = [];
     for (const e of entries) {
-      const matches = re ? re.test(e.name) : e.name === segment;
+      const matches = matcher ? matcher(e.name) : e.name === segment;
       if (!matches) continue;
       const p = join(dir, e.name);
       if (last) {

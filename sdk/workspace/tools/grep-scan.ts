@@ -2,7 +2,8 @@ import { posix } from "node:path";
 import type { Sandbox } from "../../sandbox.js";
 import { absPath } from "./common.js";
 import { MAX_COLUMNS, VCS_DIRS, splitGlobs, type GrepInput } from "./grep.js";
-import { MAX_WALK_ENTRIES, WALK_CONCURRENCY, join, limiter, listDir, segmentRegExp } from "./walk.js";
+import { compilePathGlob, expandBraces, type PathMatcher } from "./glob-match.js";
+import { MAX_WALK_ENTRIES, WALK_CONCURRENCY, join, limiter, listDir } from "./walk.js";
 
 /** Files bigger than this are skipped by the scan (ripgrep would stream them). */
 const MAX_SCAN_FILE_BYTES = 16 * 1024 * 1024;
@@ -50,7 +51,12 @@ export async function scanGrep(sandbox: Sandbox, input: GrepInput, target: strin
     types = TYPES[input.type];
     if (!types) return { error: `ripgrep error (code 2): unrecognized file type: ${input.type}` };
   }
-  const globs = splitGlobs(input.glob).map(compileGlob);
+  let globs: CompiledGlob[];
+  try {
+    globs = splitGlobs(input.glob).map(compileGlob);
+  } catch (e) {
+    return { error: `ripgrep error (code 2): ${(e as Error).message}` };
+  }
   const files = isDir ? await listFiles(sandbox, target) : [target];
   const limit = limiter(WALK_CONCURRENCY);
   const selected = files.filter((file) => !isDir || passesFilters(target === "" ? file : file.slice(target.length + 1), types, globs));
@@ -167,7 +173,8 @@ async function listFiles(sandbox: Sandbox, root: string): Promise<string[]> {
 
 interface CompiledGlob {
   negate: boolean;
-  re: RegExp;
+  /** Any of the brace alternatives. */
+  alternatives: PathMatcher[];
   /** No '/' in the glob: it matches the base name at any depth (gitignore style). */
   basename: boolean;
 }
@@ -176,22 +183,8 @@ function compileGlob(glob: string): CompiledGlob {
   const negate = glob.startsWith("!");
   const body = negate ? glob.slice(1) : glob;
   const basename = !body.includes("/");
-  const alternatives = expandBraces(body.replace(/^\//, ""));
-  const res = alternatives.map((alt) =>
-    alt
-      .split("/")
-      .map((seg) => (seg === "**" ? "(?:.*/)?" : segmentRegExp(seg).source.slice(1, -1) + "/"))
-      .join("")
-      .replace(/\/$/, "")
-      .replace(/\(\?:\.\*\/\)\?$/, ".*"),
-  );
-  return { negate, basename, re: new RegExp(`^(?:${res.join("|")})$`, "s") };
-}
-
-function expandBraces(glob: string): string[] {
-  const m = /\{([^{}]*)\}/.exec(glob);
-  if (!m) return [glob];
-  return m[1]!.split(",").flatMap((alt) => expandBraces(glob.slice(0, m.index) + alt + glob.slice(m.index + m[0].length)));
+  const alternatives = expandBraces(body.replace(/^\//, ""), "glob").map((alt) => compilePathGlob(alt, "glob"));
+  return { negate, basename, alternatives };
 }
 
 function passesFilters(rel: string, types: string[] | undefined, globs: CompiledGlob[]): boolean {
@@ -199,7 +192,10 @@ function passesFilters(rel: string, types: string[] | undefined, globs: Compiled
   if (types && !types.includes(posix.extname(name).slice(1).toLowerCase())) return false;
   // As in ripgrep: the last matching glob decides; with any positive glob, a file must match one.
   let decision: boolean | undefined;
-  for (const g of globs) if (g.re.test(g.basename ? name : rel)) decision = !g.negate;
+  for (const g of globs) {
+    const subject = g.basename ? name : rel;
+    if (g.alternatives.some((m) => m(subject))) decision = !g.negate;
+  }
   if (decision !== undefined) return decision;
   return !globs.some((g) => !g.negate);
 }

@@ -49,7 +49,10 @@ export function hasRipgrep(sandbox: Sandbox): Promise<boolean> {
   return probe;
 }
 
-/** Grep: ripgrep inside the sandbox when it has one, else an equivalent scan over the Sandbox file API. */
+/**
+ * Grep: ripgrep inside the sandbox when it has one and runs confined there, else an equivalent scan
+ * over the Sandbox file API.
+ */
 export function grepTool(ctx: ToolContext, engine: GrepEngine = "auto"): WorkspaceTool {
   return defineTool(ctx, {
     name: "Grep",
@@ -63,7 +66,8 @@ export function grepTool(ctx: ToolContext, engine: GrepEngine = "auto"): Workspa
       if (target.rel !== "" && !st) return { ok: false, output: `Path does not exist: ${target.abs}` };
       // Also the confinement check for a symlinked target (rg would follow it): throws path_escape.
       const isDir = await isDirectory(ctx.sandbox, target.rel);
-      const useRg = engine === "rg" || (engine === "auto" && (await hasRipgrep(ctx.sandbox)));
+      // rg walks by name: only where it runs confined to the sandbox's own view can a swap not lead it out.
+      const useRg = engine === "rg" || (engine === "auto" && !ctx.sandbox.unconfinedProcesses && (await hasRipgrep(ctx.sandbox)));
       let lines: string[];
       if (useRg) {
         const r = await runRipgrep(ctx.sandbox, input, target.abs);

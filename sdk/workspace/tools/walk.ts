@@ -4,27 +4,6 @@ import type { FileInfo, Sandbox } from "../../sandbox.js";
 /** Upper bound on directory entries one Glob/Grep walk visits, so a huge tree cannot stall a tool. */
 export const MAX_WALK_ENTRIES = 200_000;
 
-/** Compiles one path segment of a glob (`*`, `?`, `[...]`, `[!...]`) to an anchored RegExp. */
-export function segmentRegExp(segment: string): RegExp {
-  let re = "";
-  for (let i = 0; i < segment.length; i++) {
-    const c = segment[i]!;
-    if (c === "*") re += "[^/]*";
-    else if (c === "?") re += "[^/]";
-    else if (c === "[") {
-      const end = segment.indexOf("]", i + 2);
-      if (end === -1) re += "\\[";
-      else {
-        let body = segment.slice(i + 1, end);
-        if (body.startsWith("!")) body = `^${body.slice(1)}`;
-        re += `[${body.replace(/\\/g, "\\\\")}]`;
-        i = end;
-      }
-    } else re += c.replace(/[.+^${}()|\\]/g, "\\$&");
-  }
-  return new RegExp(`^${re}$`, "s");
-}
-
 export function hasMagic(segment: string): boolean {
   return /[*?[]/.test(segment);
 }
