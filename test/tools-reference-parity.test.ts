@@ -64,6 +64,9 @@ const calls: Call[] = [
   ["Bash", { command: "printf 'a\\r\\nb'; echo e >&2" }],
   ["Bash", { command: "true" }],
   ["Bash", { command: "head -c 30005 /dev/zero | tr '\\0' a" }],
+  // Files written above can share one coarse kernel timestamp, and the two sides break mtime ties
+  // differently: give each a distinct mtime before Glob sorts by it.
+  ["Bash", { command: "touch -d 2030-01-01 {wd}/e.txt && touch -d 2030-01-02 {wd}/new/dir/f.txt && touch -d 2030-01-03 {wd}/empty2.txt" }],
   ["Glob", { pattern: "**/*.ts", path: "{wd}" }],
   ["Glob", { pattern: "*", path: "{wd}" }],
   ["Glob", { pattern: "s?c/*.js", path: "{wd}" }],

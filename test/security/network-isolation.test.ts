@@ -86,7 +86,9 @@ except Exception as e:
 
 /** Workspace A serves a secret on every address it has; returns once it answers from inside A. */
 async function serveSecret(sb: Sandbox): Promise<void> {
-  await sb.exec(["sh", "-c", `mkdir -p /tmp/srv && printf %s ${SECRET} > /tmp/srv/secret.txt && cd /tmp/srv && (nohup python3 -m http.server ${PORT} --bind 0.0.0.0 >/dev/null 2>&1 &)`]);
+  await sb.exec(["sh", "-c", `mkdir -p /tmp/srv && printf %s ${SECRET} > /tmp/srv/secret.txt`]);
+  // A long-lived process is a spawn: a command's background children die with the command.
+  sb.spawn(["python3", "-m", "http.server", String(PORT), "--bind", "0.0.0.0", "--directory", "/tmp/srv"]);
   for (let i = 0; i < 100; i++) {
     if ((await fetchFrom(sb, "127.0.0.1")) === SECRET) return;
     await new Promise((r) => setTimeout(r, 100));

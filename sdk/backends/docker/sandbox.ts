@@ -412,6 +412,19 @@ export class DockerSandbox implements Sandbox {
 
   async #checkRunning(): Promise<void> {
     const info = await this.#container.inspect().catch(() => null);
+    if (info?.State?.Paused && !this.#closed) {
+      // Paused under calls in flight (another replica, an operator): they are frozen, not lost, so
+      // thawing the container lets them finish; only when that fails do they end with an error.
+      // A racing unpause answers "is not paused", which is the state we want.
+      const thawed = await this.#container.unpause().then(
+        () => true,
+        (e: unknown) => /not paused/i.test(String((e as Error).message)),
+      );
+      if (thawed) {
+        this.#logger.warn("the workspace container was paused under calls in flight; unpaused it", { container: this.#container.id.slice(0, 12) });
+        return;
+      }
+    }
     if (!info || info.State?.Paused || !info.State?.Running)
       (this.#runners.current?.transport as DockerRunnerTransport | undefined)?.end(
         !info ? "the workspace container is gone" : info.State?.Paused ? "the workspace container was paused; initialize the workspace to resume it" : "the workspace container stopped",
