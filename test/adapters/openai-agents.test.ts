@@ -1,11 +1,14 @@
 import { createHash } from "node:crypto";
 import { promises as fs } from "node:fs";
-import { Agent, Usage, run, type AgentInputItem, type Model, type ModelRequest, type ModelResponse } from "@openai/agents";
+import { Agent, Usage, run, setTracingDisabled, type AgentInputItem, type Model, type ModelRequest, type ModelResponse } from "@openai/agents";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { workspaceMcpServers, workspaceTools } from "../../sdk/adapters/openai-agents/index.js";
 import type { Workspace, WorkspaceTool } from "../../sdk/index.js";
 import { AGENT, REMINDER, SESSION, openWorkspace, readAgentFile, tempBase, type Kind } from "./fixtures.js";
+
+// No traces leave a test run.
+setTracingDisabled(true);
 
 /** A Model that plays a script: one list of function calls per turn, then a final message. */
 class ScriptedModel implements Model {
