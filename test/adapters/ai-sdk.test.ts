@@ -167,3 +167,18 @@ describe("AI SDK context compression and large results", () => {
     expect(createHash("sha256").update(await fs.readFile(m[1]!)).digest("hex")).toBe(expected);
   }, 60_000);
 });
+
+describe("AI SDK adapter options", () => {
+  it("refuses bad options with the field named", async () => {
+    const base = await tempBase();
+    const ws = await openWorkspace("local", base);
+    try {
+      await expect(workspaceToolkit(ws, { sessionId: "" })).rejects.toThrow(/sessionId/);
+      await expect(workspaceToolkit(ws, { sessionId: "s", groups: { basic: ["Bash"] } })).rejects.toThrow(/groups\.basic/);
+      await expect(workspaceToolkit(ws, { sessionId: "s", compression: { contextTokens: 1000, triggerRatio: 0.95 } })).rejects.toThrow(/compression\.triggerRatio/);
+    } finally {
+      await ws.close();
+      await fs.rm(base, { recursive: true, force: true });
+    }
+  });
+});

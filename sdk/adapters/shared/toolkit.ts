@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import { isWorkspaceError } from "../../errors.js";
+import { InvalidArgumentError, isWorkspaceError } from "../../errors.js";
 import type { Workspace } from "../../workspace/workspace.js";
 import type { McpTool } from "../../workspace/mcp.js";
 import type { WorkspaceTool } from "../../workspace/tools/index.js";
@@ -63,11 +63,11 @@ export class Toolkit {
   }
 
   static async create(workspace: Workspace, options: ToolkitOptions): Promise<Toolkit> {
-    if (typeof options?.sessionId !== "string" || options.sessionId === "") throw new TypeError("sessionId: must be a non-empty string");
+    if (typeof options?.sessionId !== "string" || options.sessionId === "") throw new InvalidArgumentError("sessionId", "must be a non-empty string");
     const kit = new Toolkit(workspace, options);
     const groupOf = groupMatcher(options.groups ?? {});
     for (const [name, spec] of Object.entries(options.groups ?? {})) {
-      if (name === BASIC_GROUP) throw new TypeError(`groups.${BASIC_GROUP}: is always on and takes the tools no group lists`);
+      if (name === BASIC_GROUP) throw new InvalidArgumentError(`groups.${BASIC_GROUP}`, "is always on and takes the tools no group lists");
       const s = Array.isArray(spec) ? { tools: spec } : spec;
       kit.#groups.set(name, { description: s.description ?? "", tools: [] });
     }
@@ -113,7 +113,7 @@ export class Toolkit {
     return this.tools.filter((t) => this.#active.has(t.group)).map((t) => t.name);
   }
   activate(group: string): void {
-    if (!this.#groups.has(group)) throw new TypeError(`group: no tool group '${group}'`);
+    if (!this.#groups.has(group)) throw new InvalidArgumentError("group", `no tool group '${group}'`);
     this.#active.add(group);
   }
   get(name: string): ToolkitTool | undefined {
