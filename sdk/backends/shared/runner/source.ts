@@ -11,11 +11,18 @@
  *   "o" [fields]             success (payload = the op's data)
  *   "s" size / "d"           a read's size, then its bytes in chunks (payload), ended by "o"
  *   "e" code message         failure; code is an errno name or ESCAPE / TOOBIG / SPECIAL
- * Id 0 carries one "hello" frame at start-up. Ops:
+ * Id 0 carries one "hello" frame at start-up (hello, version, the runner's pid in its own view). Ops:
  *   x id max cwd argc argv... K=V...   run a command (cwd workspace-relative, K=V over the runner's own
  *                                      environment); payload = its stdin
  *   k id                               kill that command and everything it started
  *   r id path max                      read ("-" = no cap); the cap counts bytes actually read
+ *   R id path max                      read, offering a descriptor hand-off for a file over HANDOFF bytes:
+ *                                      replies "h" fd dev ino size and holds the descriptor until "z id"
+ *                                      (the host reads /proc/<runner pid>/fd/<fd>); smaller files as "r"
+ *   W id path kind mode                start a write of kind w or x by hand-off: replies "h" fd dev ino for
+ *                                      the temp file (the host writes it through /proc/<pid>/fd/<fd>); then
+ *                                      "c" frames (the fallback) and "e" as for "w"
+ *   z id                               close a held read descriptor (no reply)
  *   w id path kind mode                start a write: kind w (atomic replace), x (exclusive), a (append),
  *                                      c (exclusive create in place); payload = first bytes
  *   c id / e id                        more bytes for write id / commit it
@@ -36,6 +43,7 @@ import errno, os, selectors, signal, stat, struct, subprocess, sys
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "/workspace"
 IN, OUT = 0, 1
 CHUNK = 1 << 20
+HANDOFF = 64 << 10
 HIGH = 4 << 20
 MAXHOPS = 40
 MAXTREE = 100000
@@ -45,6 +53,7 @@ sel = selectors.DefaultSelector()
 jobs = {}
 writes = {}
 readers = []
+held = {}
 inbuf = bytearray()
 outq = []
 qlen = 0
@@ -274,7 +283,7 @@ class Reader:
         os.close(self.fd)
 
 
-def op_read(rid, rel, cap):
+def op_read(rid, rel, cap, offer=False):
     pfd, name, _, dangling = walk(rel, True)
     try:
         if dangling:
@@ -296,6 +305,9 @@ def op_read(rid, rel, cap):
     except BaseException:
         os.close(fd)
         raise
+    if offer and st.st_size > HANDOFF:
+        held[rid] = fd
+        return reply(rid, ["h", fd, st.st_dev, st.st_ino, st.st_size])
     reply(rid, ["s", st.st_size])
     readers.append(Reader(rid, fd, limit))
 
@@ -380,7 +392,7 @@ class Writer:
             self.pfd = -1
 
 
-def write_start(rid, rel, kind, mode, payload):
+def write_start(rid, rel, kind, mode, payload, offer=False):
     w = Writer(rid, kind)
     writes[rid] = None
     try:
@@ -390,6 +402,9 @@ def write_start(rid, rel, kind, mode, payload):
         w.close()
         raise
     writes[rid] = w
+    if offer:
+        st = os.fstat(w.fd)
+        reply(rid, ["h", w.fd, st.st_dev, st.st_ino])
 
 
 def write_more(rid, payload):
@@ -827,12 +842,20 @@ def handle(f, payload):
             write_more(rid, payload)
         elif op == b"e":
             write_end(rid)
+        elif op == b"z":
+            fd = held.pop(rid, None)
+            if fd is not None:
+                os.close(fd)
         else:
             a = [os.fsdecode(x) for x in f[2:]]
             if op == b"r":
                 op_read(rid, a[0], a[1])
+            elif op == b"R":
+                op_read(rid, a[0], a[1], True)
             elif op == b"w":
                 write_start(rid, a[0], a[1], a[2], payload)
+            elif op == b"W" and a[1] in ("w", "x"):
+                write_start(rid, a[0], a[1], a[2], payload, True)
             elif op == b"l":
                 op_list(rid, a[0])
             elif op == b"t":
@@ -887,7 +910,7 @@ def read_input():
 
 sel.register(IN, selectors.EVENT_READ, ("in", None))
 sel.register(rfd, selectors.EVENT_READ, ("sig", None))
-reply(0, ["hello", "1"])
+reply(0, ["hello", "1", os.getpid()])
 while True:
     busy = readers and qlen < HIGH
     for key, ev in sel.select(0 if busy else None):
