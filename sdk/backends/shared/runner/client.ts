@@ -1,7 +1,7 @@
 import type { Readable, Writable } from "node:stream";
 import { UnavailableError } from "../../../errors.js";
 import type { ExecResult } from "../../../sandbox.js";
-import { HANDOFF_MIN, parseHandedOff, readHandedOff, writeHandedOff } from "./handoff.js";
+import { HANDOFF_MIN, parseHandedOff, readHandedOff, writeHandedOff, type HandedOff } from "./handoff.js";
 
 /**
  * How a backend started the runner: a process inside the sandbox with its stdin and stdout (bwrap's
@@ -82,6 +82,9 @@ export class RunnerClient {
   /** The runner's pid in its own view (from hello), and its host pid once looked up. */
   #nsPid: number | undefined;
   #hostPid: Promise<number | undefined> | undefined;
+  /** An unnamed file the runner made ahead of the next big write (so that write costs one round trip). */
+  #spare: HandedOff | undefined;
+  #spareAsked = false;
   /** Resolves on the runner's hello; rejects if it dies first (no python3, bad image...). */
   readonly ready: Promise<void>;
   readonly exited: Promise<void>;
@@ -247,6 +250,8 @@ export class RunnerClient {
     // A big atomic write goes by hand-off: the runner makes the temp file, the host fills it through the
     // runner's descriptor, the runner commits it; the pipe carries the bytes only if that fails.
     const handoff = (kind === "w" || kind === "x") && data.byteLength > HANDOFF_MIN && this.#canHandOff();
+    if (handoff && this.#spare) return this.#writeSpare(this.#spare, rel, kind, m, data);
+    if (handoff) this.#askSpare();
     const stream = (sid: string, from: number) => {
       for (let at = from; at < data.byteLength; at += CHUNK) this.#send(["c", sid], data.subarray(at, at + CHUNK));
       this.#send(["e", sid]);
@@ -281,6 +286,51 @@ export class RunnerClient {
           bind: (id: number) => (sid = String(id)),
         };
       },
+    );
+  }
+
+  /** A big write in one round trip: the host fills the spare, the runner names it at `rel` atomically. */
+  async #writeSpare(spare: HandedOff, rel: string, kind: "w" | "x", m: string, data: Uint8Array): Promise<void> {
+    this.#spare = undefined;
+    try {
+      const pid = await this.#runnerHostPid();
+      if (pid === undefined) throw new Error("no hand-off");
+      await writeHandedOff(pid, spare, data);
+    } catch {
+      this.#send(["Z", "0", String(spare.fd)]);
+      return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8));
+    }
+    // The next spare is asked first, so it is there by the time this write's answer is.
+    this.#askSpare();
+    const done = this.call("F", [rel, kind, m, String(spare.fd)]);
+    try {
+      await done;
+    } catch (e) {
+      // EXDEV (the target's folder is another file system) and the like: the plain hand-off still works.
+      if (e instanceof RunnerFailure && (e.code === "EXDEV" || e.code === "EINVAL")) return this.#writeOnce(rel, kind, data, m);
+      throw e;
+    }
+  }
+
+  /** The two-round-trip hand-off (or the pipe), never the spare. */
+  #writeOnce(rel: string, kind: "w" | "x", data: Uint8Array, m: string): Promise<void> {
+    const spare = this.#spare;
+    this.#spare = undefined;
+    return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8)).finally(() => {
+      if (spare) this.#send(["Z", "0", String(spare.fd)]);
+    });
+  }
+
+  /** Asks the runner for the next spare; one at a time, none when it cannot make one (no O_TMPFILE). */
+  #askSpare(): void {
+    if (this.#spareAsked || this.#spare || this.#dead) return;
+    this.#spareAsked = true;
+    this.call("P", []).then(
+      (r) => {
+        this.#spareAsked = false;
+        this.#spare = parseHandedOff(["h", ...r.fields]);
+      },
+      () => undefined,
     );
   }
 

@@ -23,6 +23,11 @@
  *                                      the temp file (the host writes it through /proc/<pid>/fd/<fd>); then
  *                                      "c" frames (the fallback) and "e" as for "w"
  *   z id                               close a held read descriptor (no reply)
+ *   P id                               make a spare: an unnamed file (O_TMPFILE) in the root, reply "h" fd
+ *                                      dev ino; the host fills it through its descriptor before a write
+ *   F id path kind mode fd             commit spare fd as a write of kind w or x: linked under a temp name
+ *                                      in the target's folder, then renamed (w) or linked (x) into place
+ *   Z id fd                            drop spare fd (no reply)
  *   w id path kind mode                start a write: kind w (atomic replace), x (exclusive), a (append),
  *                                      c (exclusive create in place); payload = first bytes
  *   c id / e id                        more bytes for write id / commit it
@@ -54,6 +59,7 @@ jobs = {}
 writes = {}
 readers = []
 held = {}
+spares = {}
 inbuf = bytearray()
 outq = []
 qlen = 0
@@ -317,7 +323,7 @@ class Writer:
         self.rid, self.kind, self.fd, self.tmp, self.pfd, self.mode = rid, kind, -1, None, -1, None
         self.buf = bytearray() if kind == "a" else None
 
-    def open(self, rel, mode):
+    def open(self, rel, mode, spare=-1):
         pfd, name, _, _ = walk(rel, False, create=True)
         self.pfd, self.name = pfd, name
         if name == "":
@@ -345,7 +351,12 @@ class Writer:
         else:
             self.mode = 0o644
         tmp = ".%s.agentws-tmp-%s" % (name[:180], os.urandom(6).hex())
-        self.fd = open_final(pfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        if spare >= 0:
+            # The spare's bytes are in; it gets a name only now, beside its target (EXDEV: the host falls back).
+            self.fd = spare
+            os.link("/proc/self/fd/%d" % spare, tmp, dst_dir_fd=pfd, follow_symlinks=True)
+        else:
+            self.fd = open_final(pfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         self.tmp = tmp
 
     def write(self, data):
@@ -426,6 +437,34 @@ def write_end(rid):
     if w is None:
         return
     try:
+        w.commit()
+    finally:
+        w.close()
+    reply(rid, ["o"])
+
+
+def op_spare(rid):
+    rfd = os.open(ROOT, DIRF)
+    try:
+        fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=rfd)
+    finally:
+        os.close(rfd)
+    spares[fd] = True
+    st = os.fstat(fd)
+    reply(rid, ["h", fd, st.st_dev, st.st_ino])
+
+
+def op_commit_spare(rid, rel, kind, mode, sfd):
+    if kind not in ("w", "x") or spares.pop(sfd, None) is None:
+        raise Fail("EINVAL", "no such spare")
+    w = Writer(rid, kind)
+    try:
+        try:
+            w.open(rel, mode, sfd)
+        except BaseException:
+            if w.fd != sfd:
+                os.close(sfd)
+            raise
         w.commit()
     finally:
         w.close()
@@ -846,6 +885,11 @@ def handle(f, payload):
             fd = held.pop(rid, None)
             if fd is not None:
                 os.close(fd)
+        elif op == b"Z":
+            if spares.pop(int(f[2]), None) is not None:
+                os.close(int(f[2]))
+        elif op == b"P":
+            op_spare(rid)
         else:
             a = [os.fsdecode(x) for x in f[2:]]
             if op == b"r":
@@ -854,6 +898,8 @@ def handle(f, payload):
                 op_read(rid, a[0], a[1], True)
             elif op == b"w":
                 write_start(rid, a[0], a[1], a[2], payload)
+            elif op == b"F":
+                op_commit_spare(rid, a[0], a[1], a[2], int(a[3]))
             elif op == b"W" and a[1] in ("w", "x"):
                 write_start(rid, a[0], a[1], a[2], payload, True)
             elif op == b"l":
