@@ -9,6 +9,21 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { matchRunnerPid, readHandedOff, writeHandedOff } from "../sdk/backends/shared/runner/handoff.js";
+import { RUNNER_SOURCE, RunnerClient, runnerArgv, type RunnerTransport } from "../sdk/backends/shared/runner/index.js";
+
+/** The runner as a plain host process over `root`, offering the hand-off with the pid `hostPid` picks. */
+function handingRunner(root: string, hostPid: (child: number, nsPid: number) => Promise<number | undefined>): RunnerTransport {
+  const [cmd, ...args] = runnerArgv("python3", root, RUNNER_SOURCE);
+  const child = spawn(cmd!, args, { stdio: ["pipe", "pipe", "pipe"], detached: true });
+  return {
+    stdin: child.stdin!,
+    stdout: child.stdout!,
+    pid: child.pid,
+    exited: new Promise((resolve) => child.once("close", () => resolve({ why: "" }))),
+    kill: () => process.kill(-child.pid!, "SIGKILL"),
+    runnerHostPid: (ns) => hostPid(child.pid!, ns),
+  };
+}
 
 describe("runner descriptor hand-off", () => {
   let dir: string;
@@ -71,5 +86,36 @@ describe("runner descriptor hand-off", () => {
     expect(await matchRunnerPid([c.pid!], own[own.length - 1]!)).toBe(c.pid);
     expect(await matchRunnerPid([c.pid!], own[own.length - 1]! + 1)).toBeUndefined();
     expect(await matchRunnerPid([2 ** 22 + 12345], 1)).toBeUndefined();
+  });
+
+  it("big files cross by hand-off with the runner's pid, and over the pipe when the pid is not the runner's", async () => {
+    const big = Buffer.alloc(3 << 20);
+    for (let i = 0; i < big.length; i += 4096) big.writeUInt32BE(i, i);
+    const cases: [string, (child: number, ns: number) => Promise<number | undefined>][] = [
+      ["runner", async (child, ns) => matchRunnerPid([child], ns)],
+      // A pid whose descriptors are not the runner's: the inode check refuses it and the pipe carries the bytes.
+      ["stranger", async () => process.pid],
+    ];
+    for (const [name, pick] of cases) {
+      const root = await fs.mkdtemp(path.join(dir, `${name}-`));
+      const client = new RunnerClient(handingRunner(root, pick));
+      try {
+        await client.ready;
+        for (let round = 0; round < 3; round++) {
+          // Round 0 takes the two-step hand-off, later rounds the spare made ahead.
+          await client.write("f.bin", "w", big, round === 0 ? 0o750 : undefined);
+          expect((await fs.readFile(path.join(root, "f.bin"))).equals(big)).toBe(true);
+          expect((await client.read("f.bin", undefined)).equals(big)).toBe(true);
+        }
+        expect((await fs.stat(path.join(root, "f.bin"))).mode & 0o777).toBe(0o750);
+        await expect(client.write("f.bin", "x", big, undefined)).rejects.toMatchObject({ code: "EEXIST" });
+        await expect(client.read("f.bin", 1 << 20)).rejects.toMatchObject({ code: "TOOBIG" });
+        // No temp file is left beside the target, and the old content survived the refused exclusive write.
+        expect(await fs.readdir(root)).toEqual(["f.bin"]);
+        expect((await fs.readFile(path.join(root, "f.bin"))).equals(big)).toBe(true);
+      } finally {
+        await client.stop();
+      }
+    }
   });
 });
