@@ -1,4 +1,5 @@
 import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../shared/runner/index.js";
+import { descendants, matchRunnerPid } from "../shared/runner/handoff.js";
 import type { BwrapLauncher } from "./launch.js";
 
 /**
@@ -22,6 +23,8 @@ export function startBwrapRunner(launcher: BwrapLauncher, bwrapArgs: string[], r
     stdout: child.stdout,
     exited,
     pid: child.pid,
+    // The runner is a child of bwrap's own init inside the sandbox's pid namespace: this host's kernel.
+    runnerHostPid: async (nsPid) => (child.pid ? matchRunnerPid(await descendants(child.pid, 3), nsPid) : undefined),
     kill: () => {
       try {
         if (child.pid) process.kill(-child.pid, "SIGKILL");

@@ -1,6 +1,7 @@
 import { PassThrough, type Duplex } from "node:stream";
 import type Docker from "dockerode";
 import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../shared/runner/index.js";
+import { matchRunnerPid } from "../shared/runner/handoff.js";
 
 /** A runner transport that could not even be created (the engine refused the exec): why, for the caller's error. */
 export interface DockerRunnerTransport extends RunnerTransport {
@@ -18,7 +19,11 @@ export interface DockerRunnerTransport extends RunnerTransport {
  * framing is demultiplexed on the way back. Closing the connection ends the runner (it reads EOF
  * and kills its commands).
  */
-export function startDockerRunner(docker: Docker, container: Docker.Container, env: string[], root: string): DockerRunnerTransport {
+/**
+ * `local`: the engine runs on this kernel (the driver saw the host folder shared), so the exec's pid is a
+ * pid here and big files may be handed off by descriptor.
+ */
+export function startDockerRunner(docker: Docker, container: Docker.Container, env: string[], root: string, local = false): DockerRunnerTransport {
   const stdin = new PassThrough();
   const stdout = new PassThrough();
   const stderr = new PassThrough();
@@ -90,6 +95,14 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
       stream?.destroy();
     },
     apiError: () => apiError,
+    ...(local
+      ? {
+          runnerHostPid: async (nsPid: number) => {
+            const pid = (await exec?.inspect())?.Pid;
+            return pid ? matchRunnerPid([pid], nsPid) : undefined;
+          },
+        }
+      : {}),
     exitCode: async () => {
       await exited;
       if (!exec) return null;

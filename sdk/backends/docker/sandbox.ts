@@ -119,7 +119,7 @@ export class DockerSandbox implements Sandbox {
     this.#container = docker.getContainer(containerId);
     this.persistent = options.persistent;
     this.#env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
-    this.#runners = new RunnerSupervisor(() => startDockerRunner(this.#docker, this.#container, this.#env, DOCKER_WORKDIR));
+    this.#runners = new RunnerSupervisor(() => startDockerRunner(this.#docker, this.#container, this.#env, DOCKER_WORKDIR, this.#hostShared));
     this.#rf = new RunnerFiles(() => this.#lease());
     if (options.plain) this.#mode = "plain";
   }

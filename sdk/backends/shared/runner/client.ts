@@ -1,6 +1,7 @@
 import type { Readable, Writable } from "node:stream";
 import { UnavailableError } from "../../../errors.js";
 import type { ExecResult } from "../../../sandbox.js";
+import { HANDOFF_MIN, parseHandedOff, readHandedOff, writeHandedOff, type HandedOff } from "./handoff.js";
 
 /**
  * How a backend started the runner: a process inside the sandbox with its stdin and stdout (bwrap's
@@ -17,6 +18,11 @@ export interface RunnerTransport {
   /** Ends the process (and with it every command it runs). */
   kill(): void;
   readonly pid?: number | undefined;
+  /**
+   * Set only when the runner runs on this kernel: the runner's host pid, given the pid it reported in its
+   * own view (undefined when it cannot be found). Enables the descriptor hand-off for big files (handoff.ts).
+   */
+  runnerHostPid?(nsPid: number): Promise<number | undefined>;
   /** Keep / stop keeping the host's event loop alive (an idle runner must not hold the process open). */
   ref?(): void;
   unref?(): void;
@@ -73,6 +79,12 @@ export class RunnerClient {
   #retired = false;
   #why = "";
   #spawnFailed = false;
+  /** The runner's pid in its own view (from hello), and its host pid once looked up. */
+  #nsPid: number | undefined;
+  #hostPid: Promise<number | undefined> | undefined;
+  /** An unnamed file the runner made ahead of the next big write (so that write costs one round trip). */
+  #spare: HandedOff | undefined;
+  #spareAsked = false;
   /** Resolves on the runner's hello; rejects if it dies first (no python3, bad image...). */
   readonly ready: Promise<void>;
   readonly exited: Promise<void>;
@@ -88,7 +100,11 @@ export class RunnerClient {
     this.ready.catch(() => undefined);
     this.#pending.set(0, {
       onFrame: (fields) => {
-        if (fields[0] === "hello") hello();
+        if (fields[0] === "hello") {
+          const pid = Number(fields[2]);
+          if (Number.isSafeInteger(pid) && pid > 0) this.#nsPid = pid;
+          hello();
+        }
         // Held open until the runner said hello (someone may be awaiting `ready`), idle from then on.
         if (this.#calls() === 0) this.#idle();
         return true;
@@ -184,13 +200,30 @@ export class RunnerClient {
     }));
   }
 
-  /** Reads a file in chunks into one buffer sized by the runner's fstat (grown only if the file grows). */
-  read(rel: string, maxBytes: number | undefined): Promise<Buffer> {
+  /**
+   * Reads a file into one buffer sized by the runner's fstat (grown only if the file grows): a big file
+   * through the runner's descriptor when the runner is on this kernel, else in chunks over the pipe.
+   */
+  read(rel: string, maxBytes: number | undefined, handoff = this.#canHandOff()): Promise<Buffer> {
     let out: Buffer | undefined;
     let len = 0;
-    return this.#request((id) => this.#send(["r", String(id), rel, maxBytes === undefined ? "-" : String(maxBytes)]), (resolve, reject) => ({
+    const cap = maxBytes === undefined ? "-" : String(maxBytes);
+    let rid = 0;
+    return this.#request((id) => ((rid = id), this.#send([handoff ? "R" : "r", String(id), rel, cap])), (resolve, reject) => ({
       onFrame: (fields, chunks, length) => {
         const kind = fields[0];
+        if (kind === "h") {
+          // Settled here; the held descriptor is released once read, and a failed hand-off reads again over the pipe.
+          const h = parseHandedOff(fields);
+          const done = (async () => {
+            const pid = await this.#runnerHostPid();
+            if (!h || pid === undefined) throw new Error("no hand-off");
+            return readHandedOff(pid, h, Number(fields[4]) || 0, maxBytes);
+          })();
+          void done.finally(() => this.#send(["z", String(rid)])).catch(() => undefined);
+          resolve(done.catch((e: unknown) => (e instanceof RunnerFailure ? Promise.reject(e) : this.read(rel, maxBytes, false))));
+          return true;
+        }
         if (kind === "s") {
           out = Buffer.allocUnsafe(Number(fields[1]) || 0);
           return false;
@@ -213,22 +246,104 @@ export class RunnerClient {
 
   /** Writes `data` to `rel`: kind w (atomic replace), x (exclusive, atomic), a (append), c (exclusive create in place). */
   write(rel: string, kind: "w" | "x" | "a" | "c", data: Uint8Array, mode: number | undefined): Promise<void> {
+    const m = mode === undefined ? "-" : mode.toString(8);
+    // A big atomic write goes by hand-off: the runner makes the temp file, the host fills it through the
+    // runner's descriptor, the runner commits it; the pipe carries the bytes only if that fails.
+    const handoff = (kind === "w" || kind === "x") && data.byteLength > HANDOFF_MIN && this.#canHandOff();
+    if (handoff && this.#spare) return this.#writeSpare(this.#spare, rel, kind, m, data);
+    if (handoff) this.#askSpare();
+    const stream = (sid: string, from: number) => {
+      for (let at = from; at < data.byteLength; at += CHUNK) this.#send(["c", sid], data.subarray(at, at + CHUNK));
+      this.#send(["e", sid]);
+    };
     return this.#request(
       (id) => {
         const sid = String(id);
-        const first = data.subarray(0, CHUNK);
-        this.#send(["w", sid, rel, kind, mode === undefined ? "-" : mode.toString(8)], first);
-        for (let at = CHUNK; at < data.byteLength; at += CHUNK) this.#send(["c", sid], data.subarray(at, at + CHUNK));
-        this.#send(["e", sid]);
+        if (handoff) return this.#send(["W", sid, rel, kind, m]);
+        this.#send(["w", sid, rel, kind, m], data.subarray(0, CHUNK));
+        stream(sid, CHUNK);
       },
-      (resolve, reject) => ({
-        onFrame: (fields) => {
-          if (fields[0] === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
-          else resolve();
-          return true;
-        },
-      }),
+      (resolve, reject) => {
+        let sid = "";
+        return {
+          onFrame: (fields) => {
+            if (fields[0] === "h") {
+              const h = parseHandedOff(fields);
+              void (async () => {
+                const pid = await this.#runnerHostPid();
+                if (!h || pid === undefined) throw new Error("no hand-off");
+                await writeHandedOff(pid, h, data);
+              })().then(
+                () => this.#send(["e", sid]),
+                () => stream(sid, 0),
+              );
+              return false;
+            }
+            if (fields[0] === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
+            else resolve();
+            return true;
+          },
+          bind: (id: number) => (sid = String(id)),
+        };
+      },
     );
+  }
+
+  /** A big write in one round trip: the host fills the spare, the runner names it at `rel` atomically. */
+  async #writeSpare(spare: HandedOff, rel: string, kind: "w" | "x", m: string, data: Uint8Array): Promise<void> {
+    this.#spare = undefined;
+    try {
+      const pid = await this.#runnerHostPid();
+      if (pid === undefined) throw new Error("no hand-off");
+      await writeHandedOff(pid, spare, data);
+    } catch {
+      this.#send(["Z", "0", String(spare.fd)]);
+      return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8));
+    }
+    // The next spare is asked first, so it is there by the time this write's answer is.
+    this.#askSpare();
+    const done = this.call("F", [rel, kind, m, String(spare.fd)]);
+    try {
+      await done;
+    } catch (e) {
+      // EXDEV (the target's folder is another file system) and the like: the plain hand-off still works.
+      if (e instanceof RunnerFailure && (e.code === "EXDEV" || e.code === "EINVAL")) return this.#writeOnce(rel, kind, data, m);
+      throw e;
+    }
+  }
+
+  /** The two-round-trip hand-off (or the pipe), never the spare. */
+  #writeOnce(rel: string, kind: "w" | "x", data: Uint8Array, m: string): Promise<void> {
+    const spare = this.#spare;
+    this.#spare = undefined;
+    return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8)).finally(() => {
+      if (spare) this.#send(["Z", "0", String(spare.fd)]);
+    });
+  }
+
+  /** Asks the runner for the next spare; one at a time, none when it cannot make one (no O_TMPFILE). */
+  #askSpare(): void {
+    if (this.#spareAsked || this.#spare || this.#dead) return;
+    this.#spareAsked = true;
+    this.call("P", []).then(
+      (r) => {
+        this.#spareAsked = false;
+        this.#spare = parseHandedOff(["h", ...r.fields]);
+      },
+      () => undefined,
+    );
+  }
+
+  #canHandOff(): boolean {
+    return this.#t.runnerHostPid !== undefined && this.#nsPid !== undefined;
+  }
+
+  /** The runner's host pid, looked up once (undefined: no hand-off for this runner). */
+  #runnerHostPid(): Promise<number | undefined> {
+    const ns = this.#nsPid;
+    if (ns === undefined || !this.#t.runnerHostPid) return Promise.resolve(undefined);
+    this.#hostPid ??= this.#t.runnerHostPid(ns).catch(() => undefined);
+    return this.#hostPid;
   }
 
   /** Stops the runner once the calls in flight are done; it takes no new ones. */
@@ -247,11 +362,16 @@ export class RunnerClient {
     return this.exited;
   }
 
-  #request<T>(send: (id: number) => void, make: (resolve: (v: T) => void, reject: (e: unknown) => void) => Omit<Pending, "onDeath">): Promise<T> {
+  #request<T>(
+    send: (id: number) => void,
+    make: (resolve: (v: T | Promise<T>) => void, reject: (e: unknown) => void) => Omit<Pending, "onDeath"> & { bind?: (id: number) => void },
+  ): Promise<T> {
     if (this.#dead) return Promise.reject(runnerGone(this.#why));
     const id = this.#nextId++;
     return new Promise<T>((resolve, reject) => {
-      this.#add(id, { ...make(resolve, reject), onDeath: (why) => reject(runnerGone(why)) });
+      const p = make(resolve, reject);
+      p.bind?.(id);
+      this.#add(id, { onFrame: p.onFrame, onDeath: (why) => reject(runnerGone(why)) });
       send(id);
     });
   }

@@ -11,11 +11,23 @@
  *   "o" [fields]             success (payload = the op's data)
  *   "s" size / "d"           a read's size, then its bytes in chunks (payload), ended by "o"
  *   "e" code message         failure; code is an errno name or ESCAPE / TOOBIG / SPECIAL
- * Id 0 carries one "hello" frame at start-up. Ops:
+ * Id 0 carries one "hello" frame at start-up (hello, version, the runner's pid in its own view). Ops:
  *   x id max cwd argc argv... K=V...   run a command (cwd workspace-relative, K=V over the runner's own
  *                                      environment); payload = its stdin
  *   k id                               kill that command and everything it started
  *   r id path max                      read ("-" = no cap); the cap counts bytes actually read
+ *   R id path max                      read, offering a descriptor hand-off for a file over HANDOFF bytes:
+ *                                      replies "h" fd dev ino size and holds the descriptor until "z id"
+ *                                      (the host reads /proc/<runner pid>/fd/<fd>); smaller files as "r"
+ *   W id path kind mode                start a write of kind w or x by hand-off: replies "h" fd dev ino for
+ *                                      the temp file (the host writes it through /proc/<pid>/fd/<fd>); then
+ *                                      "c" frames (the fallback) and "e" as for "w"
+ *   z id                               close a held read descriptor (no reply)
+ *   P id                               make a spare: an unnamed file (O_TMPFILE) in the root, reply "h" fd
+ *                                      dev ino; the host fills it through its descriptor before a write
+ *   F id path kind mode fd             commit spare fd as a write of kind w or x: linked under a temp name
+ *                                      in the target's folder, then renamed (w) or linked (x) into place
+ *   Z id fd                            drop spare fd (no reply)
  *   w id path kind mode                start a write: kind w (atomic replace), x (exclusive), a (append),
  *                                      c (exclusive create in place); payload = first bytes
  *   c id / e id                        more bytes for write id / commit it
@@ -36,6 +48,7 @@ import errno, os, selectors, signal, stat, struct, subprocess, sys
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "/workspace"
 IN, OUT = 0, 1
 CHUNK = 1 << 20
+HANDOFF = 64 << 10
 HIGH = 4 << 20
 MAXHOPS = 40
 MAXTREE = 100000
@@ -45,6 +58,8 @@ sel = selectors.DefaultSelector()
 jobs = {}
 writes = {}
 readers = []
+held = {}
+spares = {}
 inbuf = bytearray()
 outq = []
 qlen = 0
@@ -274,7 +289,7 @@ class Reader:
         os.close(self.fd)
 
 
-def op_read(rid, rel, cap):
+def op_read(rid, rel, cap, offer=False):
     pfd, name, _, dangling = walk(rel, True)
     try:
         if dangling:
@@ -296,6 +311,9 @@ def op_read(rid, rel, cap):
     except BaseException:
         os.close(fd)
         raise
+    if offer and st.st_size > HANDOFF:
+        held[rid] = fd
+        return reply(rid, ["h", fd, st.st_dev, st.st_ino, st.st_size])
     reply(rid, ["s", st.st_size])
     readers.append(Reader(rid, fd, limit))
 
@@ -305,7 +323,7 @@ class Writer:
         self.rid, self.kind, self.fd, self.tmp, self.pfd, self.mode = rid, kind, -1, None, -1, None
         self.buf = bytearray() if kind == "a" else None
 
-    def open(self, rel, mode):
+    def open(self, rel, mode, spare=-1):
         pfd, name, _, _ = walk(rel, False, create=True)
         self.pfd, self.name = pfd, name
         if name == "":
@@ -333,7 +351,12 @@ class Writer:
         else:
             self.mode = 0o644
         tmp = ".%s.agentws-tmp-%s" % (name[:180], os.urandom(6).hex())
-        self.fd = open_final(pfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        if spare >= 0:
+            # The spare's bytes are in; it gets a name only now, beside its target (EXDEV: the host falls back).
+            self.fd = spare
+            os.link("/proc/self/fd/%d" % spare, tmp, dst_dir_fd=pfd, follow_symlinks=True)
+        else:
+            self.fd = open_final(pfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         self.tmp = tmp
 
     def write(self, data):
@@ -380,7 +403,7 @@ class Writer:
             self.pfd = -1
 
 
-def write_start(rid, rel, kind, mode, payload):
+def write_start(rid, rel, kind, mode, payload, offer=False):
     w = Writer(rid, kind)
     writes[rid] = None
     try:
@@ -390,6 +413,9 @@ def write_start(rid, rel, kind, mode, payload):
         w.close()
         raise
     writes[rid] = w
+    if offer:
+        st = os.fstat(w.fd)
+        reply(rid, ["h", w.fd, st.st_dev, st.st_ino])
 
 
 def write_more(rid, payload):
@@ -411,6 +437,34 @@ def write_end(rid):
     if w is None:
         return
     try:
+        w.commit()
+    finally:
+        w.close()
+    reply(rid, ["o"])
+
+
+def op_spare(rid):
+    rfd = os.open(ROOT, DIRF)
+    try:
+        fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=rfd)
+    finally:
+        os.close(rfd)
+    spares[fd] = True
+    st = os.fstat(fd)
+    reply(rid, ["h", fd, st.st_dev, st.st_ino])
+
+
+def op_commit_spare(rid, rel, kind, mode, sfd):
+    if kind not in ("w", "x") or spares.pop(sfd, None) is None:
+        raise Fail("EINVAL", "no such spare")
+    w = Writer(rid, kind)
+    try:
+        try:
+            w.open(rel, mode, sfd)
+        except BaseException:
+            if w.fd != sfd:
+                os.close(sfd)
+            raise
         w.commit()
     finally:
         w.close()
@@ -827,12 +881,27 @@ def handle(f, payload):
             write_more(rid, payload)
         elif op == b"e":
             write_end(rid)
+        elif op == b"z":
+            fd = held.pop(rid, None)
+            if fd is not None:
+                os.close(fd)
+        elif op == b"Z":
+            if spares.pop(int(f[2]), None) is not None:
+                os.close(int(f[2]))
+        elif op == b"P":
+            op_spare(rid)
         else:
             a = [os.fsdecode(x) for x in f[2:]]
             if op == b"r":
                 op_read(rid, a[0], a[1])
+            elif op == b"R":
+                op_read(rid, a[0], a[1], True)
             elif op == b"w":
                 write_start(rid, a[0], a[1], a[2], payload)
+            elif op == b"F":
+                op_commit_spare(rid, a[0], a[1], a[2], int(a[3]))
+            elif op == b"W" and a[1] in ("w", "x"):
+                write_start(rid, a[0], a[1], a[2], payload, True)
             elif op == b"l":
                 op_list(rid, a[0])
             elif op == b"t":
@@ -887,7 +956,7 @@ def read_input():
 
 sel.register(IN, selectors.EVENT_READ, ("in", None))
 sel.register(rfd, selectors.EVENT_READ, ("sig", None))
-reply(0, ["hello", "1"])
+reply(0, ["hello", "1", os.getpid()])
 while True:
     busy = readers and qlen < HIGH
     for key, ev in sel.select(0 if busy else None):
