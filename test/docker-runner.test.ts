@@ -43,6 +43,11 @@ describe.skipIf(!engine)("Docker through the in-sandbox runner", () => {
     expect((await sb.exec(["pwd"], { cwd: "a" })).stdout.toString().trim()).toBe("/workspace/a");
     // Take python3 away: a fresh handle cannot start a runner and falls back.
     expect((await sb.exec(["sh", "-c", "rm /usr/bin/python3 /usr/bin/python3.*"])).exitCode).toBe(0);
+    // The running runner still works (a closed handle would park it for the next one): kill it, so
+    // the next handle has to start a new one. A command's parent is the runner.
+    await sb.exec(["sh", "-c", "kill -9 $PPID"]);
+    for (let i = 0; i < 100 && sb.runnerAlive; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(sb.runnerAlive).toBe(false);
     await sb.close();
     const logger = recordingLogger();
     const plain = await d.connect(w, { logger });
@@ -55,5 +60,30 @@ describe.skipIf(!engine)("Docker through the in-sandbox runner", () => {
     expect((await plain.list("copy")).map((e) => e.name).sort()).toEqual(["b.txt", "c.txt"]);
     expect(logger.warnings.filter((m) => /python3/.test(m))).toHaveLength(1);
     await plain.close();
+  });
+
+  it("a closed handle's idle runner serves the next handle on the container (an idle eviction's resume skips the runner start)", async () => {
+    const d = driver();
+    const w = uniqueId("dkp");
+    made.push(w);
+    await d.create({ workspaceId: w, managedBy: "runtime" });
+    const first = await d.connect(w);
+    const pid = (await first.exec(["sh", "-c", "echo $PPID"])).stdout.toString().trim();
+    await first.close();
+    await d.pause(w);
+    await d.resume(w);
+    const second = await d.connect(w);
+    expect(second.runnerMode).toBe("runner");
+    expect((await second.exec(["sh", "-c", "echo $PPID"])).stdout.toString().trim()).toBe(pid);
+    await second.writeFile("p.txt", "after resume");
+    expect((await second.readFile("p.txt")).toString()).toBe("after resume");
+    // A handle closed while a call is in flight does not park its runner: the next one starts afresh.
+    const slow = second.exec(["sleep", "1"]);
+    await new Promise((r) => setTimeout(r, 300));
+    await second.close();
+    await slow;
+    const third = await d.connect(w);
+    expect((await third.exec(["sh", "-c", "echo $PPID"])).stdout.toString().trim()).not.toBe(pid);
+    await third.close();
   });
 });

@@ -9,7 +9,7 @@ import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProce
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
-import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerLease } from "../shared/runner/index.js";
+import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
 import { statusCode } from "./client.js";
 import { startDockerRunner, type DockerRunnerTransport } from "./runner.js";
 
@@ -85,6 +85,30 @@ export interface DockerSandboxOptions {
   plain?: boolean | undefined;
 }
 
+/**
+ * Idle runners of closed handles, by container and runner environment. An idle eviction closes the
+ * handle and pauses the container; the next handle on that container adopts the (thawed) runner
+ * instead of paying a new `docker exec` and Python start. A parked runner dies with its container
+ * (its exec ends) or with this process (its stdin closes); it holds no event-loop reference.
+ */
+const PARKED = new Map<string, RunnerClient>();
+const MAX_PARKED = 256;
+
+function park(key: string, client: RunnerClient): void {
+  const old = PARKED.get(key);
+  if (old && old !== client) void old.stop();
+  PARKED.delete(key);
+  if (PARKED.size >= MAX_PARKED) {
+    const [oldestKey, oldest] = PARKED.entries().next().value as [string, RunnerClient];
+    PARKED.delete(oldestKey);
+    void oldest.stop();
+  }
+  PARKED.set(key, client);
+  void client.exited.then(() => {
+    if (PARKED.get(key) === client) PARKED.delete(key);
+  });
+}
+
 /** How often a call in flight checks that the container has not been paused or stopped under it. */
 const WATCH_MS = 1000;
 
@@ -122,6 +146,16 @@ export class DockerSandbox implements Sandbox {
     this.#runners = new RunnerSupervisor(() => startDockerRunner(this.#docker, this.#container, this.#env, DOCKER_WORKDIR, this.#hostShared));
     this.#rf = new RunnerFiles(() => this.#lease());
     if (options.plain) this.#mode = "plain";
+    const parked = PARKED.get(this.#parkKey);
+    if (parked && !options.plain) {
+      PARKED.delete(this.#parkKey);
+      if (this.#runners.adopt(parked)) this.#mode = "runner";
+      else void parked.stop();
+    }
+  }
+
+  get #parkKey(): string {
+    return [this.#container.id, this.#hostShared ? "host" : "exec", ...this.#env].join("\0");
   }
 
   get containerId(): string {
@@ -434,6 +468,9 @@ export class DockerSandbox implements Sandbox {
   /** Kills every process this handle spawned (e.g. MCP servers) and drops their streams. */
   async close(): Promise<void> {
     this.#closed = true;
+    // An idle runner is parked for the next handle on this container (see PARKED); a busy one stops.
+    const idle = this.#inflight === 0 ? this.#runners.detach() : undefined;
+    if (idle) park(this.#parkKey, idle);
     await this.#runners.stop();
     const live = [...this.#live.entries()];
     await Promise.all(

@@ -46,6 +46,21 @@ export class RunnerSupervisor {
     return this.#current;
   }
 
+  /** Hands the live runner over without stopping it (see DockerSandbox's parking); the supervisor forgets it. */
+  detach(): RunnerClient | undefined {
+    const r = this.current;
+    if (r) this.#current = undefined;
+    return r;
+  }
+
+  /** Takes over a live runner another supervisor detached, when this one has none yet. */
+  adopt(client: RunnerClient, key = ""): boolean {
+    if (this.#current || !client.alive) return false;
+    this.#current = client;
+    this.#key = key;
+    return true;
+  }
+
   /** A runner for one call only, stopped when `release` is called (used after the handle closed). */
   oneShot(): { client: RunnerClient; release: () => void } {
     const client = new RunnerClient(this.#start());
