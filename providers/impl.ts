@@ -101,7 +101,7 @@ export function setProviderLogger(next: Logger): void {
 }
 
 async function loadDriverFor(spec: BackendSpec): Promise<Driver> {
-  const { loadDriver } = await import("../sdk/backends/index.js");
+  const { loadDriver } = await import("../sdk/backends/registry.js");
   return loadDriver(spec);
 }
 

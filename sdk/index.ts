@@ -6,7 +6,7 @@ export * from "./logger.js";
 export type * from "./sandbox.js";
 export * from "./paths.js";
 export * from "./fleet.js";
-export * from "./backends/index.js";
+export * from "./backends/registry.js";
 
 // Workspace
 export { Workspace, WorkspaceOptionsSchema, type WorkspaceOptions, type Scope } from "./workspace/workspace.js";

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
-import { loadDriver } from "../sdk/backends/index.js";
+import { loadDriver } from "../sdk/backends/registry.js";
 import { maskSecretFields, type WorkspaceSpec } from "../sdk/fleet.js";
 import { FLEET_OUTPUT_NAME, WorkspaceFleet, loadFleetFile, type FleetWorkspaceSpec } from "../providers/index.js";
 

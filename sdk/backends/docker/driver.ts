@@ -3,7 +3,7 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import type Docker from "dockerode";
 import { ConflictError, NotFoundError, PathEscapeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
-import type { FileLeases } from "../lease.js";
+import type { FileLeases } from "../shared/lease.js";
 import { LABELS, type BackendDescription, type BackendState, type Driver, type DriverContext, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { DockerBackendSchema, parseWorkspaceId, type DockerBackendSpec } from "../spec.js";
 import { sharedDockerClient, statusCode } from "./client.js";

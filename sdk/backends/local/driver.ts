@@ -7,9 +7,9 @@ import type { Logger } from "../../logger.js";
 import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
 import type { BackendDescription, Driver, DriverContext, WorkspaceIdentity } from "../driver.js";
-import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../owner-store.js";
+import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../shared/owner-store.js";
 import { LocalBackendSchema, WorkspaceIdSchema, parseWorkspaceId, type LocalBackendSpec } from "../spec.js";
-import type { FileLeases } from "../lease.js";
+import type { FileLeases } from "../shared/lease.js";
 import { localLeases } from "./lease.js";
 import { LocalSandbox } from "./sandbox.js";
 
