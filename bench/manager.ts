@@ -14,7 +14,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { FileLeases } from "../sdk/backends/shared/lease.js";
-import { LocalWorkspaceManager, WorkspaceManager, type ManagedIdentity, type ManagedWorkspace } from "../sdk/manager/index.js";
+import { WorkspaceManager, type ManagedIdentity, type ManagedWorkspace } from "../sdk/manager/index.js";
+import { LocalWorkspaceManager } from "../sdk/backends/local/index.js";
 
 /** An in-memory workspace: isolates the manager's own cost from any backend. */
 class MemoryWorkspace implements ManagedWorkspace {

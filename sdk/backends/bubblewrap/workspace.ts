@@ -1,5 +1,5 @@
 import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../shared/driver-workspace.js";
-import { BubblewrapBackendSchema, type BubblewrapBackendSpec } from "../spec.js";
+import { BubblewrapBackendSchema, type BubblewrapBackendSpec } from "./schema.js";
 import { BubblewrapDriver } from "./driver.js";
 import { BWRAP_WORKDIR } from "./sandbox.js";
 

@@ -3,7 +3,7 @@ import { fromZodError } from "../../errors.js";
 import { ManagerOptionsSchema, type ManagerOptions } from "../../manager/manager.js";
 import { SandboxSeedOptionsShape, SandboxWorkspaceManager } from "../shared/sandbox-manager.js";
 import { TeardownSchema } from "../shared/driver-workspace.js";
-import { DockerBackendSchema, type DockerBackendSpec } from "../spec.js";
+import { DockerBackendSchema, type DockerBackendSpec } from "./schema.js";
 import { DockerWorkspace } from "./workspace.js";
 
 export const DockerWorkspaceManagerOptionsSchema = ManagerOptionsSchema.extend({
