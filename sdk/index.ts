@@ -12,6 +12,15 @@ export {
   UnavailableError,
   TimeoutError,
   TooLargeError,
+  ClosedError,
+  ExecFailedError,
+  ProvisionFailedError,
+  McpError,
+  RateLimitedError,
+  UnauthenticatedError,
+  UnsupportedError,
+  InternalError,
+  parseRetryAfter,
   isWorkspaceError,
   fromZodError,
   type WorkspaceErrorCode,
@@ -19,6 +28,8 @@ export {
 } from "./errors.js";
 export { silentLogger, consoleLogger, type Logger, type ProgressEvent, type ProgressListener } from "./logger.js";
 export type { Sandbox, ExecOptions, ExecResult, SpawnOptions, SandboxProcess, DirEntry, FileInfo } from "./sandbox.js";
+
+export { HTTP_STATUS, MCP_ERROR_CODE, toHttpStatus, toProblem, toMcpError, retryAfterHeader, type Problem } from "./errors-http.js";
 
 // Fleet (the stack-output schema shared by providers and manager)
 export {

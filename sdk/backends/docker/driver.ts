@@ -11,7 +11,8 @@ import { sharedDockerClient, statusCode } from "./client.js";
 import { dockerLeases } from "./lease.js";
 import { dockerUnavailable, ensureImage, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { guardWorkspaceNetwork, ensureWorkspaceNetwork, removeWorkspaceNetwork } from "./network.js";
-import { DOCKER_WORKDIR, DockerSandbox, mapDockerError } from "./sandbox.js";
+import { dockerError } from "./errors.js";
+import { DOCKER_WORKDIR, DockerSandbox } from "./sandbox.js";
 import { readOwnerClaim, recordOwnerClaim, removeOwnerClaim } from "./owner-claim.js";
 
 /** Per engine client (shared per socket): whether it shares each basedir with this process. */
@@ -357,7 +358,7 @@ export class DockerDriver implements Driver {
     if (e instanceof WorkspaceError) return e;
     const u = dockerUnavailable(e);
     if (u !== e) return u;
-    return mapDockerError(e, what);
+    return dockerError(e, what);
   }
 }
 
