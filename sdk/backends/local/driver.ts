@@ -12,7 +12,7 @@ import { WorkspaceIdSchema, parseWorkspaceId } from "../shared/schema.js";
 import { LocalBackendSchema, type LocalBackendSpec } from "./schema.js";
 import type { FileLeases } from "../shared/lease.js";
 import { localLeases } from "./lease.js";
-import { LocalSandbox } from "./sandbox.js";
+import { LocalSandbox } from "../shared/host-sandbox.js";
 
 /**
  * Where earlier versions kept the metadata: inside the workspace folder, where the agent's own

@@ -7,7 +7,7 @@ import { LocalWorkspace } from "./workspace.js";
 
 export { LocalBackendSchema, type LocalBackendSpec } from "./schema.js";
 export { LocalDriver } from "./driver.js";
-export { LocalSandbox } from "./sandbox.js";
+export { LocalSandbox } from "../shared/host-sandbox.js";
 export { LocalWorkspace, LocalWorkspaceOptionsSchema, type LocalWorkspaceOptions } from "./workspace.js";
 export { LocalWorkspaceManager, LocalWorkspaceManagerOptionsSchema, type LocalWorkspaceManagerOptions } from "./manager.js";
 
