@@ -9,7 +9,9 @@ import { progressPrinter } from "./progress.js";
 import { configSecrets } from "./safe-events.js";
 import { maskSecrets } from "../util/mask.js";
 import type { BackendCommand } from "../backends/module.js";
-import { backendCommands } from "../backends/registry.js";
+import { BACKEND_KINDS, backendCommands, loadBackend } from "../backends/registry.js";
+import type { BackendKind } from "../backends/spec.js";
+import { collectGarbage } from "../backends/gc.js";
 
 const USAGE = `agentws — provision agent workspaces with Pulumi (Automation API, no language host needed)
 
@@ -20,6 +22,7 @@ Usage:
   agentws refresh   [--stack local]
   agentws destroy   [--stack local] --yes
   agentws outputs   [--stack local]                    (stack outputs as JSON; secrets masked)
+  agentws gc        [--kind K]... [--basedir DIR] [--yes] (list runtime workspaces nobody owns; --yes removes them with their files)
 
 The program is Pulumi.yaml's \`main\` (compiled JS: run \`npm run build\`). State goes to
 $PULUMI_BACKEND_URL, else Pulumi.yaml backend.url, else <project>/.agentws/state.
@@ -37,6 +40,7 @@ export async function main(argv: string[]): Promise<number> {
   const first = argv.findIndex((a) => !a.startsWith("-"));
   const added = first >= 0 ? (await backendCommands()).find(({ command }) => command.name === argv[first]) : undefined;
   if (added) return runBackendCommand(added.command, [...argv.slice(0, first), ...argv.slice(first + 1)]);
+  if (argv[first] === "gc") return gcCommand([...argv.slice(0, first), ...argv.slice(first + 1)]);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -137,6 +141,49 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
   return 0;
+}
+
+/**
+ * Orphans of every backend (or the --kind ones): runtime-managed objects with no owner, in this
+ * basedir only. A dry run unless --yes, as `destroy` is: removal deletes files.
+ */
+async function gcCommand(argv: string[]): Promise<number> {
+  const err = (line: string) => process.stderr.write(`${line}\n`);
+  try {
+    const { values } = parseArgs({
+      args: argv,
+      options: { kind: { type: "string", multiple: true }, basedir: { type: "string" }, yes: { type: "boolean", short: "y" }, "dry-run": { type: "boolean" } },
+    });
+    const remove = values.yes === true && values["dry-run"] !== true;
+    const kinds = values.kind ?? [...BACKEND_KINDS];
+    const results: unknown[] = [];
+    let failed = false;
+    for (const kind of kinds) {
+      try {
+        const backend = await loadBackend(kind as BackendKind);
+        const spec = backend.schema.parse({ kind, ...(values.basedir ? { basedir: resolve(values.basedir) } : {}) });
+        const why = await backend.canRunHere(spec as never);
+        if (why) {
+          err(`${kind}: skipped (${why})`);
+          continue;
+        }
+        const r = await collectGarbage(backend.createDriver(spec as never), { remove });
+        for (const o of r.orphans) err(`${kind}: ${r.removed.includes(o.workspaceId) ? "removed" : remove ? "kept" : "would remove"} ${o.workspaceId}`);
+        for (const k of r.kept) err(`${kind}: kept ${k.workspaceId}: ${k.reason}`);
+        results.push({ ...r, orphans: r.orphans.map((o) => ({ workspaceId: o.workspaceId, state: o.state, location: o.location })) });
+      } catch (e) {
+        // An explicitly named kind failing fails the command; an implicit one (no engine here) is reported.
+        if (values.kind) failed = true;
+        err(`${kind}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+    if (!remove) err("dry run: nothing removed (pass --yes to remove them with their files)");
+    process.stdout.write(`${JSON.stringify({ dryRun: !remove, results }, null, 2)}\n`);
+    return failed ? 1 : 0;
+  } catch (e) {
+    err(`agentws gc failed: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
 }
 
 async function runBackendCommand(command: BackendCommand, argv: string[]): Promise<number> {
