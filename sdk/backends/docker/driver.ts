@@ -1,3 +1,5 @@
+// Size: one driver over the Docker API (create with image, network, bind mount and caps; find, list, pause,
+// resume, destroy, owner claims); each concern already delegates to image.ts, network.ts, owner-claim.ts.
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
