@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe } from "vitest";
 import { BACKEND_KINDS, loadBackend } from "../sdk/backends/registry.js";
 import type { BackendKind } from "../sdk/backends/spec.js";
 import type { Driver } from "../sdk/backends/driver.js";
-import { driverContract } from "./contract/driver.contract.js";
+import { driverContract } from "./contract/driver/driver.contract.js";
 import { BASE_IMAGE, dockerEngine } from "./docker-engine.js";
 
 /** The driver contract on every registered backend, each driver built through the registry. */

@@ -1,9 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
-import { collectGarbage } from "../../sdk/backends/gc.js";
-import type { Driver, WorkspaceIdentity } from "../../sdk/backends/driver.js";
+import { collectGarbage } from "../../../sdk/backends/gc.js";
+import type { Driver, WorkspaceIdentity } from "../../../sdk/backends/driver.js";
 
 /**
+ * (In a folder of its own: test/contract/*.contract.ts are workspace suites that runContractSuites
+ * globs; this one takes a DriverFixture.)
+ *
  * A backend's Driver under test. `driver()` builds a new driver over the same storage each call
  * (a "restarted process"); `elsewhere()` one over storage of its own (another basedir / stack).
  */
