@@ -6,9 +6,10 @@ import { BACKEND_KINDS, loadBackend } from "../sdk/backends/registry.js";
 import type { BackendKind } from "../sdk/backends/spec.js";
 import type { Driver } from "../sdk/backends/driver.js";
 import { driverContract } from "./contract/driver/driver.contract.js";
+import { sandboxContract } from "./contract/driver/sandbox.contract.js";
 import { BASE_IMAGE, dockerEngine } from "./docker-engine.js";
 
-/** The driver contract on every registered backend, each driver built through the registry. */
+/** The driver and sandbox contracts on every registered backend, each driver built through the registry. */
 const extra: Partial<Record<BackendKind, Record<string, unknown>>> = { docker: { baseImage: BASE_IMAGE, network: "none" } };
 const engine = BACKEND_KINDS.includes("docker" as BackendKind) ? await dockerEngine() : null;
 const backends = await Promise.all(BACKEND_KINDS.map(async (kind) => ({ kind, module: await loadBackend(kind) })));
@@ -27,6 +28,8 @@ for (const { kind, module } of backends) {
       await fs.rm(other, { recursive: true, force: true });
     });
     const make = (basedir: () => string) => (): Driver => module.createDriver(module.schema.parse({ kind, basedir: basedir(), ...extra[kind] }) as never);
-    driverContract({ name: kind, driver: make(() => base), elsewhere: make(() => other) });
+    const fixture = { name: kind, driver: make(() => base), elsewhere: make(() => other) };
+    driverContract(fixture);
+    sandboxContract(fixture);
   });
 }
