@@ -13,8 +13,9 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { FileLeases } from "../sdk/backends/lease.js";
-import { LocalWorkspaceManager, WorkspaceManager, type ManagedIdentity, type ManagedWorkspace } from "../sdk/manager/index.js";
+import { FileLeases } from "../sdk/backends/shared/lease.js";
+import { WorkspaceManager, type ManagedIdentity, type ManagedWorkspace } from "../sdk/manager/index.js";
+import { LocalWorkspaceManager } from "../sdk/backends/local/index.js";
 
 /** An in-memory workspace: isolates the manager's own cost from any backend. */
 class MemoryWorkspace implements ManagedWorkspace {

@@ -21,7 +21,7 @@ import { BubblewrapDriver } from "../sdk/backends/bubblewrap/driver.js";
 import { dockerClient } from "../sdk/backends/docker/client.js";
 import { DockerDriver, containerName } from "../sdk/backends/docker/driver.js";
 import { DockerWorkspaceManager } from "../sdk/backends/docker/manager.js";
-import { LocalSandbox } from "../sdk/backends/local/sandbox.js";
+import { LocalSandbox } from "../sdk/backends/shared/host-sandbox.js";
 import type { Sandbox } from "../sdk/sandbox.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { InvalidArgumentError, fromZodError } from "../sdk/errors.js";
+import { ConflictError, InvalidArgumentError, WorkspaceError, fromZodError } from "../sdk/errors.js";
 import { WorkspaceSpecSchema, type FleetEntry, type FleetOutputs, type WorkspaceSpec, type WorkspaceSpecInput } from "../sdk/fleet.js";
 import { defaultWorkspaceId, issueToFailure } from "./inputs.js";
 import { WorkspaceResource, type WorkspaceResourceArgs } from "./resource.js";
@@ -55,7 +55,7 @@ export class WorkspaceFleet extends pulumi.ComponentResource {
     this.resources = {};
     for (const { spec, field } of specs) {
       const id = spec.workspaceId ?? defaultWorkspaceId(spec.userId, spec.agentId);
-      if (this.resources[id]) throw new Error(`fleet '${name}': ${field} repeats workspace id '${id}'; ids must be unique`);
+      if (this.resources[id]) throw new ConflictError(`fleet '${name}': ${field} repeats workspace id '${id}'; ids must be unique`, { field });
       const resolved = resolveSecretRefs(spec, field) as unknown as WorkspaceSpec;
       const resourceArgs: WorkspaceResourceArgs = { ...resolved, workspaceId: id, deleteData: args.deleteData, credentials: args.credentials };
       this.resources[id] = new WorkspaceResource(`${name}-${id}`, resourceArgs, { parent: this });
@@ -101,17 +101,18 @@ export function loadFleetFile(path: string): FleetWorkspaceSpec[] {
   try {
     doc = parseYaml(readFileSync(path, "utf8"));
   } catch (e) {
-    throw new Error(`fleet file ${path}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new InvalidArgumentError(`fleet file ${path}`, e instanceof Error ? e.message : String(e), { cause: e });
   }
   const file = FleetFileSchema.safeParse(doc);
-  if (!file.success) throw new Error(`fleet file ${path}: ${fromZodError("", file.error).message}`);
+  if (!file.success) throw new InvalidArgumentError(`fleet file ${path}`, fromZodError("", file.error).message);
   const defaults = file.data.defaults ?? {};
   return file.data.workspaces.map((w, i) => {
     const merged = { ...defaults, ...w };
     try {
       return parseSpec(merged, `workspaces[${i}]`);
     } catch (e) {
-      throw new Error(`fleet file ${path}: ${e instanceof Error ? e.message : String(e)}`);
+      const message = `fleet file ${path}: ${e instanceof Error ? e.message : String(e)}`;
+      throw e instanceof WorkspaceError ? new WorkspaceError(e.code, message, { cause: e, field: e.field }) : new InvalidArgumentError(`fleet file ${path}`, e instanceof Error ? e.message : String(e), { cause: e });
     }
   });
 }

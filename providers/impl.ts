@@ -1,5 +1,6 @@
 import { ensureBackend, type BackendDescription, type Driver, type WorkspaceIdentity } from "../sdk/backends/driver.js";
 import { BackendSpecSchema, type BackendSpec } from "../sdk/backends/spec.js";
+import { InvalidArgumentError, WorkspaceError } from "../sdk/errors.js";
 import { silentLogger, type Logger } from "../sdk/logger.js";
 import type { McpServerSpec } from "../sdk/workspace/mcp-spec.js";
 import { diffWorkspace } from "./diff.js";
@@ -34,7 +35,7 @@ export const workspaceProviderImpl = {
         for (const [k, v] of Object.entries(parsed)) if (typeof v === "string") stackCredentials[k] = v;
     } catch {
       // Never quote the value: it is a secret.
-      throw new Error("stack config agentws:credentials must be a JSON object of strings (set it with `pulumi config set --secret --path`)");
+      throw new WorkspaceError("invalid_argument", "stack config agentws:credentials must be a JSON object of strings (set it with `pulumi config set --secret --path`)", { field: "agentws:credentials" });
     }
   },
 
@@ -101,7 +102,7 @@ export function setProviderLogger(next: Logger): void {
 }
 
 async function loadDriverFor(spec: BackendSpec): Promise<Driver> {
-  const { loadDriver } = await import("../sdk/backends/index.js");
+  const { loadDriver } = await import("../sdk/backends/registry.js");
   return loadDriver(spec);
 }
 
@@ -127,17 +128,17 @@ export function parseBackend(value: unknown, field = "backend"): BackendSpec {
     const unknownKeys = r.error.issues.flatMap((i) => (i.code === "unrecognized_keys" && i.path.length === 0 ? i.keys : []));
     if (!unknownKeys.length || !candidate || typeof candidate !== "object") {
       const first = r.error.issues[0];
-      throw new Error(`${field}${first?.path.length ? `.${first.path.join(".")}` : ""}: ${first?.message ?? "invalid backend spec"}`);
+      throw new InvalidArgumentError(`${field}${first?.path.length ? `.${first.path.join(".")}` : ""}`, first?.message ?? "invalid backend spec");
     }
     candidate = Object.fromEntries(Object.entries(candidate).filter(([k]) => !unknownKeys.includes(k)));
   }
-  throw new Error(`${field}: invalid backend spec`);
+  throw new InvalidArgumentError(field, "invalid backend spec");
 }
 
 function identityOf(inputs: Props): WorkspaceIdentity {
   const str = (v: unknown) => (typeof v === "string" ? v : undefined);
   const workspaceId = str(inputs.workspaceId);
-  if (!workspaceId) throw new Error("workspaceId: missing from the resource's inputs; run `pulumi up` so check can derive it");
+  if (!workspaceId) throw new InvalidArgumentError("workspaceId", "missing from the resource's inputs; run `pulumi up` so check can derive it");
   return {
     workspaceId,
     userId: str(inputs.userId),

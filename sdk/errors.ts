@@ -14,19 +14,29 @@ export type WorkspaceErrorCode =
   | "exec_failed"
   | "provision_failed"
   | "mcp_error"
+  | "rate_limited"
+  | "unauthenticated"
+  | "unsupported"
   | "internal";
+
+/** Codes where the same call may succeed later unchanged (the manager's "transient" errors). */
+const RETRYABLE: ReadonlySet<WorkspaceErrorCode> = new Set(["unavailable", "timeout", "rate_limited"]);
 
 export interface WorkspaceErrorOptions {
   cause?: unknown;
   /** Field or path at fault, for `invalid_argument` / `path_escape` / `not_found`. */
   field?: string;
   details?: Record<string, unknown>;
+  /** Overrides the code's default retry classification (see WorkspaceError.retryable). */
+  retryable?: boolean;
 }
 
 export class WorkspaceError extends Error {
   readonly code: WorkspaceErrorCode;
   readonly field: string | undefined;
   readonly details: Record<string, unknown> | undefined;
+  /** True when retrying the same call later may succeed: by default unavailable, timeout and rate_limited. */
+  readonly retryable: boolean;
 
   constructor(code: WorkspaceErrorCode, message: string, options: WorkspaceErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -34,6 +44,7 @@ export class WorkspaceError extends Error {
     this.code = code;
     this.field = options.field;
     this.details = options.details;
+    this.retryable = options.retryable ?? RETRYABLE.has(code);
   }
 }
 
@@ -77,6 +88,78 @@ export class TooLargeError extends WorkspaceError {
   constructor(message: string, options: WorkspaceErrorOptions = {}) {
     super("too_large", message, options);
   }
+}
+
+/** An operation on a workspace (or manager) that was already closed. */
+export class ClosedError extends WorkspaceError {
+  constructor(message: string, options: WorkspaceErrorOptions = {}) {
+    super("closed", message, options);
+  }
+}
+
+/** A command or backend call failed to run (not a non-zero exit, which is a result). */
+export class ExecFailedError extends WorkspaceError {
+  constructor(message: string, options: WorkspaceErrorOptions = {}) {
+    super("exec_failed", message, options);
+  }
+}
+
+/** The backend object could not be created or prepared (image build, package install, provider step). */
+export class ProvisionFailedError extends WorkspaceError {
+  constructor(message: string, options: WorkspaceErrorOptions = {}) {
+    super("provision_failed", message, options);
+  }
+}
+
+/** An MCP server failed: it would not start, crashed, or answered with an error. */
+export class McpError extends WorkspaceError {
+  constructor(message: string, options: WorkspaceErrorOptions = {}) {
+    super("mcp_error", message, options);
+  }
+}
+
+/** The backend refused for load; `retryAfterMs` says when to try again where it said so. */
+export class RateLimitedError extends WorkspaceError {
+  readonly retryAfterMs: number | undefined;
+  constructor(message: string, options: WorkspaceErrorOptions & { retryAfterMs?: number | undefined } = {}) {
+    const { retryAfterMs, ...rest } = options;
+    super("rate_limited", message, rest);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** Credentials are missing, wrong or expired (a 401); the message says which credential. */
+export class UnauthenticatedError extends WorkspaceError {
+  constructor(message: string, options: WorkspaceErrorOptions = {}) {
+    super("unauthenticated", message, options);
+  }
+}
+
+/** The backend does not have this capability (not a transient failure: do not retry). */
+export class UnsupportedError extends WorkspaceError {
+  constructor(message: string, options: WorkspaceErrorOptions = {}) {
+    super("unsupported", message, options);
+  }
+}
+
+/** A bug or an impossible state: never the caller's fault. */
+export class InternalError extends WorkspaceError {
+  constructor(message: string, options: WorkspaceErrorOptions = {}) {
+    super("internal", message, options);
+  }
+}
+
+/**
+ * A Retry-After header value (seconds, or an HTTP date) as milliseconds from `now`; undefined when
+ * absent or unreadable. Bounded: a date years away is capped at one hour.
+ */
+export function parseRetryAfter(value: string | null | undefined, now = Date.now()): number | undefined {
+  if (value === null || value === undefined) return undefined;
+  const text = value.trim().slice(0, 64);
+  const cap = 3_600_000;
+  if (/^\d{1,10}$/.test(text)) return Math.min(Number(text) * 1000, cap);
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.min(Math.max(0, at - now), cap);
 }
 
 export function isWorkspaceError(e: unknown, code?: WorkspaceErrorCode): e is WorkspaceError {

@@ -1,31 +1,124 @@
-// Public API of agent-workspaces. Names follow ../ARCHITECTURE.md and are a contract.
+// Public API of agent-workspaces (the package root). Every name is listed on purpose: no `export *`,
+// so a helper added to a module does not become public by accident. api/agent-workspaces.api.md
+// records this surface; `npm run api:update` rewrites it after a deliberate change.
 
-// Errors, logging, contracts
-export * from "./errors.js";
-export * from "./logger.js";
-export type * from "./sandbox.js";
-export * from "./paths.js";
-export * from "./fleet.js";
-export * from "./backends/index.js";
+// Errors and logging
+export {
+  WorkspaceError,
+  InvalidArgumentError,
+  PathEscapeError,
+  NotFoundError,
+  ConflictError,
+  UnavailableError,
+  TimeoutError,
+  TooLargeError,
+  ClosedError,
+  ExecFailedError,
+  ProvisionFailedError,
+  McpError,
+  RateLimitedError,
+  UnauthenticatedError,
+  UnsupportedError,
+  InternalError,
+  parseRetryAfter,
+  isWorkspaceError,
+  fromZodError,
+  type WorkspaceErrorCode,
+  type WorkspaceErrorOptions,
+} from "./errors.js";
+export { silentLogger, consoleLogger, type Logger, type ProgressEvent, type ProgressListener } from "./logger.js";
+export type { Sandbox, ExecOptions, ExecResult, SpawnOptions, SandboxProcess, DirEntry, FileInfo } from "./sandbox.js";
+
+export { HTTP_STATUS, MCP_ERROR_CODE, toHttpStatus, toProblem, toMcpError, retryAfterHeader, type Problem } from "./errors-http.js";
+
+// Fleet (the stack-output schema shared by providers and manager)
+export {
+  WorkspaceSpecSchema,
+  FleetEntrySchema,
+  FleetOutputsSchema,
+  FLEET_OUTPUT_NAME,
+  SECRET_MASK,
+  SecretRefSchema,
+  secretFieldPaths,
+  maskSecretFields,
+  type WorkspaceSpec,
+  type WorkspaceSpecInput,
+  type FleetEntry,
+  type FleetOutputs,
+  type SecretRef,
+  type SecretPath,
+} from "./fleet.js";
+
+// Backends: the contract, the registry, the option union
+export { BackendSpecSchema, WorkspaceIdSchema, parseWorkspaceId, DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES, DEFAULT_CPUS, type BackendSpec, type BackendKind, type BackendSpecInput } from "./backends/spec.js";
+export {
+  LABELS,
+  ensureBackend,
+  type ManagedBy,
+  type WorkspaceIdentity,
+  type BackendState,
+  type BackendDescription,
+  type DriverContext,
+  type Driver,
+  type EnsureOutcome,
+} from "./backends/driver.js";
+export { BACKEND_KINDS, loadBackend, loadDriver } from "./backends/registry.js";
+export type { BackendModule, BackendDefaults, BackendCommand, CommandIo } from "./backends/module.js";
 
 // Workspace
 export { Workspace, WorkspaceOptionsSchema, type WorkspaceOptions, type Scope } from "./workspace/workspace.js";
-export * from "./workspace/mcp-spec.js";
+export { MCP_NAME_PATTERN, StdioTransportSchema, HttpTransportSchema, McpServerSpecSchema, isStateful, type McpServerSpec, type McpClientJson } from "./workspace/mcp-spec.js";
 export type { McpClientHandle, McpTool, McpToolResult } from "./workspace/mcp.js";
 export type { Skill, SkillArchiveOptions } from "./workspace/skills.js";
 export type { Message, ToolResult, DataBlock, TextBlock, ContentBlock } from "./workspace/offload.js";
 export type { WorkspaceTool } from "./workspace/tools/index.js";
 export { renderInstructions } from "./workspace/instructions.js";
 
-// Backends
-export { LocalSandbox } from "./backends/local/sandbox.js";
-export { LocalWorkspace, LocalWorkspaceOptionsSchema, type LocalWorkspaceOptions } from "./backends/local/workspace.js";
-export { BubblewrapWorkspace, type BubblewrapWorkspaceOptions } from "./backends/bubblewrap/workspace.js";
-export { DockerWorkspace, type DockerWorkspaceOptions } from "./backends/docker/workspace.js";
-export { DockerDriver } from "./backends/docker/driver.js";
-export type { PruneImagesOptions, PruneImagesResult } from "./backends/docker/image.js";
-export { BubblewrapWorkspaceManager, BubblewrapWorkspaceManagerOptionsSchema, type BubblewrapWorkspaceManagerOptions } from "./backends/bubblewrap/manager.js";
-export { DockerWorkspaceManager, DockerWorkspaceManagerOptionsSchema, type DockerWorkspaceManagerOptions } from "./backends/docker/manager.js";
+// The built-in backends, kept on the root for existing users; each also has its own entry point
+// (agent-workspaces/local, /bubblewrap, /docker). Only their index.ts is imported here.
+export { LocalSandbox, LocalWorkspace, LocalWorkspaceOptionsSchema, type LocalWorkspaceOptions } from "./backends/local/index.js";
+export { LocalWorkspaceManager, LocalWorkspaceManagerOptionsSchema, type LocalWorkspaceManagerOptions } from "./backends/local/index.js";
+export { BubblewrapWorkspace, type BubblewrapWorkspaceOptions } from "./backends/bubblewrap/index.js";
+export { BubblewrapWorkspaceManager, BubblewrapWorkspaceManagerOptionsSchema, type BubblewrapWorkspaceManagerOptions } from "./backends/bubblewrap/index.js";
+export { DockerWorkspace, DockerDriver, type DockerWorkspaceOptions, type PruneImagesOptions, type PruneImagesResult } from "./backends/docker/index.js";
+export { DockerWorkspaceManager, DockerWorkspaceManagerOptionsSchema, type DockerWorkspaceManagerOptions } from "./backends/docker/index.js";
 
 // Runtime manager
-export * from "./manager/index.js";
+export {
+  IsolationPolicy,
+  ISOLATION_POLICIES,
+  assignWorkspaceId,
+  sessionWorkspaceId,
+  newWorkspaceId,
+  blake2bHex,
+  checkWorkspaceId,
+  type WorkspaceOwner,
+  type ManagerEvent,
+  type ManagerEventListener,
+  type ProvisionEvent,
+  type PauseEvent,
+  type EvictEvent,
+  type EvictReason,
+  type PoolEvent,
+  type ErrorEvent,
+  parseFleetOutputs,
+  readStackOutputs,
+  type StackSelector,
+  PrewarmSchema,
+  type PrewarmOptions,
+  type PoolStats,
+  WorkspaceManager,
+  ManagerOptionsSchema,
+  type ManagedWorkspace,
+  type ManagedIdentity,
+  type WorkspaceFactory,
+  type BackendProfile,
+  type ManagerOptions,
+  type WorkspaceManagerInit,
+  type ManagerStats,
+  type SweepResult,
+  LeaseKeeper,
+  type Leases,
+  type LeasedWorkspace,
+  type LeaseKeeperStats,
+} from "./manager/index.js";

@@ -1,8 +1,7 @@
-import { execFileSync } from "node:child_process";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
-import { loadDriver } from "../sdk/backends/index.js";
+import { loadBackend } from "../sdk/backends/registry.js";
 import { maskSecretFields, type WorkspaceSpec } from "../sdk/fleet.js";
 import { FLEET_OUTPUT_NAME, WorkspaceFleet, loadFleetFile, type FleetWorkspaceSpec } from "../providers/index.js";
 
@@ -45,23 +44,15 @@ function withHostPaths(spec: FleetWorkspaceSpec, base: string): FleetWorkspaceSp
 async function unavailableReason(fleetSpec: FleetWorkspaceSpec): Promise<string | undefined> {
   // Only the backend's kind and plain options matter here; secret references are not resolved yet.
   const spec = maskSecretFields(fleetSpec) as unknown as WorkspaceSpec;
+  let backend;
   try {
-    await loadDriver(spec.backend);
+    backend = await loadBackend(spec.backend.kind);
   } catch (e) {
     const code = (e as { code?: string }).code;
     if (code === "ERR_MODULE_NOT_FOUND") return `the ${spec.backend.kind} driver is not part of this build yet`;
     return `its driver failed to load: ${e instanceof Error ? e.message : String(e)}`;
   }
-  // The one host-binary requirement of the default stack: bubblewrap needs `bwrap`.
-  if (spec.backend.kind === "bubblewrap" && !onPath("bwrap")) return "`bwrap` is not installed (apt-get install bubblewrap)";
-  return undefined;
-}
-
-function onPath(bin: string): boolean {
-  try {
-    execFileSync("sh", ["-c", `command -v ${bin}`], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
+  // Host requirements (a binary, an engine) are the backend's own check.
+  const parsed = backend.schema.safeParse(spec.backend);
+  return parsed.success ? backend.canRunHere(parsed.data as never) : undefined;
 }

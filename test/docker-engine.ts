@@ -11,7 +11,8 @@ export const BASE_IMAGE = process.env.AGENTWS_BASE_IMAGE ?? "agentws-base:bookwo
 /**
  * Makes a Docker engine with the offline base image available to the tests: the one at DOCKER_HOST
  * when it answers, else the project's private dockerd (scripts/dockerd.sh, scripts/base-image.sh).
- * Resolves to null with the reason printed only when no engine can be started at all.
+ * Resolves to null with the reason printed only when no engine can be started at all; with CI set
+ * that throws instead, so a missing engine fails the run rather than skipping silently.
  */
 export async function dockerEngine(): Promise<{ host: string } | null> {
   if (await answers()) {
@@ -23,10 +24,13 @@ export async function dockerEngine(): Promise<{ host: string } | null> {
     const m = /DOCKER_HOST=(\S+)/.exec(stdout);
     if (m) process.env.DOCKER_HOST = m[1];
   } catch (e) {
+    // In CI an engine that cannot start is a failure, not a silent skip.
+    if (process.env.CI) throw new Error(`no Docker engine at DOCKER_HOST and scripts/dockerd.sh could not start one: ${String((e as Error).message).slice(0, 400)}`);
     console.warn(`[docker tests] skipped: no Docker engine at DOCKER_HOST and scripts/dockerd.sh could not start one: ${String((e as Error).message).slice(0, 400)}`);
     return null;
   }
   if (!(await answers())) {
+    if (process.env.CI) throw new Error("scripts/dockerd.sh started but the engine does not answer");
     console.warn("[docker tests] skipped: scripts/dockerd.sh started but the engine does not answer");
     return null;
   }

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { dockerClient } from "../sdk/backends/docker/client.js";
 import { containerName, DockerDriver } from "../sdk/backends/docker/driver.js";
 import { DockerWorkspace } from "../sdk/backends/docker/workspace.js";
-import { newReplicaId, pauseUnlessLeased } from "../sdk/backends/lease.js";
+import { newReplicaId, pauseUnlessLeased } from "../sdk/backends/shared/lease.js";
 import { uniqueId } from "./contract/fixture.js";
 import { expectCode } from "./contract/helpers.js";
 import { BASE_IMAGE, dockerEngine } from "./docker-engine.js";

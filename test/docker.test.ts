@@ -11,7 +11,7 @@ import { ensureImage, imageExists, renderBuildContext } from "../sdk/backends/do
 import type { DockerSandbox } from "../sdk/backends/docker/sandbox.js";
 import { DockerWorkspace } from "../sdk/backends/docker/workspace.js";
 import { LABELS } from "../sdk/backends/driver.js";
-import { loadDriver } from "../sdk/backends/index.js";
+import { loadDriver } from "../sdk/backends/registry.js";
 import { uniqueId } from "./contract/fixture.js";
 import { expectCode } from "./contract/helpers.js";
 import { BASE_IMAGE, containersFor, dockerEngine } from "./docker-engine.js";

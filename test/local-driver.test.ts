@@ -2,9 +2,10 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureBackend, loadDriver } from "../sdk/backends/index.js";
+import { ensureBackend } from "../sdk/backends/driver.js";
+import { loadDriver } from "../sdk/backends/registry.js";
 import { LocalDriver, METADATA_FILE, RECORDS_DIR, metadataRecordPath } from "../sdk/backends/local/driver.js";
-import { LocalSandbox } from "../sdk/backends/local/sandbox.js";
+import { LocalSandbox } from "../sdk/backends/shared/host-sandbox.js";
 import { expectCode } from "./contract/helpers.js";
 
 let base: string;

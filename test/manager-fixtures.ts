@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { EnsureOutcome } from "../sdk/backends/driver.js";
-import { LocalSandbox } from "../sdk/backends/local/sandbox.js";
+import { LocalSandbox } from "../sdk/backends/shared/host-sandbox.js";
 import type { ManagedIdentity, ManagedWorkspace } from "../sdk/manager/index.js";
 
 /**

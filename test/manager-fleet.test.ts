@@ -5,7 +5,8 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { LocalDriver, RECORDS_DIR, metadataRecordPath } from "../sdk/backends/local/driver.js";
 import type { FleetEntry } from "../sdk/fleet.js";
-import { LocalWorkspaceManager, assignWorkspaceId, parseFleetOutputs, type ManagerEvent } from "../sdk/manager/index.js";
+import { assignWorkspaceId, parseFleetOutputs, type ManagerEvent } from "../sdk/manager/index.js";
+import { LocalWorkspaceManager } from "../sdk/backends/local/index.js";
 import { sleep } from "./manager-fixtures.js";
 
 let root: string;

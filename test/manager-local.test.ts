@@ -4,7 +4,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { metadataRecordPath } from "../sdk/backends/local/driver.js";
-import { IsolationPolicy, LocalWorkspaceManager, WorkspaceManager, type ManagerEvent } from "../sdk/manager/index.js";
+import { IsolationPolicy, WorkspaceManager, type ManagerEvent } from "../sdk/manager/index.js";
+import { LocalWorkspaceManager } from "../sdk/backends/local/index.js";
 import { FolderWorkspace, checksums, sleep } from "./manager-fixtures.js";
 
 let root: string;

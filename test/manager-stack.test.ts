@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalWorkspace as PulumiWorkspace } from "@pulumi/pulumi/automation/index.js";
 import { LocalDriver } from "../sdk/backends/local/driver.js";
 import type { FleetEntry } from "../sdk/fleet.js";
-import { LocalWorkspaceManager, assignWorkspaceId, readStackOutputs, type ManagerEvent } from "../sdk/manager/index.js";
+import { assignWorkspaceId, readStackOutputs, type ManagerEvent } from "../sdk/manager/index.js";
+import { LocalWorkspaceManager } from "../sdk/backends/local/index.js";
 
 // A real Pulumi engine with a file backend: a stack whose inline program exports a `workspaces` map.
 let root: string;

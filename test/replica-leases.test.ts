@@ -2,7 +2,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FileLeases, newReplicaId, pauseUnlessLeased } from "../sdk/backends/lease.js";
+import { FileLeases, newReplicaId, pauseUnlessLeased } from "../sdk/backends/shared/lease.js";
 import type { ManagerEvent } from "../sdk/manager/events.js";
 import { WorkspaceManager, type ManagedIdentity, type ManagedWorkspace } from "../sdk/manager/manager.js";
 import { expectCode } from "./contract/helpers.js";

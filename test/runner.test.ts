@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BubblewrapSandbox } from "../sdk/backends/bubblewrap/sandbox.js";
-import { LocalSandbox } from "../sdk/backends/local/sandbox.js";
+import { LocalSandbox } from "../sdk/backends/shared/host-sandbox.js";
 import { cwdError, RUNNER_SOURCE, RunnerClient, RunnerFiles, runnerArgv, type RunnerTransport } from "../sdk/backends/shared/runner/index.js";
 import { isWorkspaceError } from "../sdk/errors.js";
 

@@ -1,6 +1,6 @@
 import type { Logger, ProgressListener } from "../logger.js";
 import type { Sandbox } from "../sandbox.js";
-import type { Leases } from "./lease.js";
+import type { Leases } from "./shared/lease.js";
 
 /**
  * Lifecycle of the backend object behind one workspace. Shared by the Pulumi provider and
@@ -39,6 +39,20 @@ export interface BackendDescription {
   location: Record<string, string>;
 }
 
+/** Which backend objects `Driver.list` returns; every given field must match. */
+export interface ListSelector {
+  managedBy?: ManagedBy | undefined;
+  /** An owner's id; `null` selects objects with no owner (warm-pool members never handed out). */
+  userId?: string | null | undefined;
+}
+
+/** True when a description matches a selector. */
+export function matchesSelector(d: BackendDescription, selector: ListSelector = {}): boolean {
+  if (selector.managedBy !== undefined && d.managedBy !== selector.managedBy) return false;
+  if (selector.userId === null) return d.userId === undefined;
+  return selector.userId === undefined || d.userId === selector.userId;
+}
+
 export interface DriverContext {
   logger?: Logger;
   onProgress?: ProgressListener;
@@ -51,6 +65,12 @@ export interface Driver {
   create(identity: WorkspaceIdentity, ctx?: DriverContext): Promise<BackendDescription>;
   /** Reattach lookup by label / metadata / deterministic name; null when gone. */
   find(workspaceId: string, ctx?: DriverContext): Promise<BackendDescription | null>;
+  /**
+   * The backend objects this driver manages (our labels / records, in this driver's own basedir or
+   * engine scope: never another stack's folder, never an object without our labels), filtered by
+   * the selector. Bounded: past MAX_LISTED objects it is a TooLargeError, not a partial answer.
+   */
+  list(selector?: ListSelector, ctx?: DriverContext): Promise<BackendDescription[]>;
   /** Suspends; a no-op for backends that cannot pause. */
   pause(workspaceId: string, ctx?: DriverContext): Promise<void>;
   resume(workspaceId: string, ctx?: DriverContext): Promise<void>;

@@ -12,6 +12,7 @@ import {
   type UpResult,
 } from "@pulumi/pulumi/automation/index.js";
 import { parse as parseYaml } from "yaml";
+import { InvalidArgumentError, UnavailableError } from "../errors.js";
 import { buildModel, type PreviewModel, type StepLike } from "./preview-model.js";
 import { guardStack } from "./safe-events.js";
 
@@ -71,7 +72,7 @@ export function findPulumiBinDir(explicit?: string): string | undefined {
 /** Loads the stack program: the default export (a function) of Pulumi.yaml's main, or its named exports. */
 export async function loadProgram(workDir: string, project: ProjectFile | undefined): Promise<PulumiFn> {
   const main = resolve(workDir, project?.main ?? "index.js");
-  if (!existsSync(main)) throw new Error(`stack program ${main} not found; run \`npm run build\` (Pulumi.yaml main points at compiled JS)`);
+  if (!existsSync(main)) throw new UnavailableError(`stack program ${main} not found; run \`npm run build\` (Pulumi.yaml main points at compiled JS)`);
   return async () => {
     const mod = (await import(pathToFileURL(main).href)) as { default?: unknown } & Record<string, unknown>;
     if (typeof mod.default === "function") return (await (mod.default as () => unknown)()) as Record<string, unknown> | void;
@@ -84,7 +85,7 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
   const workDir = resolve(options.workDir);
   const project = readProjectFile(workDir);
   const binDir = findPulumiBinDir(options.pulumiBinDir);
-  if (!binDir) throw new Error("no `pulumi` CLI found: run scripts/pulumi-toolchain.sh (builds one offline) or install Pulumi");
+  if (!binDir) throw new UnavailableError("no `pulumi` CLI found: run scripts/pulumi-toolchain.sh (builds one offline) or install Pulumi");
   const backendUrl = options.backendUrl ?? process.env.PULUMI_BACKEND_URL ?? project?.backend?.url ?? pathToFileURL(join(workDir, ".agentws", "state")).href;
   if (backendUrl.startsWith("file://")) {
     const { mkdirSync } = await import("node:fs");
@@ -108,7 +109,7 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
   const pulumiCommand = await PulumiCommand.get({ ...(basename(binDir) === "bin" ? { root: dirname(binDir) } : {}), skipVersionCheck: true });
   const program = options.program ?? (await loadProgram(workDir, project));
   const projectName = project?.name ?? options.projectName;
-  if (!projectName) throw new Error(`no Pulumi.yaml in ${workDir} and no projectName given`);
+  if (!projectName) throw new InvalidArgumentError("projectName", `no Pulumi.yaml in ${workDir} and no projectName given`);
   const stack = await LocalWorkspace.createOrSelectStack(
     { stackName: options.stackName, projectName, program },
     {

@@ -8,6 +8,10 @@ import { printableOutputs } from "./outputs.js";
 import { progressPrinter } from "./progress.js";
 import { configSecrets } from "./safe-events.js";
 import { maskSecrets } from "../util/mask.js";
+import type { BackendCommand } from "../backends/module.js";
+import { BACKEND_KINDS, backendCommands, loadBackend } from "../backends/registry.js";
+import type { BackendKind } from "../backends/spec.js";
+import { collectGarbage } from "../backends/gc.js";
 
 const USAGE = `agentws — provision agent workspaces with Pulumi (Automation API, no language host needed)
 
@@ -18,13 +22,25 @@ Usage:
   agentws refresh   [--stack local]
   agentws destroy   [--stack local] --yes
   agentws outputs   [--stack local]                    (stack outputs as JSON; secrets masked)
-  agentws prune-images [--base IMAGE] [--dry-run]      (remove Docker workspace images no container uses)
+  agentws gc        [--kind K]... [--basedir DIR] [--yes] (list runtime workspaces nobody owns; --yes removes them with their files)
 
 The program is Pulumi.yaml's \`main\` (compiled JS: run \`npm run build\`). State goes to
 $PULUMI_BACKEND_URL, else Pulumi.yaml backend.url, else <project>/.agentws/state.
 Progress goes to stderr; markdown, JSON and outputs go to stdout.`;
 
+/** The usage text, with the lines of the commands backends add (listed under USAGE's commands). */
+async function usage(): Promise<string> {
+  const extra = (await backendCommands()).map(({ command }) => `  ${command.usage}`);
+  const [head, tail] = USAGE.split("\n\nThe program");
+  return `${head}\n${extra.join("\n")}\n\nThe program${tail}`;
+}
+
 export async function main(argv: string[]): Promise<number> {
+  // A command a backend adds (Docker's prune-images) parses its own options.
+  const first = argv.findIndex((a) => !a.startsWith("-"));
+  const added = first >= 0 ? (await backendCommands()).find(({ command }) => command.name === argv[first]) : undefined;
+  if (added) return runBackendCommand(added.command, [...argv.slice(0, first), ...argv.slice(first + 1)]);
+  if (argv[first] === "gc") return gcCommand([...argv.slice(0, first), ...argv.slice(first + 1)]);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -39,14 +55,12 @@ export async function main(argv: string[]): Promise<number> {
       target: { type: "string", multiple: true },
       yes: { type: "boolean", short: "y" },
       "skip-preview": { type: "boolean" },
-      base: { type: "string" },
-      "dry-run": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
   const command = positionals[0];
   if (values.help || !command) {
-    process.stdout.write(`${USAGE}\n`);
+    process.stdout.write(`${await usage()}\n`);
     return command || values.help ? 0 : 2;
   }
   const stackName = values.stack ?? process.env.AGENTWS_STACK ?? "local";
@@ -58,7 +72,6 @@ export async function main(argv: string[]): Promise<number> {
     emit(renderPreviewMarkdown(buildModel(steps, diagnostics, unchangedResources), { ...(values.stack ? { stack: values.stack } : {}) }), values.out);
     return 0;
   }
-  if (command === "prune-images") return pruneImagesCommand(values.base, values["dry-run"] ?? false, err);
   if (!["up", "preview", "refresh", "destroy", "outputs"].includes(command)) {
     err(`unknown command '${command}'\n\n${USAGE}`);
     return 2;
@@ -130,20 +143,56 @@ export async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** Old workspace images pile up as image inputs change; this clears the unused ones (DOCKER_HOST applies). */
-async function pruneImagesCommand(baseImage: string | undefined, dryRun: boolean, err: (line: string) => void): Promise<number> {
-  const { DockerDriver } = await import("../backends/docker/driver.js");
+/**
+ * Orphans of every backend (or the --kind ones): runtime-managed objects with no owner, in this
+ * basedir only. A dry run unless --yes, as `destroy` is: removal deletes files.
+ */
+async function gcCommand(argv: string[]): Promise<number> {
+  const err = (line: string) => process.stderr.write(`${line}\n`);
   try {
-    const { removed, kept } = await new DockerDriver({}).pruneImages({ baseImage, dryRun });
-    const verb = dryRun ? "would remove" : "removed";
-    for (const r of removed) err(`${verb} ${r.tag} (${(r.bytes / 1e6).toFixed(1)} MB)`);
-    for (const k of kept) err(`kept ${k.tag}: used by ${k.containers} container(s)`);
-    const total = removed.reduce((n, r) => n + r.bytes, 0);
-    err(`${verb} ${removed.length} image(s), ${(total / 1e6).toFixed(1)} MB; kept ${kept.length} in use`);
-    process.stdout.write(`${JSON.stringify({ dryRun, removed, kept }, null, 2)}\n`);
-    return 0;
+    const { values } = parseArgs({
+      args: argv,
+      options: { kind: { type: "string", multiple: true }, basedir: { type: "string" }, yes: { type: "boolean", short: "y" }, "dry-run": { type: "boolean" } },
+    });
+    const remove = values.yes === true && values["dry-run"] !== true;
+    const kinds = values.kind ?? [...BACKEND_KINDS];
+    const results: unknown[] = [];
+    let failed = false;
+    for (const kind of kinds) {
+      try {
+        const backend = await loadBackend(kind as BackendKind);
+        const spec = backend.schema.parse({ kind, ...(values.basedir ? { basedir: resolve(values.basedir) } : {}) });
+        const why = await backend.canRunHere(spec as never);
+        if (why) {
+          err(`${kind}: skipped (${why})`);
+          continue;
+        }
+        const r = await collectGarbage(backend.createDriver(spec as never), { remove });
+        for (const o of r.orphans) err(`${kind}: ${r.removed.includes(o.workspaceId) ? "removed" : remove ? "kept" : "would remove"} ${o.workspaceId}`);
+        for (const k of r.kept) err(`${kind}: kept ${k.workspaceId}: ${k.reason}`);
+        results.push({ ...r, orphans: r.orphans.map((o) => ({ workspaceId: o.workspaceId, state: o.state, location: o.location })) });
+      } catch (e) {
+        // An explicitly named kind failing fails the command; an implicit one (no engine here) is reported.
+        if (values.kind) failed = true;
+        err(`${kind}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+    if (!remove) err("dry run: nothing removed (pass --yes to remove them with their files)");
+    process.stdout.write(`${JSON.stringify({ dryRun: !remove, results }, null, 2)}\n`);
+    return failed ? 1 : 0;
   } catch (e) {
-    err(`agentws prune-images failed: ${e instanceof Error ? e.message : String(e)}`);
+    err(`agentws gc failed: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+}
+
+async function runBackendCommand(command: BackendCommand, argv: string[]): Promise<number> {
+  const err = (line: string) => process.stderr.write(`${line}\n`);
+  try {
+    const { values } = parseArgs({ args: argv, options: command.options, allowPositionals: false });
+    return await command.run(values, { stdout: (text) => process.stdout.write(text), stderr: err });
+  } catch (e) {
+    err(`agentws ${command.name} failed: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
   }
 }

@@ -15,5 +15,4 @@ export {
   type ManagerStats,
   type SweepResult,
 } from "./manager.js";
-export { LocalWorkspaceManager, LocalWorkspaceManagerOptionsSchema, type LocalWorkspaceManagerOptions } from "./local-manager.js";
 export { LeaseKeeper, type Leases, type LeasedWorkspace, type LeaseKeeperStats } from "./lease.js";

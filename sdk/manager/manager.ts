@@ -1,3 +1,5 @@
+// Size: one cohesive class, the manager's cache state machine (miss, provision, build, evict, sweep,
+// pool); if it grows, sweep/TTL and fleet loading are the parts to move out.
 import { z } from "zod";
 import type { EnsureOutcome, ManagedBy } from "../backends/driver.js";
 import { ConflictError, InvalidArgumentError, WorkspaceError, fromZodError } from "../errors.js";

@@ -1,3 +1,4 @@
+// Size: one bounded streaming archive reader (zip and tar.gz) whose limits must be checked together.
 import { createReadStream, mkdirSync, writeFileSync, promises as fs } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import path from "node:path";

@@ -1,3 +1,5 @@
+// Size: the offloader plus the reference-parity message serialization it must match byte for byte;
+// the planned split is offloader / message-copy / base64.
 import { createHash, randomUUID } from "node:crypto";
 import path from "node:path";
 import { InvalidArgumentError, isWorkspaceError } from "../errors.js";

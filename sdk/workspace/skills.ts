@@ -1,3 +1,5 @@
+// Size: the skill store and its partition reconciliation share one lock and cache; the planned split is
+// store / partition / host-skill (structure review 2.2).
 import { randomBytes } from "node:crypto";
 import fsSync, { promises as fs } from "node:fs";
 import os from "node:os";

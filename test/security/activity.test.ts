@@ -7,7 +7,7 @@ import { hashedName } from "../../sdk/backends/bubblewrap/paths.js";
 import { BubblewrapWorkspace } from "../../sdk/backends/bubblewrap/workspace.js";
 import { DockerDriver } from "../../sdk/backends/docker/driver.js";
 import { DockerWorkspaceManager } from "../../sdk/backends/docker/manager.js";
-import { LocalWorkspaceManager } from "../../sdk/manager/local-manager.js";
+import { LocalWorkspaceManager } from "../../sdk/backends/local/manager.js";
 import type { ManagedWorkspace, WorkspaceManager } from "../../sdk/manager/manager.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 import { uniqueId } from "../contract/fixture.js";

@@ -7,7 +7,7 @@ import { BubblewrapWorkspaceManager } from "../../sdk/backends/bubblewrap/manage
 import { hashedName } from "../../sdk/backends/bubblewrap/paths.js";
 import { DockerDriver } from "../../sdk/backends/docker/driver.js";
 import { DockerWorkspaceManager } from "../../sdk/backends/docker/manager.js";
-import { LocalWorkspaceManager } from "../../sdk/manager/local-manager.js";
+import { LocalWorkspaceManager } from "../../sdk/backends/local/manager.js";
 import { assignWorkspaceId } from "../../sdk/manager/ids.js";
 import type { WorkspaceManager, ManagedWorkspace } from "../../sdk/manager/manager.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";

@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BubblewrapWorkspace } from "../../sdk/backends/bubblewrap/workspace.js";
 import { DockerWorkspace } from "../../sdk/backends/docker/workspace.js";
-import { DockerBackendSchema } from "../../sdk/backends/spec.js";
+import { DockerBackendSchema } from "../../sdk/backends/docker/schema.js";
 import type { Sandbox } from "../../sdk/sandbox.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 import { uniqueId } from "../contract/fixture.js";

@@ -4,10 +4,12 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { NotFoundError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
-import type { BackendDescription, Driver, DriverContext, ManagedBy, WorkspaceIdentity } from "../driver.js";
-import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../owner-store.js";
-import { BubblewrapBackendSchema, parseWorkspaceId, type BubblewrapBackendSpec } from "../spec.js";
-import type { FileLeases } from "../lease.js";
+import { matchesSelector, type BackendDescription, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
+import { recordNames } from "../shared/list.js";
+import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../shared/owner-store.js";
+import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../shared/schema.js";
+import { BubblewrapBackendSchema, type BubblewrapBackendSpec } from "./schema.js";
+import type { FileLeases } from "../shared/lease.js";
 import { bubblewrapLeases } from "./lease.js";
 import { BubblewrapSandbox, BWRAP_ENV_MOUNT, BWRAP_WORKDIR } from "./sandbox.js";
 import { assertInside, ephemeralBasedir, hashedName, mkdirPrivate } from "./paths.js";
@@ -176,6 +178,23 @@ export class BubblewrapDriver implements Driver {
   }
 
   /** Host folder of a workspace (tests, CLI). */
+  /** Workspaces with an index record in this driver's basedir. Records are named by hashed ids, so each is read for its id. */
+  async list(selector: ListSelector = {}, ctx: DriverContext = {}): Promise<BackendDescription[]> {
+    const out: BackendDescription[] = [];
+    for (const name of await recordNames(path.join(this.#basedir, ".agentws", "index"))) {
+      const json = await readJsonFile(path.join(this.#basedir, ".agentws", "index", `${name}.json`)).catch(() => null);
+      const id = (json as { workspaceId?: unknown } | null)?.workspaceId;
+      // A record under another id's hash is not one this driver wrote: skip it.
+      if (typeof id !== "string" || !WORKSPACE_ID_PATTERN.test(id) || hashedName(id) !== name) continue;
+      const found = await this.find(id).catch((e: unknown) => {
+        ctx.logger?.warn("skipped an unreadable bubblewrap index record while listing", { workspaceId: id, error: String(e) });
+        return null;
+      });
+      if (found && matchesSelector(found, selector)) out.push(found);
+    }
+    return out;
+  }
+
   async hostPath(workspaceId: string): Promise<string | null> {
     const record = await this.#read(parseWorkspaceId(workspaceId));
     return record ? path.join(this.#basedir, record.folder) : null;

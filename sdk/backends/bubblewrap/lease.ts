@@ -1,5 +1,5 @@
 import path from "node:path";
-import { FileLeases } from "../lease.js";
+import { FileLeases } from "../shared/lease.js";
 
 /**
  * Bubblewrap replicas' leases: files under `<basedir>/.agentws/leases`, the driver's state folder,

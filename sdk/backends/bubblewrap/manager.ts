@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { fromZodError } from "../../errors.js";
 import { ManagerOptionsSchema, type ManagerOptions } from "../../manager/manager.js";
-import { SandboxSeedOptionsShape, SandboxWorkspaceManager } from "../../manager/sandbox-manager.js";
-import { BubblewrapBackendSchema, type BubblewrapBackendSpec } from "../spec.js";
+import { SandboxSeedOptionsShape, SandboxWorkspaceManager } from "../shared/sandbox-manager.js";
+import { BubblewrapBackendSchema, type BubblewrapBackendSpec } from "./schema.js";
 import { BubblewrapWorkspace } from "./workspace.js";
 
 export const BubblewrapWorkspaceManagerOptionsSchema = ManagerOptionsSchema.extend({

@@ -4,7 +4,7 @@ import { UnavailableError, WorkspaceError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput, DEFAULT_MAX_OUTPUT } from "../../util/process.js";
-import { LocalSandbox } from "../local/sandbox.js";
+import { LocalSandbox } from "../shared/host-sandbox.js";
 import type { Logger } from "../../logger.js";
 import { BwrapLauncher, type SandboxLimits } from "./launch.js";
 import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";

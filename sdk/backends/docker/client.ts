@@ -1,8 +1,12 @@
-import { createRequire } from "node:module";
 import type Docker from "dockerode";
+import { requirePeer, type PeerImporter } from "../../util/peer.js";
 
-// Loaded on first use, so importing the SDK for another backend never loads dockerode.
-const load = (): typeof Docker => createRequire(import.meta.url)("dockerode") as typeof Docker;
+/**
+ * dockerode, an optional peer dependency, loaded on first use: importing the SDK for another
+ * backend never loads it, and a missing install is an error saying `npm install dockerode`.
+ */
+export const loadDockerode = (importer?: PeerImporter): typeof Docker => requirePeer<typeof Docker>("dockerode", "docker", importer);
+const load = (): typeof Docker => loadDockerode();
 
 /**
  * A dockerode client for a socket path, or for DOCKER_HOST / the default socket. dockerode reads

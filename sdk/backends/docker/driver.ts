@@ -1,16 +1,21 @@
+// Size: one driver over the Docker API (create with image, network, bind mount and caps; find, list, pause,
+// resume, destroy, owner claims); each concern already delegates to image.ts, network.ts, owner-claim.ts.
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type Docker from "dockerode";
-import { ConflictError, NotFoundError, PathEscapeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
-import type { FileLeases } from "../lease.js";
-import { LABELS, type BackendDescription, type BackendState, type Driver, type DriverContext, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
-import { DockerBackendSchema, parseWorkspaceId, type DockerBackendSpec } from "../spec.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import type { FileLeases } from "../shared/lease.js";
+import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
+import { MAX_LISTED } from "../shared/list.js";
+import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../shared/schema.js";
+import { DockerBackendSchema, type DockerBackendSpec } from "./schema.js";
 import { sharedDockerClient, statusCode } from "./client.js";
 import { dockerLeases } from "./lease.js";
 import { dockerUnavailable, ensureImage, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { guardWorkspaceNetwork, ensureWorkspaceNetwork, removeWorkspaceNetwork } from "./network.js";
-import { DOCKER_WORKDIR, DockerSandbox, mapDockerError } from "./sandbox.js";
+import { dockerError } from "./errors.js";
+import { DOCKER_WORKDIR, DockerSandbox } from "./sandbox.js";
 import { readOwnerClaim, recordOwnerClaim, removeOwnerClaim } from "./owner-claim.js";
 
 /** Per engine client (shared per socket): whether it shares each basedir with this process. */
@@ -167,6 +172,39 @@ export class DockerDriver implements Driver {
     await recordOwnerClaim(this.docker, parseWorkspaceId(workspaceId), owner).catch((e: unknown) => {
       throw this.#mapLifecycleError(e, `record the owner claim of ${containerName(workspaceId)}`);
     });
+  }
+
+  /**
+   * Containers carrying our labels on this engine, in this driver's scope: with a basedir, those whose
+   * files are bind-mounted from directly under it; without one, the ephemeral ones (no bind mount).
+   * So another stack's containers, sharing the engine with another basedir, are never listed.
+   */
+  async list(selector: ListSelector = {}, ctx: DriverContext = {}): Promise<BackendDescription[]> {
+    const label = [`${MANAGED_LABEL}=true`];
+    if (selector.managedBy !== undefined) label.push(`${LABELS.managedBy}=${selector.managedBy}`);
+    if (typeof selector.userId === "string") label.push(`${LABELS.userId}=${selector.userId}`);
+    let rows: Docker.ContainerInfo[];
+    try {
+      rows = await this.docker.listContainers({ all: true, filters: { label } });
+    } catch (e) {
+      throw this.#mapLifecycleError(e, "list workspace containers");
+    }
+    if (rows.length > MAX_LISTED) throw new TooLargeError(`more than ${MAX_LISTED} workspace containers on this engine; list refuses a partial answer`);
+    const base = this.spec.basedir ? await fs.realpath(path.resolve(this.spec.basedir)).catch(() => path.resolve(this.spec.basedir!)) : undefined;
+    const out: BackendDescription[] = [];
+    for (const row of rows) {
+      const id = row.Labels?.[LABELS.workspaceId];
+      if (typeof id !== "string" || !WORKSPACE_ID_PATTERN.test(id) || `/${containerName(id)}` !== row.Names?.[0]) continue;
+      const found = await this.find(id).catch((e: unknown) => {
+        ctx.logger?.warn("skipped a workspace container that could not be inspected while listing", { workspaceId: id, error: String(e) });
+        return null;
+      });
+      if (!found || !matchesSelector(found, selector)) continue;
+      const host = found.location.hostPath;
+      if (base === undefined ? host !== undefined : host === undefined || path.dirname(host) !== base) continue;
+      out.push(found);
+    }
+    return out;
   }
 
   async pause(workspaceId: string): Promise<void> {
@@ -356,7 +394,7 @@ export class DockerDriver implements Driver {
     if (e instanceof WorkspaceError) return e;
     const u = dockerUnavailable(e);
     if (u !== e) return u;
-    return mapDockerError(e, what);
+    return dockerError(e, what);
   }
 }
 

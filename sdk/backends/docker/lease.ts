@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
-import { FileLeases } from "../lease.js";
-import type { DockerBackendSpec } from "../spec.js";
+import { FileLeases } from "../shared/lease.js";
+import type { DockerBackendSpec } from "./schema.js";
 
 /**
  * Where Docker workspaces' replica leases live: host-side files, never inside the container.

@@ -1,7 +1,7 @@
 import type Docker from "dockerode";
 import { ConflictError } from "../../errors.js";
 import { LABELS } from "../driver.js";
-import { ownerConflict } from "../owner-store.js";
+import { ownerConflict } from "../shared/owner-store.js";
 import { statusCode } from "./client.js";
 
 /**

@@ -1,3 +1,4 @@
+// Size: the runner path plus the plain-exec fallback (confined sh scripts) for images without python3.
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";

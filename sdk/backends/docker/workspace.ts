@@ -1,6 +1,6 @@
 import type { BackendDescription, DriverContext, EnsureOutcome, WorkspaceIdentity } from "../driver.js";
-import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../../workspace/driver-workspace.js";
-import { DockerBackendSchema, type DockerBackendSpec } from "../spec.js";
+import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../shared/driver-workspace.js";
+import { DockerBackendSchema, type DockerBackendSpec } from "./schema.js";
 import { DockerDriver } from "./driver.js";
 import { DOCKER_WORKDIR } from "./sandbox.js";
 

@@ -6,12 +6,14 @@ import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, fr
 import type { Logger } from "../../logger.js";
 import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
-import type { BackendDescription, Driver, DriverContext, WorkspaceIdentity } from "../driver.js";
-import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../owner-store.js";
-import { LocalBackendSchema, WorkspaceIdSchema, parseWorkspaceId, type LocalBackendSpec } from "../spec.js";
-import type { FileLeases } from "../lease.js";
+import { matchesSelector, type BackendDescription, type Driver, type DriverContext, type ListSelector, type WorkspaceIdentity } from "../driver.js";
+import { recordNames } from "../shared/list.js";
+import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../shared/owner-store.js";
+import { WorkspaceIdSchema, parseWorkspaceId } from "../shared/schema.js";
+import { LocalBackendSchema, type LocalBackendSpec } from "./schema.js";
+import type { FileLeases } from "../shared/lease.js";
 import { localLeases } from "./lease.js";
-import { LocalSandbox } from "./sandbox.js";
+import { LocalSandbox } from "../shared/host-sandbox.js";
 
 /**
  * Where earlier versions kept the metadata: inside the workspace folder, where the agent's own
@@ -133,6 +135,27 @@ export class LocalDriver implements Driver {
     }
     const { claims, name } = this.#stores(this.folderFor(workspaceId));
     await recordClaim(claims, name, workspaceId, owner);
+  }
+
+  /** Workspaces with a metadata record in this driver's basedir (or the one folder of a `path` spec). */
+  async list(selector: ListSelector = {}, ctx: DriverContext = {}): Promise<BackendDescription[]> {
+    const ids: string[] = [];
+    if (this.#path !== undefined) {
+      const metadata = await this.#readMetadata(this.#path, ctx.logger).catch(() => null);
+      if (metadata) ids.push(metadata.workspaceId);
+    } else {
+      // Record names are workspace ids (folders are `<basedir>/<id>`); anything else is not ours.
+      for (const name of await recordNames(path.join(this.#basedir, RECORDS_DIR, "owners"))) if (WorkspaceIdSchema.safeParse(name).success) ids.push(name);
+    }
+    const out: BackendDescription[] = [];
+    for (const id of ids) {
+      const found = await this.find(id, ctx).catch((e: unknown) => {
+        ctx.logger?.warn("skipped an unreadable local workspace record while listing", { workspaceId: id, error: String(e) });
+        return null;
+      });
+      if (found && matchesSelector(found, selector)) out.push(found);
+    }
+    return out;
   }
 
   async pause(workspaceId: string): Promise<void> {

@@ -1,3 +1,4 @@
+// Size: one multiplexed protocol client (exec, file operations, the descriptor hand-off) over one stream.
 import type { Readable, Writable } from "node:stream";
 import { UnavailableError } from "../../../errors.js";
 import type { ExecResult } from "../../../sandbox.js";

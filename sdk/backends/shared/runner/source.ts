@@ -1,3 +1,4 @@
+// Size: the whole in-sandbox runner is one Python program shipped as a string (stdlib only, no data files).
 /**
  * Source of the in-sandbox runner (`python3 -I -S -c <source> <root>`): one long-lived process per sandbox
  * handle that runs commands and does every file operation inside the sandbox's own view, so the host never

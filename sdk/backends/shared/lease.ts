@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { ConflictError, InvalidArgumentError } from "../errors.js";
-import type { Driver } from "./driver.js";
-import { parseWorkspaceId } from "./spec.js";
+import { ConflictError, InvalidArgumentError } from "../../errors.js";
+import type { Driver } from "../driver.js";
+import { parseWorkspaceId } from "./schema.js";
 
 /**
  * Replica leases on backend objects: every service replica using a workspace renews its own

@@ -1,11 +1,11 @@
 import path from "node:path";
 import { z } from "zod";
-import { ensureBackend, type EnsureOutcome } from "../backends/driver.js";
-import { LocalDriver, defaultLocalBasedir } from "../backends/local/driver.js";
-import { LocalWorkspace } from "../backends/local/workspace.js";
-import { ConflictError, fromZodError } from "../errors.js";
-import { WorkspaceOptionsSchema } from "../workspace/workspace.js";
-import { ManagerOptionsSchema, WorkspaceManager, type ManagedIdentity, type ManagerOptions, type WorkspaceClaim } from "./manager.js";
+import { ensureBackend, type EnsureOutcome } from "../driver.js";
+import { LocalDriver, defaultLocalBasedir } from "./driver.js";
+import { LocalWorkspace } from "./workspace.js";
+import { ConflictError, fromZodError } from "../../errors.js";
+import { WorkspaceOptionsSchema } from "../../workspace/workspace.js";
+import { ManagerOptionsSchema, WorkspaceManager, type ManagedIdentity, type ManagerOptions, type WorkspaceClaim } from "../../manager/manager.js";
 
 export const LocalWorkspaceManagerOptionsSchema = ManagerOptionsSchema.extend({
   /** Host folder holding one folder per workspace id: `<basedir>/<workspaceId>`. Default ~/.agent-workspaces/local. */

@@ -1,3 +1,5 @@
+// Size: one cohesive engine, the confined host-tree Sandbox (descriptor walks, no-follow opens, atomic
+// writes) shared by Local and Bubblewrap; splitting exec from files is planned (review change 2).
 import { spawn as spawnChild } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fsSync, { promises as fs, constants as fsc, type Dirent } from "node:fs";

@@ -1,0 +1,108 @@
+import { describe, expect, it } from "vitest";
+import { HTTP_STATUS, MCP_ERROR_CODE, retryAfterHeader, toHttpStatus, toMcpError, toProblem } from "../../sdk/errors-http.js";
+import {
+  ClosedError,
+  ConflictError,
+  ExecFailedError,
+  InternalError,
+  InvalidArgumentError,
+  McpError,
+  NotFoundError,
+  PathEscapeError,
+  ProvisionFailedError,
+  RateLimitedError,
+  TimeoutError,
+  TooLargeError,
+  UnauthenticatedError,
+  UnavailableError,
+  UnsupportedError,
+  WorkspaceError,
+  parseRetryAfter,
+  type WorkspaceErrorCode,
+} from "../../sdk/errors.js";
+import { dockerError } from "../../sdk/backends/docker/errors.js";
+
+const one: Record<WorkspaceErrorCode, WorkspaceError> = {
+  invalid_argument: new InvalidArgumentError("f", "bad"),
+  not_found: new NotFoundError("x"),
+  conflict: new ConflictError("c"),
+  path_escape: new PathEscapeError("../x", "escapes"),
+  unavailable: new UnavailableError("u"),
+  timeout: new TimeoutError("t"),
+  too_large: new TooLargeError("big"),
+  closed: new ClosedError("closed"),
+  exec_failed: new ExecFailedError("e"),
+  provision_failed: new ProvisionFailedError("p"),
+  mcp_error: new McpError("m"),
+  rate_limited: new RateLimitedError("slow down", { retryAfterMs: 1500 }),
+  unauthenticated: new UnauthenticatedError("who"),
+  unsupported: new UnsupportedError("no"),
+  internal: new InternalError("bug"),
+};
+
+describe("error family", () => {
+  it("has a subclass per code, each named after itself and carrying its code", () => {
+    for (const [code, e] of Object.entries(one)) {
+      expect(e.code).toBe(code);
+      expect(e).toBeInstanceOf(WorkspaceError);
+      expect(e.name).toBe(e.constructor.name);
+      expect(e.name).not.toBe("WorkspaceError");
+    }
+  });
+
+  it("marks unavailable, timeout and rate_limited retryable and nothing else, unless told", () => {
+    const retryable = Object.values(one).filter((e) => e.retryable).map((e) => e.code).sort();
+    expect(retryable).toEqual(["rate_limited", "timeout", "unavailable"]);
+    expect(new UnavailableError("gone for good", { retryable: false }).retryable).toBe(false);
+  });
+
+  it("parses Retry-After as seconds or a date, bounded, and refuses junk", () => {
+    expect(parseRetryAfter("3")).toBe(3000);
+    expect(parseRetryAfter(new Date(10_000 + 5000).toUTCString(), 10_000)).toBe(5000);
+    expect(parseRetryAfter("99999999")).toBe(3_600_000);
+    expect(parseRetryAfter("soon")).toBeUndefined();
+    expect(parseRetryAfter(undefined)).toBeUndefined();
+  });
+});
+
+describe("boundary mappings", () => {
+  it("maps every code to an HTTP status and an MCP error code (distinct per code in the server range)", () => {
+    for (const e of Object.values(one)) {
+      expect(toHttpStatus(e)).toBe(HTTP_STATUS[e.code]);
+      expect(toMcpError(e).code).toBe(MCP_ERROR_CODE[e.code]);
+    }
+    expect(toHttpStatus(one.rate_limited)).toBe(429);
+    expect(toHttpStatus(one.unauthenticated)).toBe(401);
+    expect(toHttpStatus(one.not_found)).toBe(404);
+    expect(toHttpStatus(new Error("plain"))).toBe(500);
+  });
+
+  it("problem bodies carry code, field and retry hints but never the cause or details", () => {
+    const secret = new InvalidArgumentError("backend.env.TOKEN", "bad", { cause: new Error("hunter2"), details: { value: "hunter2" } });
+    const body = JSON.stringify(toProblem(secret));
+    expect(body).not.toContain("hunter2");
+    expect(toProblem(secret)).toMatchObject({ status: 400, title: "invalid_argument", field: "backend.env.TOKEN", retryable: false });
+    expect(toProblem(one.rate_limited)).toMatchObject({ status: 429, retryable: true, retryAfterMs: 1500 });
+    expect(retryAfterHeader(one.rate_limited)).toBe("2");
+    expect(toProblem(new Error("internal secret"))).toEqual({ type: "about:blank", title: "internal", status: 500, detail: "internal error", retryable: false });
+    expect(JSON.stringify(toMcpError(new Error("internal secret")))).not.toContain("secret");
+  });
+});
+
+describe("docker error table", () => {
+  const api = (statusCode: number, message: string, headers?: Record<string, string>) => Object.assign(new Error(`(HTTP code ${statusCode}) ${message}`), { statusCode, json: { message }, ...(headers ? { headers } : {}) });
+
+  it("maps engine statuses to codes, container states to recovery hints, sockets to unavailable", () => {
+    expect((dockerError(api(401, "auth required"), "pull", "engine") as WorkspaceError).code).toBe("unauthenticated");
+    const limited = dockerError(api(429, "toomanyrequests", { "retry-after": "7" }), "pull", "engine") as RateLimitedError;
+    expect(limited).toBeInstanceOf(RateLimitedError);
+    expect(limited.retryAfterMs).toBe(7000);
+    expect((dockerError(api(404, "no such image"), "inspect", "engine") as WorkspaceError).code).toBe("not_found");
+    expect((dockerError(api(404, "no such container"), "exec") as WorkspaceError).message).toContain("initialize the workspace to recreate it");
+    expect((dockerError(api(409, "container is paused"), "exec") as WorkspaceError).code).toBe("unavailable");
+    expect((dockerError(api(503, "busy"), "create", "engine") as WorkspaceError).retryable).toBe(true);
+    expect((dockerError(Object.assign(new Error("connect"), { code: "ECONNREFUSED" }), "ping") as WorkspaceError).code).toBe("unavailable");
+    const own = new ConflictError("mine");
+    expect(dockerError(own, "x")).toBe(own);
+  });
+});
