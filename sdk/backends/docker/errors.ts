@@ -14,8 +14,7 @@ import {
 /**
  * The one table from the Docker engine's answers to the error family: HTTP status → code. Errors
  * about the workspace's own container (paused, stopped, gone) get their recovery hint first; the
- * rest fall to the table. (docker/sandbox.ts still holds its own copy of the container rules until
- * its runner work merges; it should call dockerError.)
+ * rest fall to the table. The driver and the sandbox both map through it.
  */
 export const DOCKER_STATUS_CODES: Readonly<Record<number, WorkspaceErrorCode>> = {
   400: "invalid_argument",

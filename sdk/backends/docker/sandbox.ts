@@ -5,13 +5,13 @@ import path from "node:path";
 import { PassThrough, Writable, type Duplex, type Readable } from "node:stream";
 import type Docker from "dockerode";
 import tar from "tar-stream";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
-import { statusCode } from "./client.js";
+import { dockerError } from "./errors.js";
 import { startDockerRunner, type DockerRunnerTransport } from "./runner.js";
 
 export const DOCKER_WORKDIR = "/workspace";
@@ -665,14 +665,7 @@ function describeDockerError(e: unknown): string {
   return json?.message ?? (e instanceof Error ? e.message : String(e));
 }
 
+/** The workspace's own container answered: docker/errors.ts holds the one table (paused, stopped, gone first). */
 export function mapDockerError(e: unknown, what: string): unknown {
-  if (e instanceof WorkspaceError) return e;
-  const code = statusCode(e);
-  const msg = describeDockerError(e);
-  if (code === 409 && /paused/i.test(msg)) return new UnavailableError(`${what}: the workspace container is paused; initialize the workspace to resume it`, { cause: e });
-  if (code === 409 && /not running/i.test(msg)) return new UnavailableError(`${what}: the workspace container is stopped; initialize the workspace to start it`, { cause: e });
-  if (code === 404) return new UnavailableError(`${what}: the workspace container is gone; initialize the workspace to recreate it`, { cause: e });
-  const errno = (e as NodeJS.ErrnoException)?.code;
-  if (errno === "ENOENT" || errno === "ECONNREFUSED") return new UnavailableError(`${what}: cannot reach the Docker engine (${errno}); is it running?`, { cause: e });
-  return new WorkspaceError("exec_failed", `${what}: ${msg}`, { cause: e });
+  return dockerError(e, what, "container");
 }
