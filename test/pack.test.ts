@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
  * The packed tarball imported from a scratch project, with and without the optional peer
  * `dockerode`. The tarball is unpacked as npm would into node_modules/agent-workspaces; its
  * dependencies are linked from this checkout's node_modules (installing them would need the
- * network), and dockerode is linked only in the "with peer" project.
+ * network), and the optional peers (dockerode, the agent frameworks) only in the "with peer" project.
  */
 const run = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -58,8 +58,8 @@ describe("packed tarball", () => {
     expect(pkg.peerDependenciesMeta.dockerode?.optional).toBe(true);
   });
 
-  it("imports every entry point with the peer installed, and Docker gets its client", async () => {
-    const dir = await scratch("with-peer", ["dockerode"]);
+  it("imports every entry point with the optional peers installed, and Docker gets its client", async () => {
+    const dir = await scratch("with-peer", Object.keys(pkg.peerDependencies));
     const entries = Object.keys(pkg.exports).filter((k) => k !== "./package.json").map((k) => (k === "." ? "agent-workspaces" : `agent-workspaces/${k.slice(2)}`));
     const out = await node(dir, `for (const e of ${JSON.stringify(entries)}) { const m = await import(e); if (!Object.keys(m).length) throw new Error(e + " exports nothing"); }
       const { DockerDriver } = await import("agent-workspaces/docker");
