@@ -11,8 +11,8 @@ import { LocalWorkspaceManager } from "../../sdk/backends/local/manager.js";
 import type { ManagedWorkspace, WorkspaceManager } from "../../sdk/manager/manager.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 import { uniqueId } from "../contract/fixture.js";
-import { BASE_IMAGE, dockerEngine } from "../docker-engine.js";
-import { ROOT } from "../sandbox-fixtures.js";
+import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
+import { ROOT } from "../support/sandbox-fixtures.js";
 
 /**
  * Activity through the handle (issue 9, item 14): a user's own tool bound to getBackend() runs a

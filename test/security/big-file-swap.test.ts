@@ -15,7 +15,7 @@ import { DockerDriver } from "../../sdk/backends/docker/driver.js";
 import { DockerWorkspace } from "../../sdk/backends/docker/workspace.js";
 import type { Sandbox } from "../../sdk/sandbox.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
-import { BASE_IMAGE, dockerEngine } from "../docker-engine.js";
+import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
 
 const SECONDS = 6;
 const SECRET = `CANARY-${randomBytes(8).toString("hex")}`;

@@ -13,8 +13,8 @@ import type { WorkspaceManager, ManagedWorkspace } from "../../sdk/manager/manag
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 import { uniqueId } from "../contract/fixture.js";
 import { expectCode } from "../contract/helpers.js";
-import { BASE_IMAGE, dockerEngine } from "../docker-engine.js";
-import { ROOT } from "../sandbox-fixtures.js";
+import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
+import { ROOT } from "../support/sandbox-fixtures.js";
 
 /**
  * Identity attacks (issue 9, items 4-6): a hostile caller passing empty ids, a second user asking

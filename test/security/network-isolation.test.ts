@@ -7,7 +7,7 @@ import { dockerClient } from "../../sdk/backends/docker/client.js";
 import { DockerDriver } from "../../sdk/backends/docker/driver.js";
 import type { Sandbox } from "../../sdk/sandbox.js";
 import { uniqueId } from "../contract/fixture.js";
-import { BASE_IMAGE, containersFor, dockerEngine } from "../docker-engine.js";
+import { BASE_IMAGE, containersFor, dockerEngine } from "../support/docker-engine.js";
 
 /**
  * Attack: a hostile agent in one Docker workspace reaches another workspace (a server there holds

@@ -5,7 +5,7 @@ import type { EngineEvent, Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { upWithPreview } from "../../sdk/cli/engine.js";
 import { WorkspaceResource } from "../../providers/index.js";
-import { ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "../pulumi-helpers.js";
+import { ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "../pulumi/pulumi-helpers.js";
 
 vi.setConfig({ testTimeout: 300_000 });
 

@@ -9,7 +9,7 @@ import { readStackOutputs } from "../../sdk/manager/index.js";
 import { WorkspaceFleet, type FleetWorkspaceInput } from "../../providers/index.js";
 import { StepCollector, upWithPreview } from "../../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../../sdk/cli/preview-markdown.js";
-import { ROOT, backendText, ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "../pulumi-helpers.js";
+import { ROOT, backendText, ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "../pulumi/pulumi-helpers.js";
 
 // The real engine (and bwrap) on a shared 2-core machine: each operation takes seconds.
 vi.setConfig({ testTimeout: 300_000 });

@@ -10,7 +10,7 @@ import { DockerBackendSchema } from "../../sdk/backends/docker/schema.js";
 import type { Sandbox } from "../../sdk/sandbox.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 import { uniqueId } from "../contract/fixture.js";
-import { BASE_IMAGE, dockerEngine } from "../docker-engine.js";
+import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
 
 /**
  * Attack: a hostile agent exhausts the machine from inside its workspace: a fork bomb, or one

@@ -1,0 +1,121 @@
+/**
+ * The host's side of the runner's descriptor hand-off (sdk/backends/shared/runner/handoff.ts), against
+ * real processes holding real descriptors: only the very inode the runner reported is read or written,
+ * never a special file, and a pid that is not the runner's is not taken for it.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { openSync, promises as fs, statSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { matchRunnerPid, readHandedOff, writeHandedOff } from "../../../sdk/backends/shared/runner/handoff.js";
+import { RUNNER_SOURCE, RunnerClient, runnerArgv, type RunnerTransport } from "../../../sdk/backends/shared/runner/index.js";
+
+/** The runner as a plain host process over `root`, offering the hand-off with the pid `hostPid` picks. */
+function handingRunner(root: string, hostPid: (child: number, nsPid: number) => Promise<number | undefined>): RunnerTransport {
+  const [cmd, ...args] = runnerArgv("python3", root, RUNNER_SOURCE);
+  const child = spawn(cmd!, args, { stdio: ["pipe", "pipe", "pipe"], detached: true });
+  return {
+    stdin: child.stdin!,
+    stdout: child.stdout!,
+    pid: child.pid,
+    exited: new Promise((resolve) => child.once("close", () => resolve({ why: "" }))),
+    kill: () => process.kill(-child.pid!, "SIGKILL"),
+    runnerHostPid: (ns) => hostPid(child.pid!, ns),
+  };
+}
+
+describe("runner descriptor hand-off", () => {
+  let dir: string;
+  const kids: ChildProcess[] = [];
+  /** A process holding `file` (or a pipe) as its fd 0. */
+  const holder = (file?: string, flags = "r"): ChildProcess => {
+    const c = spawn("sleep", ["60"], { stdio: [file ? openSync(file, flags) : "pipe", "ignore", "ignore"] });
+    kids.push(c);
+    return c;
+  };
+  const idOf = (p: string) => {
+    const st = statSync(p, { bigint: true });
+    return { dev: st.dev, ino: st.ino };
+  };
+  beforeAll(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-handoff-"));
+    await fs.writeFile(path.join(dir, "a"), "the runner's file");
+    await fs.writeFile(path.join(dir, "b"), "another file");
+  });
+  afterAll(async () => {
+    for (const c of kids) c.kill("SIGKILL");
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  it("reads the reported inode, and refuses a descriptor that is another file", async () => {
+    const a = path.join(dir, "a");
+    const c = holder(a);
+    expect((await readHandedOff(c.pid!, { fd: 0, ...idOf(a) }, 17, undefined)).toString()).toBe("the runner's file");
+    await expect(readHandedOff(c.pid!, { fd: 0, ...idOf(path.join(dir, "b")) }, 12, undefined)).rejects.toThrow(/not the runner's file/);
+  });
+
+  it("bounds a read by maxBytes even when the file grew past the size reported", async () => {
+    const a = path.join(dir, "grown");
+    await fs.writeFile(a, Buffer.alloc(200_000, 1));
+    const c = holder(a);
+    await expect(readHandedOff(c.pid!, { fd: 0, ...idOf(a) }, 10, 100_000)).rejects.toMatchObject({ code: "TOOBIG" });
+  });
+
+  it("never writes to an inode other than the reported one", async () => {
+    const a = path.join(dir, "w");
+    await fs.writeFile(a, "old");
+    const c = holder(a, "r+");
+    await expect(writeHandedOff(c.pid!, { fd: 0, ...idOf(path.join(dir, "b")) }, Buffer.from("new"))).rejects.toThrow(/not the runner's file/);
+    expect(await fs.readFile(a, "utf8")).toBe("old");
+    expect(await fs.readFile(path.join(dir, "b"), "utf8")).toBe("another file");
+    await writeHandedOff(c.pid!, { fd: 0, ...idOf(a) }, Buffer.from("new"));
+    expect(await fs.readFile(a, "utf8")).toBe("new");
+  });
+
+  it("refuses a pipe without blocking, whatever inode numbers it claims", async () => {
+    const c = holder();
+    const st = await fs.stat(`/proc/${c.pid}/fd/0`, { bigint: true });
+    // Refused at open (ENXIO) or after fstat: either way an error, not a read that waits for a writer.
+    await expect(readHandedOff(c.pid!, { fd: 0, dev: st.dev, ino: st.ino }, 10, undefined)).rejects.toThrow(/ENXIO|not the runner's file/);
+  });
+
+  it("takes a pid for the runner only when its own view of its pid is the one reported", async () => {
+    const c = holder();
+    const own = (await fs.readFile(`/proc/${c.pid}/status`, "utf8")).match(/^NSpid:\s*(.*)$/m)![1]!.trim().split(/\s+/).map(Number);
+    expect(await matchRunnerPid([c.pid!], own[own.length - 1]!)).toBe(c.pid);
+    expect(await matchRunnerPid([c.pid!], own[own.length - 1]! + 1)).toBeUndefined();
+    expect(await matchRunnerPid([2 ** 22 + 12345], 1)).toBeUndefined();
+  });
+
+  it("big files cross by hand-off with the runner's pid, and over the pipe when the pid is not the runner's", async () => {
+    const big = Buffer.alloc(3 << 20);
+    for (let i = 0; i < big.length; i += 4096) big.writeUInt32BE(i, i);
+    const cases: [string, (child: number, ns: number) => Promise<number | undefined>][] = [
+      ["runner", async (child, ns) => matchRunnerPid([child], ns)],
+      // A pid whose descriptors are not the runner's: the inode check refuses it and the pipe carries the bytes.
+      ["stranger", async () => process.pid],
+    ];
+    for (const [name, pick] of cases) {
+      const root = await fs.mkdtemp(path.join(dir, `${name}-`));
+      const client = new RunnerClient(handingRunner(root, pick));
+      try {
+        await client.ready;
+        for (let round = 0; round < 3; round++) {
+          // Round 0 takes the two-step hand-off, later rounds the spare made ahead.
+          await client.write("f.bin", "w", big, round === 0 ? 0o750 : undefined);
+          expect((await fs.readFile(path.join(root, "f.bin"))).equals(big)).toBe(true);
+          expect((await client.read("f.bin", undefined)).equals(big)).toBe(true);
+        }
+        expect((await fs.stat(path.join(root, "f.bin"))).mode & 0o777).toBe(0o750);
+        await expect(client.write("f.bin", "x", big, undefined)).rejects.toMatchObject({ code: "EEXIST" });
+        await expect(client.read("f.bin", 1 << 20)).rejects.toMatchObject({ code: "TOOBIG" });
+        // No temp file is left beside the target, and the old content survived the refused exclusive write.
+        expect(await fs.readdir(root)).toEqual(["f.bin"]);
+        expect((await fs.readFile(path.join(root, "f.bin"))).equals(big)).toBe(true);
+      } finally {
+        await client.stop();
+      }
+    }
+  });
+});
