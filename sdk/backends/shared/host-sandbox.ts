@@ -163,8 +163,8 @@ export class LocalSandbox implements Sandbox {
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
     const { dir, name } = this.#parentOf(rel, true);
-    // A big string is encoded piece by piece as it is written, never as one second copy.
-    const encoded = typeof data === "string" && data.length > CHUNKED_CHARS ? chunked(data) : encode(data);
+    // A big string stays a string: writeNew encodes it piece by piece, never as one second copy.
+    const encoded = typeof data === "string" && data.length > CHUNKED_CHARS ? { bytes: data, release: noop } : encode(data);
     const tmp = fdPath(dir, `${name}.tmp-${randomBytes(6).toString("hex")}`);
     const target = fdPath(dir, name);
     try {
@@ -175,7 +175,7 @@ export class LocalSandbox implements Sandbox {
       const keepMode = options.mode === undefined && stat?.isFile() === true;
       const mode = options.mode ?? (keepMode ? stat!.mode & 0o7777 : 0o644);
       // open() applies the umask; a kept mode must be exact (an fchmod only when the umask cut bits).
-      await writeNew(tmp, encoded.bytes ?? (encoded as Chunked), mode, keepMode && (mode & UMASK) !== 0);
+      await writeNew(tmp, encoded.bytes, mode, keepMode && (mode & UMASK) !== 0);
       if (options.exclusive) {
         // link() publishes the complete file and fails with EEXIST atomically, unlike rename().
         fsSync.linkSync(tmp, target);
@@ -485,42 +485,32 @@ const MAX_TREE_DEPTH = 2048;
 /** remove retries an entry that another process turned from file into folder (or back) meanwhile. */
 const MAX_REMOVE_ATTEMPTS = 4;
 
-/** Creates `file` (which must not exist, never through a symlink) with `bytes`; small files without a thread-pool hop. */
 /** Strings longer than this are written in CHUNK_CHARS pieces, each encoded just before its write. */
 const CHUNKED_CHARS = 8 * 1024 * 1024;
 const CHUNK_CHARS = 1024 * 1024;
 
-interface Chunked {
-  bytes: null;
-  text: string;
-  release(): void;
-}
-
-function chunked(text: string): Chunked {
-  return { bytes: null, text, release: noop };
-}
-
-async function writeNew(file: string, data: Uint8Array | Chunked, mode: number, exactMode = false): Promise<void> {
+/**
+ * Creates `file` (which must not exist, never through a symlink) with `data`; small files without a
+ * thread-pool hop. A string (only ever a big one) is encoded CHUNK_CHARS at a time as it goes.
+ */
+async function writeNew(file: string, data: Uint8Array | string, mode: number, exactMode = false): Promise<void> {
   const fd = fsSync.openSync(file, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, mode);
   try {
-    if (!(data instanceof Uint8Array)) {
-      const { text } = data;
-      for (let at = 0; at < text.length; ) {
-        let end = Math.min(at + CHUNK_CHARS, text.length);
+    if (typeof data === "string") {
+      for (let at = 0; at < data.length; ) {
+        let end = Math.min(at + CHUNK_CHARS, data.length);
         // Never split a surrogate pair: its halves would each encode as U+FFFD.
-        const last = text.charCodeAt(end - 1);
-        if (end < text.length && last >= 0xd800 && last <= 0xdbff) end++;
-        const piece = Buffer.from(text.slice(at, end), "utf8");
+        const last = data.charCodeAt(end - 1);
+        if (end < data.length && last >= 0xd800 && last <= 0xdbff) end++;
+        const piece = Buffer.from(data.slice(at, end), "utf8");
         for (let done = 0; done < piece.byteLength; ) done += (await writeFd(fd, piece, done, piece.byteLength - done)).bytesWritten;
         at = end;
       }
     } else if (data.byteLength <= SYNC_IO_LIMIT) {
-      const bytes = data;
-      for (let done = 0; done < bytes.byteLength; ) done += fsSync.writeSync(fd, bytes, done, bytes.byteLength - done);
+      for (let done = 0; done < data.byteLength; ) done += fsSync.writeSync(fd, data, done, data.byteLength - done);
     } else {
-      const bytes = data;
       // Open and close are quick metadata calls; only the copy of the bytes goes to the thread pool.
-      for (let done = 0; done < bytes.byteLength; ) done += (await writeFd(fd, bytes, done, bytes.byteLength - done)).bytesWritten;
+      for (let done = 0; done < data.byteLength; ) done += (await writeFd(fd, data, done, data.byteLength - done)).bytesWritten;
     }
     if (exactMode) fsSync.fchmodSync(fd, mode);
   } finally {
