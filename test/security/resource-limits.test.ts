@@ -48,7 +48,9 @@ for _ in range(bound):
         time.sleep(60)
         os._exit(0)
     kids.append(pid)
-open("held", "w").write("%d %d" % (len(kids), failed))
+# Written whole, then renamed: the test polls for "held" and must never read it half-written.
+open("held.tmp", "w").write("%d %d" % (len(kids), failed))
+os.rename("held.tmp", "held")
 deadline = time.time() + 60
 while not os.path.exists("release") and time.time() < deadline:
     time.sleep(0.05)
