@@ -3,11 +3,11 @@ import { existsSync, lstatSync, readlinkSync, promises as fs } from "node:fs";
 import { UnavailableError, WorkspaceError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
-import { collectOutput, DEFAULT_MAX_OUTPUT } from "../../util/process.js";
+import { collectOutput } from "../../util/process.js";
 import { LocalSandbox } from "../shared/host-sandbox.js";
 import type { Logger } from "../../logger.js";
 import { BwrapLauncher, type SandboxLimits } from "./launch.js";
-import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
+import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
 import { startBwrapRunner } from "./runner.js";
 
 export const BWRAP_WORKDIR = "/workspace";
@@ -113,24 +113,10 @@ export class BubblewrapSandbox implements Sandbox {
         await this.#stopRunner();
         throw e;
       }
-      const rel = checkRelativePath(options.cwd ?? "", "cwd");
+      checkRelativePath(options.cwd ?? "", "cwd");
       const runner = await this.#liveRunner();
-      if (runner) {
-        try {
-          // PWD is what the runner resolved the cwd to: it sets it for the command.
-          return await runner.exec({
-            argv,
-            cwd: rel,
-            env: { ...baseEnv(), ...this.#opts.env, ...options.env },
-            stdin: options.stdin,
-            maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
-            timeoutMs: options.timeoutMs,
-            signal: options.signal,
-          });
-        } catch (e) {
-          throw cwdError(e, rel);
-        }
-      }
+      // PWD is what the runner resolved the cwd to: it sets it for the command.
+      if (runner) return runnerExec(runner, argv, options, this.#env());
     }
     // After close() (no process may outlive it) or without python3 on the host: one bwrap per command.
     const full = await this.argvFor(argv, options);
@@ -139,12 +125,18 @@ export class BubblewrapSandbox implements Sandbox {
     return collectOutput(child, options);
   }
 
+  /**
+   * Through the runner: the process's stdio streams over its channel, the cwd is resolved inside the
+   * sandbox (a missing one fails the process: exit 127 and the reason on stderr), and the process dies
+   * with the runner at close(). Without python3 on the host: one bwrap of its own.
+   */
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
     if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
-    // spawn is synchronous by contract: check the cwd lexically here; bwrap --chdir fails loudly if it is missing.
+    // spawn is synchronous by contract: the cwd is checked lexically and the folder's identity here.
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
-    const cwd = rel === "" ? BWRAP_WORKDIR : `${BWRAP_WORKDIR}/${rel}`;
     this.#checkIdentitySync();
+    if (HAS_PYTHON) return spawnThroughRunner(this.#lease(), { argv, cwd: rel, env: { ...this.#env(), ...options.env } });
+    const cwd = rel === "" ? BWRAP_WORKDIR : `${BWRAP_WORKDIR}/${rel}`;
     const env = { ...baseEnv(), ...this.#opts.env, ...options.env, PWD: cwd };
     const full = [...this.#mounts, "--clearenv"];
     for (const [k, v] of Object.entries(env)) full.push("--setenv", k, v);
@@ -237,6 +229,11 @@ export class BubblewrapSandbox implements Sandbox {
     if (!this.#opts.hostEnvDir) return "";
     const st = await fs.stat(this.#opts.hostEnvDir).catch(() => null);
     return st ? `${st.dev}:${st.ino}` : "missing";
+  }
+
+  /** What every process of this handle gets under its own variables. */
+  #env(): Record<string, string> {
+    return { ...baseEnv(), ...this.#opts.env };
   }
 
   /** pid of the runner's bwrap, if one is running (for tests). */

@@ -10,7 +10,7 @@ import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProce
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
-import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
+import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
 import { dockerError } from "./errors.js";
 import { startDockerRunner, type DockerRunnerTransport } from "./runner.js";
 
@@ -135,6 +135,8 @@ export class DockerSandbox implements Sandbox {
   #probing: Promise<boolean> | undefined;
   #closed = false;
   #inflight = 0;
+  /** Processes spawned through the runner and still running: a runner serving one is never parked. */
+  #spawns = 0;
   #watch: NodeJS.Timeout | undefined;
 
   constructor(docker: Docker, containerId: string, options: DockerSandboxOptions) {
@@ -181,20 +183,10 @@ export class DockerSandbox implements Sandbox {
   async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
     if (await this.#useRunner()) {
-      const rel = checkRelativePath(options.cwd ?? "", "cwd");
+      checkRelativePath(options.cwd ?? "", "cwd");
       const lease = await this.#lease();
       try {
-        return await lease.client.exec({
-          argv,
-          cwd: rel,
-          env: { ...options.env },
-          stdin: options.stdin,
-          maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
-          timeoutMs: options.timeoutMs,
-          signal: options.signal,
-        });
-      } catch (e) {
-        throw cwdError(e, rel);
+        return await runnerExec(lease.client, argv, options, {});
       } finally {
         lease.release?.();
       }
@@ -206,9 +198,35 @@ export class DockerSandbox implements Sandbox {
     return r;
   }
 
+  /**
+   * Through the runner: the process's stdio streams over the runner's one attached exec (no exec of its
+   * own), its cwd resolved inside the container; it dies with the runner at close(). An image without
+   * python3 gets one attached engine exec per process.
+   */
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
     if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
+    const open = async (): Promise<RunnerLease | SandboxProcess> => {
+      if (!(await this.#useRunner())) return this.#plainSpawn(argv, rel, options);
+      // Not watched like a call: a server may live as long as the handle; it only keeps the runner from parking.
+      const lease = await this.#lease(false);
+      this.#spawns++;
+      let released = false;
+      return {
+        client: lease.client,
+        release: () => {
+          if (released) return;
+          released = true;
+          this.#spawns--;
+          lease.release?.();
+        },
+      };
+    };
+    return spawnThroughRunner(open(), { argv, cwd: rel, env: { ...options.env } });
+  }
+
+  /** One attached engine exec per process (images without python3). */
+  #plainSpawn(argv: string[], rel: string, options: SpawnOptions): SandboxProcess {
     const stdin = new PassThrough();
     const stdout = new PassThrough();
     const stderr = new PassThrough();
@@ -418,7 +436,7 @@ export class DockerSandbox implements Sandbox {
    * A frozen (paused) container would leave a call waiting forever on the runner's stream: while calls
    * are in flight, every WATCH_MS checks that the container still runs, and ends the runner if not.
    */
-  async #lease(): Promise<RunnerLease> {
+  async #lease(watch = true): Promise<RunnerLease> {
     const lease: RunnerLease = this.#closed ? this.#runners.oneShot() : { client: this.#runners.get() };
     try {
       // Settled at once for a live runner; for a fresh one, the engine's refusal (a paused or gone
@@ -429,6 +447,7 @@ export class DockerSandbox implements Sandbox {
       const api = (lease.client.transport as DockerRunnerTransport).apiError();
       throw api ? mapDockerError(api, "exec") : e;
     }
+    if (!watch) return lease;
     if (this.#inflight++ === 0) {
       this.#watch = setInterval(() => void this.#checkRunning(), WATCH_MS);
       this.#watch.unref();
@@ -470,7 +489,7 @@ export class DockerSandbox implements Sandbox {
   async close(): Promise<void> {
     this.#closed = true;
     // An idle runner is parked for the next handle on this container (see PARKED); a busy one stops.
-    const idle = this.#inflight === 0 ? this.#runners.detach() : undefined;
+    const idle = this.#inflight === 0 && this.#spawns === 0 ? this.#runners.detach() : undefined;
     if (idle) park(this.#parkKey, idle);
     await this.#runners.stop();
     const live = [...this.#live.entries()];

@@ -5,23 +5,9 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BubblewrapSandbox } from "../../../sdk/backends/bubblewrap/sandbox.js";
 import { LocalSandbox } from "../../../sdk/backends/shared/host-sandbox.js";
-import { cwdError, RUNNER_SOURCE, RunnerClient, RunnerFiles, runnerArgv, type RunnerTransport } from "../../../sdk/backends/shared/runner/index.js";
+import { cwdError, RunnerClient, RunnerFiles } from "../../../sdk/backends/shared/runner/index.js";
+import { hostRunner } from "../../support/host-runner.js";
 import { isWorkspaceError } from "../../../sdk/errors.js";
-
-/** The runner as a plain host process over `root` (no sandbox): the protocol alone. */
-function hostRunner(root: string): RunnerTransport {
-  const [cmd, ...args] = runnerArgv("python3", root, RUNNER_SOURCE);
-  const child = spawn(cmd!, args, { stdio: ["pipe", "pipe", "pipe"], detached: true });
-  let err = "";
-  child.stderr.on("data", (c: Buffer) => (err += c.toString()));
-  return {
-    stdin: child.stdin,
-    stdout: child.stdout,
-    pid: child.pid,
-    exited: new Promise((resolve) => child.once("close", () => resolve({ why: err }))),
-    kill: () => process.kill(-child.pid!, "SIGKILL"),
-  };
-}
 
 /** Processes whose command line contains `marker` (NUL-separated argv), host-wide. */
 async function processesWith(marker: string): Promise<string[]> {

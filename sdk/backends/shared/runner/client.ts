@@ -41,6 +41,30 @@ export interface RunnerExec {
   signal?: AbortSignal | undefined;
 }
 
+/** A long-lived process (a stdio MCP server): env is the complete environment, as for RunnerExec. */
+export type RunnerSpawn = Pick<RunnerExec, "argv" | "cwd" | "env">;
+
+/** Where a spawned process's events go (see spawn.ts, which makes a SandboxProcess of them). */
+export interface RunnerSpawnSink {
+  /** Bytes of stdout (1) or stderr (2); the runner sends more only as they are acknowledged. */
+  output(stream: 1 | 2, data: Buffer): void;
+  /** That many more stdin bytes reached the process (or were dropped because it closed its stdin). */
+  written(bytes: number): void;
+  /** The process is gone (negative: killed by that signal) and its output was all delivered. */
+  exit(code: number): void;
+  /** It never started (a refused cwd, a bad field) or the runner died under it; `exitCode` to report. */
+  failed(error: Error, exitCode: number | null): void;
+}
+
+/** The host's side of one spawned process on the channel. Calls after its end are ignored. */
+export interface RunnerSpawnChannel {
+  write(data: Uint8Array): void;
+  end(): void;
+  /** The host consumed `bytes` more of stream 1 or 2: the runner may send that much more. */
+  consumed(stream: 1 | 2, bytes: number): void;
+  kill(): void;
+}
+
 /** A failure the runner reported: an errno name (ENOENT, EEXIST...) or ESCAPE / TOOBIG / SPECIAL / EROOT. */
 export class RunnerFailure extends Error {
   constructor(
@@ -188,6 +212,44 @@ export class RunnerClient {
       else req.signal?.addEventListener("abort", kill, { once: true });
       this.#send(header, stdin);
     });
+  }
+
+  /**
+   * Starts a long-lived process whose stdio streams over this channel; at most `window` bytes of each
+   * output stream are unacknowledged at a time (the process blocks on its full pipe beyond that).
+   */
+  spawn(req: RunnerSpawn, window: number, sink: RunnerSpawnSink): RunnerSpawnChannel {
+    const none: RunnerSpawnChannel = { write: () => undefined, end: () => undefined, consumed: () => undefined, kill: () => undefined };
+    const bad = badField({ ...req, maxOutputBytes: 0 });
+    if (this.#dead || bad) {
+      const why = bad ? new RunnerFailure("EINVAL", `${req.argv[0] ?? ""}: ${bad}`) : runnerGone(this.#why);
+      queueMicrotask(() => sink.failed(why, bad || this.#spawnFailed ? 127 : null));
+      return none;
+    }
+    const id = this.#nextId++;
+    const sid = String(id);
+    this.#add(id, {
+      onFrame: (fields, payload, length) => {
+        const kind = fields[0];
+        if (kind === "1" || kind === "2") sink.output(kind === "1" ? 1 : 2, payload.length === 1 ? payload[0]! : Buffer.concat(payload, length));
+        else if (kind === "a") sink.written(Number(fields[1]) || 0);
+        else if (kind === "q") sink.exit(Number(fields[1]));
+        else if (kind === "e") sink.failed(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""), 127);
+        return kind === "q" || kind === "e";
+      },
+      onDeath: (why) => sink.failed(runnerGone(why), this.#spawnFailed ? 127 : null),
+    });
+    const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
+    this.#send(["p", sid, String(window), req.cwd, String(req.argv.length), ...req.argv, ...env]);
+    const live = () => this.#pending.has(id);
+    return {
+      write: (data) => {
+        for (let at = 0; live() && at < data.byteLength; at += CHUNK) this.#send(["i", sid], data.subarray(at, at + CHUNK));
+      },
+      end: () => live() && this.#send(["I", sid]),
+      consumed: (stream, bytes) => live() && this.#send(["a", sid, String(stream), String(bytes)]),
+      kill: () => live() && this.#send(["k", sid]),
+    };
   }
 
   /** One request answered by one "o" (or "e") frame. */

@@ -3,11 +3,37 @@
  * client and the file operations over it. A backend only says how to start the process with stdin and
  * stdout (a RunnerTransport); the supervisor starts it on first use and again after it died.
  */
+import type { ExecOptions, ExecResult } from "../../../sandbox.js";
+import { checkRelativePath } from "../../../paths.js";
+import { DEFAULT_MAX_OUTPUT } from "../../../util/process.js";
 import { RunnerClient, type RunnerTransport } from "./client.js";
+import { cwdError } from "./files.js";
 
 export { RUNNER_SOURCE } from "./source.js";
-export { RunnerClient, RunnerFailure, runnerGone, type RunnerExec, type RunnerTransport } from "./client.js";
+export { RunnerClient, RunnerFailure, runnerGone, type RunnerExec, type RunnerSpawn, type RunnerTransport } from "./client.js";
 export { RunnerFiles, cwdError, mapRunnerError, type RunnerLease } from "./files.js";
+export { spawnThroughRunner, SPAWN_WINDOW } from "./spawn.js";
+
+/**
+ * `Sandbox.exec` through a runner: `env` is what the backend puts under the caller's variables (the
+ * runner adds them over its own environment); a cwd the runner refused becomes LocalSandbox's error.
+ */
+export async function runnerExec(client: RunnerClient, argv: string[], options: ExecOptions, env: Record<string, string>): Promise<ExecResult> {
+  const rel = checkRelativePath(options.cwd ?? "", "cwd");
+  try {
+    return await client.exec({
+      argv,
+      cwd: rel,
+      env: { ...env, ...options.env },
+      stdin: options.stdin,
+      maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
+      timeoutMs: options.timeoutMs,
+      signal: options.signal,
+    });
+  } catch (e) {
+    throw cwdError(e, rel);
+  }
+}
 
 /** argv that runs the runner with a given interpreter; `root` is the workspace root as the sandbox sees it. */
 export function runnerArgv(python: string, root: string, source: string): string[] {

@@ -15,7 +15,13 @@
  * Id 0 carries one "hello" frame at start-up (hello, version, the runner's pid in its own view). Ops:
  *   x id max cwd argc argv... K=V...   run a command (cwd workspace-relative, K=V over the runner's own
  *                                      environment); payload = its stdin
- *   k id                               kill that command and everything it started
+ *   k id                               kill that command (or spawned process) and everything it started
+  p id window cwd argc argv... K=V...  spawn a long-lived process with streamed stdio: replies "1" / "2"
+                                     (payload = stdout / stderr bytes), "a" n (n stdin bytes written), and
+                                     last "q" code (negative: killed by that signal); at most `window`
+                                     unacknowledged bytes per output stream are in flight
+  i id / I id                        bytes for a spawned process's stdin (payload) / end its stdin
+  a id stream n                      the host consumed n more bytes of stream 1 or 2 (no reply)
  *   r id path max                      read ("-" = no cap); the cap counts bytes actually read
  *   R id path max                      read, offering a descriptor hand-off for a file over HANDOFF bytes:
  *                                      replies "h" fd dev ino size and holds the descriptor until "z id"
@@ -758,6 +764,7 @@ class Job:
         kill_marked(self.mark, self.proc.pid)
 
     def finish(self, code):
+        code = 128 - code if code < 0 else code
         # What the command left running dies with it; a pipe held open by an escapee must not hold the
         # reply back, so drain what is buffered and stop reading.
         self.kill()
@@ -773,6 +780,122 @@ class Job:
         del jobs[self.id]
         out, err = bytes(self.buf["out"]), bytes(self.buf["err"])
         reply(self.id, ["x", code, 1 if self.trunc else 0, len(out)], out + err)
+
+
+class Spawned:
+    """A long-lived process whose stdio streams over the channel: its output is read from its pipes only
+    while the host has acknowledged all but the window bytes of that stream, so a flood waits in the
+    process's own pipe, never in memory here or on the host; stdin bytes are acknowledged once written."""
+
+    def __init__(self, jid, proc, window, mark):
+        self.id, self.proc, self.window, self.mark = jid, proc, max(window, 4096), mark
+        self.inq = bytearray()
+        self.eof = False
+        self.win = proc.stdin.fileno()
+        os.set_blocking(self.win, False)
+        # per stream: [file, bytes sent, bytes acknowledged, reading (registered), open]
+        self.out = {}
+        for which, f in ((1, proc.stdout), (2, proc.stderr)):
+            os.set_blocking(f.fileno(), False)
+            self.out[which] = [f, 0, 0, False, True]
+            self.want(which)
+
+    def want(self, which):
+        s = self.out[which]
+        go = s[4] and s[1] - s[2] < self.window
+        if go and not s[3]:
+            sel.register(s[0].fileno(), selectors.EVENT_READ, ("spipe", (self, which)))
+        elif not go and s[3]:
+            sel.unregister(s[0].fileno())
+        s[3] = go
+
+    def take(self, which, drain=False):
+        s = self.out[which]
+        left = 1 << 20
+        while s[4]:
+            room = left if drain else self.window - (s[1] - s[2])
+            if room <= 0:
+                break
+            try:
+                chunk = os.read(s[0].fileno(), min(room, 65536))
+            except BlockingIOError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                s[4] = False
+                break
+            s[1] += len(chunk)
+            left -= len(chunk)
+            reply(self.id, [str(which)], chunk)
+            if not drain:
+                break
+        if not drain:
+            self.want(which)
+
+    def ack(self, which, n):
+        s = self.out.get(which)
+        if s:
+            s[2] += n
+            self.want(which)
+
+    def feed(self, data):
+        if self.win is None:
+            # Nobody reads it any more: acknowledged as written, so the host never waits on it.
+            return reply(self.id, ["a", len(data)])
+        self.inq.extend(data)
+        if len(self.inq) == len(data):
+            sel.register(self.win, selectors.EVENT_WRITE, ("sstdin", self))
+
+    def end_input(self):
+        self.eof = True
+        if not self.inq:
+            self.close_stdin()
+
+    def write_stdin(self):
+        try:
+            n = os.write(self.win, memoryview(self.inq)[:CHUNK])
+        except BlockingIOError:
+            return
+        except OSError:
+            return self.close_stdin()
+        del self.inq[:n]
+        reply(self.id, ["a", n])
+        if not self.inq:
+            sel.unregister(self.win)
+            if self.eof:
+                self.close_stdin()
+
+    def close_stdin(self):
+        if self.win is None:
+            return
+        if self.inq:
+            sel.unregister(self.win)
+            reply(self.id, ["a", len(self.inq)])
+            self.inq = bytearray()
+        self.proc.stdin.close()
+        self.win = None
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        kill_marked(self.mark, self.proc.pid)
+
+    def finish(self, code):
+        # As for a command: what it left running dies with it, and what its pipes hold is sent (at most
+        # a pipe's worth each, past the window) before the exit; a signal is reported as a negative code.
+        self.kill()
+        self.close_stdin()
+        for which, s in self.out.items():
+            if s[3]:
+                sel.unregister(s[0].fileno())
+                s[3] = False
+            self.take(which, drain=True)
+            s[0].close()
+        del jobs[self.id]
+        reply(self.id, ["q", code])
 
 
 def kill_marked(mark, root_pid):
@@ -817,7 +940,7 @@ def kill_marked(mark, root_pid):
             pass
 
 
-def start(f, payload):
+def start(f, payload, spawn=False):
     jid, cap, cwd_rel, argc = int(f[1]), int(f[2]), os.fsdecode(f[3]), int(f[4])
     argv = f[5 : 5 + argc]
     # The runner's own environment (the sandbox's base) under the request's variables.
@@ -839,9 +962,12 @@ def start(f, payload):
         # Not only OSError: whatever fails here must fail this command, not the runner.
         code = 126 if isinstance(e, OSError) and e.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 127
         msg = argv[0] + (": %s\n" % (getattr(e, "strerror", None) or e)).encode("utf-8", "replace")
+        if spawn:
+            reply(jid, ["2"], msg)
+            return reply(jid, ["q", code])
         reply(jid, ["x", code, 0, 0], msg)
         return
-    jobs[jid] = Job(jid, proc, payload, cap, mark)
+    jobs[jid] = Spawned(jid, proc, cap, mark) if spawn else Job(jid, proc, payload, cap, mark)
 
 
 def sandbox_dir(rel):
@@ -862,15 +988,15 @@ def reap():
     for job in list(jobs.values()):
         code = job.proc.poll()
         if code is not None:
-            job.finish(128 - code if code < 0 else code)
+            job.finish(code)
 
 
 def handle(f, payload):
     op = f[0]
     rid = int(f[1])
-    if op == b"x":
+    if op == b"x" or op == b"p":
         try:
-            return start(f, payload)
+            return start(f, payload, op == b"p")
         except Exception as e:
             return fail(rid, e)
     try:
@@ -878,6 +1004,15 @@ def handle(f, payload):
             job = jobs.get(rid)
             if job:
                 job.kill()
+        elif op in (b"i", b"I", b"a"):
+            job = jobs.get(rid)
+            if isinstance(job, Spawned):
+                if op == b"i":
+                    job.feed(payload)
+                elif op == b"I":
+                    job.end_input()
+                else:
+                    job.ack(int(f[2]), int(f[3]))
         elif op == b"c":
             write_more(rid, payload)
         elif op == b"e":
@@ -972,8 +1107,12 @@ while True:
                     pass
             except BlockingIOError:
                 pass
-        elif kind == "stdin":
+        elif kind == "stdin" or kind == "sstdin":
             data.write_stdin()
+        elif kind == "spipe":
+            job, which = data
+            if jobs.get(job.id) is job:
+                job.take(which)
         elif kind == "pipe":
             job, name = data
             if jobs.get(job.id) is not job:
