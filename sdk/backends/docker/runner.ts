@@ -97,6 +97,8 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
     apiError: () => apiError,
     ...(local
       ? {
+          // The attach is relayed by dockerd: the client moves to a private pipe pair once the runner is found.
+          relayed: true,
           runnerHostPid: async (nsPid: number) => {
             const pid = (await exec?.inspect())?.Pid;
             return pid ? matchRunnerPid([pid], nsPid) : undefined;

@@ -175,6 +175,11 @@ export class DockerSandbox implements Sandbox {
     return this.#mode;
   }
 
+  /** Whether the live runner's calls skip dockerd over its private pipe pair (for tests). */
+  get runnerChannel(): "transport" | "private" | undefined {
+    return this.#runners.current?.channel;
+  }
+
   /** pid (inside the container) is not known here; the runner's liveness is, for tests. */
   get runnerAlive(): boolean {
     return this.#runners.current !== undefined;

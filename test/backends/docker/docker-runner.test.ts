@@ -86,4 +86,52 @@ describe.skipIf(!engine)("Docker through the in-sandbox runner", () => {
     expect((await third.exec(["sh", "-c", "echo $PPID"])).stdout.toString().trim()).not.toBe(pid);
     await third.close();
   });
+
+  it("spawns through the runner over its private pipe pair; close and the runner's death end what it spawned", async () => {
+    const d = driver();
+    const w = uniqueId("dks");
+    made.push(w);
+    await d.create({ workspaceId: w, managedBy: "runtime" });
+    const sb = await d.connect(w);
+    const runner = (await sb.exec(["sh", "-c", "echo $PPID"])).stdout.toString().trim();
+    // The engine shares this kernel (the host folder is seen): calls move off the dockerd relay.
+    for (let i = 0; i < 100 && sb.runnerChannel !== "private"; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(sb.runnerChannel).toBe("private");
+    const p = sb.spawn(["sh", "-c", 'echo "ppid:$PPID"; while read l; do echo "out:$l"; done; echo bye >&2']);
+    const out = collect(p.stdout);
+    const err = collect(p.stderr);
+    p.stdin.end("one\ntwo\n");
+    expect(await p.exited).toBe(0);
+    // A child of the runner, not an engine exec of its own.
+    expect((await out).toString()).toBe(`ppid:${runner}\nout:one\nout:two\n`);
+    expect((await err).toString()).toBe("bye\n");
+    const big = Buffer.alloc(3 << 20, 7);
+    await sb.writeFile("big.bin", big);
+    expect((await sb.readFile("big.bin")).equals(big)).toBe(true);
+    const count = (secs: string) => `cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -c 'sleep ${secs.replace(".", "[.]")}' || true`;
+    const running = async (secs: string) => (await sb.exec(["sh", "-c", count(secs)])).stdout.toString().trim();
+    // The runner killed under a live process: it settles at once, and the next call gets a fresh runner.
+    const held = sb.spawn(["sleep", "98.5"]);
+    for (let i = 0; i < 50 && (await running("98.5")) !== "1"; i++) await new Promise((r) => setTimeout(r, 20));
+    await sb.exec(["sh", "-c", `kill -9 ${runner}`]);
+    expect(await held.exited).toBeNull();
+    expect((await sb.exec(["sh", "-c", "echo $PPID"])).stdout.toString().trim()).not.toBe(runner);
+    // (A runner killed outright cannot take its orphan down inside a container; it dies with the container.)
+    // close() with a live process stops the runner (it is not parked) and the process with it.
+    const live = sb.spawn(["sleep", "98.6"]);
+    for (let i = 0; i < 50 && (await running("98.6")) !== "1"; i++) await new Promise((r) => setTimeout(r, 20));
+    await sb.close();
+    expect(await live.exited).toBeNull();
+    const next = await d.connect(w);
+    let left = "1";
+    for (let i = 0; i < 50 && left !== "0"; i++) left = (await next.exec(["sh", "-c", count("98.6")])).stdout.toString().trim();
+    expect(left).toBe("0");
+    await next.close();
+  });
 });
+
+function collect(s: NodeJS.ReadableStream): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  s.on("data", (c: Buffer) => parts.push(c));
+  return new Promise((resolve) => s.once("end", () => resolve(Buffer.concat(parts))));
+}

@@ -2,7 +2,9 @@
 import type { Readable, Writable } from "node:stream";
 import { UnavailableError } from "../../../errors.js";
 import type { ExecResult } from "../../../sandbox.js";
-import { HANDOFF_MIN, parseHandedOff, readHandedOff, writeHandedOff, type HandedOff } from "./handoff.js";
+import { closeSync } from "node:fs";
+import { Socket } from "node:net";
+import { HANDOFF_MIN, openRunnerPipes, parseHandedOff, readHandedOff, writeHandedOff, type HandedOff } from "./handoff.js";
 
 /**
  * How a backend started the runner: a process inside the sandbox with its stdin and stdout (bwrap's
@@ -24,6 +26,12 @@ export interface RunnerTransport {
    * own view (undefined when it cannot be found). Enables the descriptor hand-off for big files (handoff.ts).
    */
   runnerHostPid?(nsPid: number): Promise<number | undefined>;
+  /**
+   * The process's stdin and stdout are relayed by a daemon (a Docker exec attach): once the runner is found
+   * on this kernel (runnerHostPid), the client moves its calls to a private pipe pair the runner makes,
+   * opened through /proc/<runner host pid>/fd, which skips the relay. Optional; absent means stay.
+   */
+  readonly relayed?: boolean;
   /** Keep / stop keeping the host's event loop alive (an idle runner must not hold the process open). */
   ref?(): void;
   unref?(): void;
@@ -98,8 +106,10 @@ export class RunnerClient {
   readonly #t: RunnerTransport;
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
-  readonly #chunks: Buffer[] = [];
-  #buffered = 0;
+  readonly #main: FrameReader;
+  /** The private pipe pair once open (see RunnerTransport.relayed): requests from id #sideFrom on use it. */
+  #side: { w: Socket; r: Socket } | undefined;
+  #sideFrom = Number.MAX_SAFE_INTEGER;
   #dead = false;
   #retired = false;
   #why = "";
@@ -129,6 +139,7 @@ export class RunnerClient {
           const pid = Number(fields[2]);
           if (Number.isSafeInteger(pid) && pid > 0) this.#nsPid = pid;
           hello();
+          if (transport.relayed && this.#canHandOff()) void this.#openSide();
         }
         // Held open until the runner said hello (someone may be awaiting `ready`), idle from then on.
         if (this.#calls() === 0) this.#idle();
@@ -136,7 +147,8 @@ export class RunnerClient {
       },
       onDeath: (why) => noHello(new UnavailableError(`sandbox runner did not start${why ? `: ${why}` : ""}`)),
     });
-    transport.stdout.on("data", (c: Buffer) => this.#onData(c));
+    this.#main = new FrameReader((id, fields, payload, length) => this.#onFrame(id, fields, payload, length));
+    transport.stdout.on("data", (c: Buffer) => this.#main.push(c));
     transport.stdin.on("error", () => undefined);
     this.exited = transport.exited.then(({ why, spawnFailed }) => {
       this.#why = why.trim().slice(-2000);
@@ -152,6 +164,11 @@ export class RunnerClient {
 
   get pid(): number | undefined {
     return this.#t.pid;
+  }
+
+  /** Whether calls travel the transport's own streams or the private pipe pair (RunnerTransport.relayed). */
+  get channel(): "transport" | "private" {
+    return this.#side ? "private" : "transport";
   }
 
   /** The transport this client talks over (a backend reads its own details from it). */
@@ -441,25 +458,129 @@ export class RunnerClient {
 
   #add(id: number, p: Pending): void {
     this.#pending.set(id, p);
-    if (this.#calls() === 1) this.#t.ref?.();
+    if (this.#calls() === 1) {
+      this.#t.ref?.();
+      this.#side?.w.ref();
+      this.#side?.r.ref();
+    }
   }
 
   #send(fields: string[], payload?: Uint8Array): void {
     if (this.#dead) return;
+    // Every frame of one request travels the way its first did: ids from #sideFrom on, the private pair.
+    const out = Number(fields[1]) >= this.#sideFrom ? this.#side!.w : this.#t.stdin;
     const header = Buffer.from(fields.join("\0"));
     const plen = payload?.byteLength ?? 0;
     const prefix = Buffer.allocUnsafe(8);
     prefix.writeUInt32BE(header.length, 0);
     prefix.writeUInt32BE(plen, 4);
     // Small frames go out in one write; a big payload is written as the caller's bytes, uncopied.
-    if (plen <= 64 * 1024) this.#t.stdin.write(plen ? Buffer.concat([prefix, header, payload!]) : Buffer.concat([prefix, header]));
+    if (plen <= 64 * 1024) out.write(plen ? Buffer.concat([prefix, header, payload!]) : Buffer.concat([prefix, header]));
     else {
-      this.#t.stdin.write(Buffer.concat([prefix, header]));
-      this.#t.stdin.write(payload);
+      out.write(Buffer.concat([prefix, header]));
+      out.write(payload!);
     }
   }
 
-  #onData(chunk: Buffer): void {
+  /**
+   * Moves to the private pipe pair: the runner makes it, the host opens its ends through the runner's
+   * descriptors (checked to be those very pipes), and tells the runner from which id on it is used.
+   * Any failure leaves everything on the transport's own streams.
+   */
+  async #openSide(): Promise<void> {
+    let opened: { w: number; r: number } | undefined;
+    try {
+      const r = await this.call("S", []);
+      const pid = await this.#runnerHostPid();
+      if (pid !== undefined && !this.#dead) opened = openRunnerPipes(pid, r.fields);
+    } catch {
+      opened = undefined;
+    }
+    if (!opened || this.#dead) {
+      if (opened) for (const fd of [opened.w, opened.r]) closeSync(fd);
+      this.#send(["G", "0", "-"]);
+      return;
+    }
+    const side = { w: new Socket({ fd: opened.w, readable: false, writable: true }), r: new Socket({ fd: opened.r, readable: true, writable: false }) };
+    const reader = new FrameReader((id, fields, payload, length) => this.#onFrame(id, fields, payload, length));
+    side.r.on("data", (c: Buffer) => reader.push(c));
+    // The pair breaking while the runner lives would strand the calls on it: the runner is ended instead.
+    const broken = () => !this.#dead && this.#t.kill();
+    for (const s of [side.w, side.r]) {
+      s.on("error", broken);
+      s.on("close", broken);
+    }
+    this.#side = side;
+    const from = this.#nextId;
+    this.#send(["G", "0", String(from)]);
+    this.#sideFrom = from;
+    if (this.#calls() === 0) this.#idle();
+  }
+
+  #onFrame(id: number, fields: string[], payload: Buffer[], length: number): void {
+    const p = this.#pending.get(id);
+    if (p && p.onFrame(fields, payload, length) && id !== 0) this.#settled(id);
+    else if (p && id === 0) this.#pending.delete(0);
+  }
+
+  #settled(id: number): void {
+    this.#pending.delete(id);
+    if (this.#calls() === 0) {
+      this.#idle();
+      if (this.#retired && !this.#dead) void this.stop();
+    }
+  }
+
+  #die(): void {
+    if (this.#dead) return;
+    this.#dead = true;
+    this.#side?.w.destroy();
+    this.#side?.r.destroy();
+    const all = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const p of all) p.onDeath(this.#why);
+    this.#idle();
+  }
+
+  /** Calls in flight (the hello slot is not one). */
+  #calls(): number {
+    return this.#pending.size - (this.#pending.has(0) ? 1 : 0);
+  }
+
+  #idle(): void {
+    this.#t.unref?.();
+    this.#side?.w.unref();
+    this.#side?.r.unref();
+  }
+}
+
+export function runnerGone(why: string): UnavailableError {
+  return new UnavailableError(`sandbox runner stopped${why ? `: ${why}` : ""}; the next call starts a new one`);
+}
+
+/** Why the command cannot be encoded (NUL-separated fields), as the kernel would refuse it anyway; else null. */
+function badField(req: RunnerExec): string | null {
+  if (req.argv.some((a) => a.includes("\0"))) return "argv contains a NUL byte";
+  if (req.cwd.includes("\0")) return "cwd contains a NUL byte";
+  for (const [k, v] of Object.entries(req.env)) {
+    if (k === "" || k.includes("=") || k.includes("\0")) return `invalid environment variable name '${k.replace(/\0/g, "\\0")}'`;
+    if (v.includes("\0")) return `environment variable '${k}' contains a NUL byte`;
+  }
+  return null;
+}
+
+function stopped(detail: string): ExecResult {
+  const why = detail.trim() ? `: ${detail.trim()}` : "";
+  return { exitCode: -1, stdout: Buffer.alloc(0), stderr: Buffer.from(`sandbox exec runner stopped${why}`), timedOut: false, truncated: false };
+}
+
+/** Splits one stream of reply frames (u32 id, u32 header length, u32 payload length, header, payload). */
+class FrameReader {
+  readonly #chunks: Buffer[] = [];
+  #buffered = 0;
+  constructor(private readonly onFrame: (id: number, fields: string[], payload: Buffer[], length: number) => void) {}
+
+  push(chunk: Buffer): void {
     this.#chunks.push(chunk);
     this.#buffered += chunk.length;
     while (this.#buffered >= REPLY_PREFIX) {
@@ -470,10 +591,7 @@ export class RunnerClient {
       if (this.#buffered < REPLY_PREFIX + hl + pl) break;
       this.#take(REPLY_PREFIX);
       const fields = hl ? Buffer.concat(this.#take(hl), hl).toString("utf8").split("\0") : [];
-      const payload = this.#take(pl);
-      const p = this.#pending.get(id);
-      if (p && p.onFrame(fields, payload, pl) && id !== 0) this.#settled(id);
-      else if (p && id === 0) this.#pending.delete(0);
+      this.onFrame(id, fields, this.#take(pl), pl);
     }
   }
 
@@ -504,50 +622,4 @@ export class RunnerClient {
     }
     return out;
   }
-
-  #settled(id: number): void {
-    this.#pending.delete(id);
-    if (this.#calls() === 0) {
-      this.#idle();
-      if (this.#retired && !this.#dead) void this.stop();
-    }
-  }
-
-  #die(): void {
-    if (this.#dead) return;
-    this.#dead = true;
-    const all = [...this.#pending.values()];
-    this.#pending.clear();
-    for (const p of all) p.onDeath(this.#why);
-    this.#idle();
-  }
-
-  /** Calls in flight (the hello slot is not one). */
-  #calls(): number {
-    return this.#pending.size - (this.#pending.has(0) ? 1 : 0);
-  }
-
-  #idle(): void {
-    this.#t.unref?.();
-  }
-}
-
-export function runnerGone(why: string): UnavailableError {
-  return new UnavailableError(`sandbox runner stopped${why ? `: ${why}` : ""}; the next call starts a new one`);
-}
-
-/** Why the command cannot be encoded (NUL-separated fields), as the kernel would refuse it anyway; else null. */
-function badField(req: RunnerExec): string | null {
-  if (req.argv.some((a) => a.includes("\0"))) return "argv contains a NUL byte";
-  if (req.cwd.includes("\0")) return "cwd contains a NUL byte";
-  for (const [k, v] of Object.entries(req.env)) {
-    if (k === "" || k.includes("=") || k.includes("\0")) return `invalid environment variable name '${k.replace(/\0/g, "\\0")}'`;
-    if (v.includes("\0")) return `environment variable '${k}' contains a NUL byte`;
-  }
-  return null;
-}
-
-function stopped(detail: string): ExecResult {
-  const why = detail.trim() ? `: ${detail.trim()}` : "";
-  return { exitCode: -1, stdout: Buffer.alloc(0), stderr: Buffer.from(`sandbox exec runner stopped${why}`), timedOut: false, truncated: false };
 }

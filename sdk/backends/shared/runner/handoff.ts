@@ -83,6 +83,34 @@ export async function writeHandedOff(pid: number, h: HandedOff, data: Uint8Array
   }
 }
 
+/**
+ * Opens the runner's private pipe pair ("o" wfd ino rfd ino, see the runner's op S) through its
+ * descriptors: each must be a FIFO with the very inode the runner reported. Non-blocking, so an open
+ * never waits. Returns the host's write end (requests) and read end (replies); the caller owns them.
+ */
+export function openRunnerPipes(pid: number, fields: string[]): { w: number; r: number } {
+  const [wfd, wino, rfd, rino] = fields;
+  if (![wfd, wino, rfd, rino].every((f) => f !== undefined && /^\d+$/.test(f))) throw new Error("bad pipe pair");
+  const open = (fd: string, ino: string, flags: number) => {
+    const h = openSync(`/proc/${pid}/fd/${fd}`, flags | constants.O_NONBLOCK);
+    try {
+      const st = fstatSync(h, { bigint: true });
+      if (!st.isFIFO() || st.ino !== BigInt(ino)) throw new Error("the runner's descriptor is not its pipe");
+      return h;
+    } catch (e) {
+      closeSync(h);
+      throw e;
+    }
+  };
+  const w = open(wfd!, wino!, constants.O_WRONLY);
+  try {
+    return { w, r: open(rfd!, rino!, constants.O_RDONLY) };
+  } catch (e) {
+    closeSync(w);
+    throw e;
+  }
+}
+
 /** The pid in each pid namespace, outermost first, from /proc/<pid>/status (undefined if the process is gone). */
 async function nsPids(pid: number): Promise<number[] | undefined> {
   const status = await readSmall(`/proc/${pid}/status`);

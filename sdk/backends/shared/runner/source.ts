@@ -22,6 +22,10 @@
                                      unacknowledged bytes per output stream are in flight
   i id / I id                        bytes for a spawned process's stdin (payload) / end its stdin
   a id stream n                      the host consumed n more bytes of stream 1 or 2 (no reply)
+  S id                               make a private pipe pair: replies "o" wfd ino rfd ino, the ends the
+                                     host opens through /proc/<runner pid>/fd (host to runner, runner to host)
+  G id from                          the host holds them: requests from id "from" on come over the pair and
+                                     their replies go back over it ("-": it could not; the pair is dropped)
  *   r id path max                      read ("-" = no cap); the cap counts bytes actually read
  *   R id path max                      read, offering a descriptor hand-off for a file over HANDOFF bytes:
  *                                      replies "h" fd dev ino size and holds the descriptor until "z id"
@@ -67,8 +71,7 @@ writes = {}
 readers = []
 held = {}
 spares = {}
-inbuf = bytearray()
-outq = []
+inbufs = {}
 qlen = 0
 rfd, wfd = os.pipe()
 for fd in (rfd, wfd):
@@ -95,14 +98,27 @@ def b(x):
     return x if isinstance(x, bytes) else os.fsencode(x) if isinstance(x, str) else str(x).encode()
 
 
+class Out:
+    def __init__(self, fd):
+        self.fd, self.q = fd, []
+
+
+main = Out(OUT)
+# The private pipe pair (op S): replies to requests from id SIDE_FROM on go there.
+side = None
+side_pending = None
+SIDE_FROM = 1 << 62
+
+
 def reply(rid, fields, payload=b""):
     global qlen
+    o = side if side is not None and rid >= SIDE_FROM else main
     h = b"\0".join(b(f) for f in fields)
-    outq.append(struct.pack(">III", rid, len(h), len(payload)) + h)
+    o.q.append(struct.pack(">III", rid, len(h), len(payload)) + h)
     if payload:
-        outq.append(payload)
+        o.q.append(payload)
     qlen += 12 + len(h) + len(payload)
-    flush()
+    flush(o)
 
 
 def fail(rid, e):
@@ -114,27 +130,63 @@ def fail(rid, e):
         reply(rid, ["e", "EIO", "%s: %s" % (type(e).__name__, e)])
 
 
-def flush():
+def flush(o):
     global qlen
-    while outq:
+    q = o.q
+    while q:
         try:
-            n = os.writev(OUT, outq[:64])
+            n = os.writev(o.fd, q[:64])
         except BlockingIOError:
             break
         qlen -= n
         while n:
-            head = outq[0]
+            head = q[0]
             if n >= len(head):
                 n -= len(head)
-                outq.pop(0)
+                q.pop(0)
             else:
-                outq[0] = memoryview(head)[n:]
+                q[0] = memoryview(head)[n:]
                 n = 0
-    registered = OUT in sel.get_map()
-    if outq and not registered:
-        sel.register(OUT, selectors.EVENT_WRITE, ("out", None))
-    elif not outq and registered:
-        sel.unregister(OUT)
+    registered = o.fd in sel.get_map()
+    if q and not registered:
+        sel.register(o.fd, selectors.EVENT_WRITE, ("out", o))
+    elif not q and registered:
+        sel.unregister(o.fd)
+
+
+def op_side(rid):
+    """Makes the private pipe pair: the host opens its two ends through /proc/<runner pid>/fd (op G follows)."""
+    global side_pending
+    if side is not None or side_pending is not None:
+        raise Fail("EEXIST", "already has a private channel")
+    ar, aw = os.pipe()
+    br, bw = os.pipe()
+    for fd in (ar, bw):
+        os.set_blocking(fd, False)
+        try:
+            fcntl.fcntl(fd, 1031, 1 << 20)
+        except Exception:
+            pass
+    side_pending = (ar, aw, br, bw)
+    reply(rid, ["o", aw, os.fstat(aw).st_ino, br, os.fstat(br).st_ino])
+
+
+def op_go(frm):
+    """The host holds its ends (or gave up: "-"): ours are closed, so either side sees the other go."""
+    global side, side_pending, SIDE_FROM
+    if side_pending is None:
+        return
+    ar, aw, br, bw = side_pending
+    side_pending = None
+    os.close(aw)
+    os.close(br)
+    if frm == b"-":
+        os.close(ar)
+        os.close(bw)
+        return
+    side = Out(bw)
+    SIDE_FROM = int(frm)
+    sel.register(ar, selectors.EVENT_READ, ("in", None))
 
 
 # ---- paths: descriptor-relative walk under ROOT ----
@@ -1026,6 +1078,10 @@ def handle(f, payload):
                 os.close(int(f[2]))
         elif op == b"P":
             op_spare(rid)
+        elif op == b"S":
+            op_side(rid)
+        elif op == b"G":
+            op_go(f[2])
         else:
             a = [os.fsdecode(x) for x in f[2:]]
             if op == b"r":
@@ -1063,15 +1119,16 @@ def handle(f, payload):
         fail(rid, e)
 
 
-def read_input():
+def read_input(fd):
     try:
-        chunk = os.read(IN, CHUNK)
+        chunk = os.read(fd, CHUNK)
     except BlockingIOError:
         return
     if not chunk:
         for job in list(jobs.values()):
             job.kill()
         sys.exit(0)
+    inbuf = inbufs.setdefault(fd, bytearray())
     inbuf.extend(chunk)
     pos = 0
     end = len(inbuf)
@@ -1098,9 +1155,9 @@ while True:
     for key, ev in sel.select(0 if busy else None):
         kind, data = key.data
         if kind == "out":
-            flush()
+            flush(data)
         elif kind == "in":
-            read_input()
+            read_input(key.fd)
         elif kind == "sig":
             try:
                 while os.read(rfd, 512):
