@@ -5,6 +5,7 @@
  *   - Bubblewrap and Docker (host folder): a 1 MiB writeFile + readFile through the runner vs the
  *     host-folder path (LocalSandbox on the same folder; goal ≤ 1.5x), each half apart, and listing a 1000-entry
  *     folder the same two ways (goal ≤ 2x);
+ *   - Docker: the runner's stat and 1 MiB write + read over its private pipe pair vs over the dockerd relay;
  *   - Docker: cold create of a workspace with a cached image (driver.create) vs `docker run -d` of the same image;
  *   - Docker: resume from pause (driver.resume) vs `docker unpause` from the CLI;
  *   - Docker: a manager's getWorkspace after an idle eviction (resume and reconnect) vs `docker unpause`.
@@ -21,7 +22,9 @@ import { BubblewrapDriver } from "../sdk/backends/bubblewrap/driver.js";
 import { dockerClient } from "../sdk/backends/docker/client.js";
 import { DockerDriver, containerName } from "../sdk/backends/docker/driver.js";
 import { DockerWorkspaceManager } from "../sdk/backends/docker/manager.js";
+import { startDockerRunner } from "../sdk/backends/docker/runner.js";
 import { LocalSandbox } from "../sdk/backends/shared/host-sandbox.js";
+import { RunnerClient, RunnerFiles } from "../sdk/backends/shared/runner/index.js";
 import type { Sandbox } from "../sdk/sandbox.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -111,6 +114,30 @@ async function benchFiles(kind: string, sb: Sandbox, hostRoot: string): Promise<
   await sb.remove("bench-list");
 }
 
+/** The same runner calls over its private pipe pair and over the dockerd relay (two runners side by side). */
+async function benchPrivatePipes(docker: ReturnType<typeof dockerClient>, container: ReturnType<ReturnType<typeof dockerClient>["getContainer"]>): Promise<void> {
+  const transport = startDockerRunner(docker, container, [], "/workspace", true);
+  const priv = new RunnerClient(transport);
+  const relay = new RunnerClient({ ...startDockerRunner(docker, container, [], "/workspace", true), relayed: false });
+  try {
+    await Promise.all([priv.ready, relay.ready]);
+    for (let i = 0; i < 100 && priv.channel !== "private"; i++) await new Promise((r) => setTimeout(r, 10));
+    if (priv.channel !== "private") return console.log("docker private pipes: skipped, the runner could not open them");
+    const [p, r] = [new RunnerFiles(async () => ({ client: priv })), new RunnerFiles(async () => ({ client: relay }))];
+    const [statP, statR] = await paired(ROUNDS * 4, () => p.stat("nothing-here"), () => r.stat("nothing-here"));
+    row("docker stat, private pipes", statP, statR, "dockerd relay");
+    const mib = Buffer.alloc(1 << 20, 0x61);
+    const rw = (f: RunnerFiles, name: string) => async () => {
+      await f.writeFile(name, mib);
+      await f.readFile(name);
+    };
+    const [rwP, rwR] = await paired(ROUNDS, rw(p, "bench-p.bin"), rw(r, "bench-q.bin"));
+    row("docker 1 MiB write+read, private pipes", rwP, rwR, "dockerd relay");
+  } finally {
+    await Promise.all([priv.stop(), relay.stop()]);
+  }
+}
+
 async function benchDocker(base: string): Promise<void> {
   const docker = dockerClient();
   const d = new DockerDriver({ basedir: base, baseImage: BASE_IMAGE });
@@ -129,8 +156,10 @@ async function benchDocker(base: string): Promise<void> {
       () => run("docker", [...cli, "exec", name, "true"]),
     );
     row("docker exec(true)", execs, cliExecs, "docker exec CLI", 0.1);
-    if (sb.fileAccess === "host") await benchFiles("docker", sb, path.join(base, id));
-    else console.log("docker files: skipped, the engine does not share the host folder");
+    if (sb.fileAccess === "host") {
+      await benchFiles("docker", sb, path.join(base, id));
+      await benchPrivatePipes(docker, docker.getContainer(name));
+    } else console.log("docker files: skipped, the engine does not share the host folder");
 
     const image = await d.imageTag();
     const coldIds: string[] = [];
