@@ -3,16 +3,16 @@
  * real processes holding real descriptors: only the very inode the runner reported is read or written,
  * never a special file, and a pid that is not the runner's is not taken for it.
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { openSync, promises as fs, statSync } from "node:fs";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { closeSync, openSync, promises as fs, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { matchRunnerPid, readHandedOff, writeHandedOff } from "../../../sdk/backends/shared/runner/handoff.js";
-import { RUNNER_SOURCE, RunnerClient, runnerArgv, type RunnerTransport } from "../../../sdk/backends/shared/runner/index.js";
+import { matchRunnerPid, openRunnerPipes, readHandedOff, writeHandedOff } from "../../../sdk/backends/shared/runner/handoff.js";
+import { RUNNER_SOURCE, RunnerClient, runnerArgv, spawnThroughRunner, type RunnerTransport } from "../../../sdk/backends/shared/runner/index.js";
 
 /** The runner as a plain host process over `root`, offering the hand-off with the pid `hostPid` picks. */
-function handingRunner(root: string, hostPid: (child: number, nsPid: number) => Promise<number | undefined>): RunnerTransport {
+function handingRunner(root: string, hostPid: (child: number, nsPid: number) => Promise<number | undefined>, relayed = false): RunnerTransport {
   const [cmd, ...args] = runnerArgv("python3", root, RUNNER_SOURCE);
   const child = spawn(cmd!, args, { stdio: ["pipe", "pipe", "pipe"], detached: true });
   return {
@@ -22,6 +22,7 @@ function handingRunner(root: string, hostPid: (child: number, nsPid: number) => 
     exited: new Promise((resolve) => child.once("close", () => resolve({ why: "" }))),
     kill: () => process.kill(-child.pid!, "SIGKILL"),
     runnerHostPid: (ns) => hostPid(child.pid!, ns),
+    relayed,
   };
 }
 
@@ -113,6 +114,56 @@ describe("runner descriptor hand-off", () => {
         // No temp file is left beside the target, and the old content survived the refused exclusive write.
         expect(await fs.readdir(root)).toEqual(["f.bin"]);
         expect((await fs.readFile(path.join(root, "f.bin"))).equals(big)).toBe(true);
+      } finally {
+        await client.stop();
+      }
+    }
+  });
+
+  it("opens a private pipe only when the descriptor is a FIFO with the reported inode", async () => {
+    const file = path.join(dir, "a");
+    const f = holder(file);
+    const ino = String(statSync(file).ino);
+    expect(() => openRunnerPipes(f.pid!, ["0", ino, "0", ino])).toThrow(/not its pipe/);
+    const fifo = path.join(dir, "fifo");
+    execFileSync("mkfifo", [fifo]);
+    const p = holder(fifo, "r+");
+    const pino = String(statSync(fifo).ino);
+    expect(() => openRunnerPipes(p.pid!, ["0", String(BigInt(pino) + 1n), "0", pino])).toThrow(/not its pipe/);
+    expect(() => openRunnerPipes(p.pid!, ["0", "x", "0", pino])).toThrow(/bad pipe pair/);
+    const both = openRunnerPipes(p.pid!, ["0", pino, "0", pino]);
+    closeSync(both.w);
+    closeSync(both.r);
+  });
+
+  it("a relayed transport moves to the runner's private pipe pair with the runner's pid, and stays put with another", async () => {
+    const big = Buffer.alloc(2 << 20, 9);
+    const cases: [string, (child: number, ns: number) => Promise<number | undefined>, string][] = [
+      ["runner", async (child, ns) => matchRunnerPid([child], ns), "private"],
+      ["stranger", async () => process.pid, "transport"],
+    ];
+    for (const [name, pick, channel] of cases) {
+      const root = await fs.mkdtemp(path.join(dir, `relayed-${name}-`));
+      const client = new RunnerClient(handingRunner(root, pick, true));
+      try {
+        // Calls made before the move finish where they started; the rest take the pair.
+        const early = client.exec({ argv: ["sh", "-c", "sleep 0.3; echo early"], cwd: "", env: {}, maxOutputBytes: 64 });
+        await client.ready;
+        for (let i = 0; i < 100 && client.channel !== channel; i++) await new Promise((r) => setTimeout(r, 10));
+        expect(client.channel, name).toBe(channel);
+        const p = spawnThroughRunner(Promise.resolve({ client }), { argv: ["cat"], cwd: "", env: {} });
+        const echoed: Buffer[] = [];
+        p.stdout.on("data", (c: Buffer) => echoed.push(c));
+        p.stdin.end(big);
+        const results = await Promise.all([
+          early,
+          ...Array.from({ length: 8 }, (_, i) => client.exec({ argv: ["echo", `n${i}`], cwd: "", env: {}, maxOutputBytes: 64 })),
+          ...Array.from({ length: 4 }, (_, i) => client.write(`f${i}.bin`, "w", big, undefined).then(() => client.read(`f${i}.bin`, undefined))),
+        ]);
+        expect(results.slice(0, 9).map((r) => (r as { stdout: Buffer }).stdout.toString())).toEqual(["early\n", ...Array.from({ length: 8 }, (_, i) => `n${i}\n`)]);
+        for (const r of results.slice(9)) expect((r as Buffer).equals(big)).toBe(true);
+        expect(await p.exited).toBe(0);
+        expect(Buffer.concat(echoed).equals(big)).toBe(true);
       } finally {
         await client.stop();
       }

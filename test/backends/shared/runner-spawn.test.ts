@@ -93,7 +93,7 @@ describe("spawn through the runner", () => {
     const missing = spawn(["true"], { cwd: "nope" });
     const why = collect(missing.stderr);
     expect(await missing.exited).toBe(127);
-    expect((await why).toString()).toMatch(/ENOENT/);
+    expect((await why).toString()).toMatch(/^spawn true: .*working directory 'nope'/);
     const nobin = spawn(["/no/such/binary"]);
     const said = collect(nobin.stderr);
     expect(await nobin.exited).toBe(127);

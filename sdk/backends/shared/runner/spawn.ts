@@ -1,7 +1,7 @@
 import { Readable, Writable } from "node:stream";
 import type { SandboxProcess } from "../../../sandbox.js";
 import type { RunnerSpawn, RunnerSpawnChannel } from "./client.js";
-import type { RunnerLease } from "./files.js";
+import { cwdError, type RunnerLease } from "./files.js";
 
 /** Unacknowledged bytes per stream, each way: what a flooding process can have in flight (then its pipe fills). */
 export const SPAWN_WINDOW = 1 << 20;
@@ -81,7 +81,8 @@ class RunnerProcess implements SandboxProcess {
         if (this.#inFlight < SPAWN_WINDOW) this.#unblock();
       },
       exit: (code) => this.#end(code < 0 ? null : code),
-      failed: (e, code) => this.#end(code, `${e.message}\n`),
+      // A refused cwd reads as LocalSandbox's error for it; the runner's death as itself.
+      failed: (e, code) => this.#end(code, `spawn ${req.argv[0] ?? ""}: ${(cwdError(e, req.cwd) as Error).message}\n`),
     });
     return {
       write: (chunk, cb) => {
