@@ -14,6 +14,9 @@
 #   env     print `export KUBECONFIG=... AGENTWS_K8S_IMAGE=...` for eval
 #   status  exit 0 when the cluster answers
 #   wait    wait for a concurrent `up` (the ready file) for at most SECONDS (default 1500)
+#   restart COMPONENT   SIGKILL one component and start it again (fault tests)
+#   kubectl-path        print the cached kubectl's path
+#   cached  exit 0 when the binaries and images are cached (an `up` then takes seconds)
 # Pinned: k8s 1.34.x because this machine has cgroup v1 and Debian's containerd 1.6.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -292,7 +295,13 @@ serializeImagePulls: false
 EOF
 }
 
-start() { local name=$1; shift; setsid "$@" >"$K/logs/$name.log" 2>&1 </dev/null 8>&- 9>&- & echo $! > "$K/pids/$name.pid"; }
+start() { local name=$1; shift; printf '%s\0' "$@" > "$K/pids/$name.cmd"
+  setsid "$@" >>"$K/logs/$name.log" 2>&1 </dev/null 8>&- 9>&- & echo $! > "$K/pids/$name.pid"; }
+# Fault tests: kill one component (SIGKILL, no clean shutdown) and start it again with the same command line.
+restart_component() { local name=$1 f="$K/pids/$1.cmd"; [ -f "$f" ] || die "no component '$name' running"
+  local p; p="$(cat "$K/pids/$name.pid")"; kill -9 "$p" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+  local -a cmd; mapfile -d '' cmd < "$f"; start "$name" "${cmd[@]}"; log "restarted $name"; }
 alive() { local f="$K/pids/$1.pid"; [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; }
 waitfor() { local what=$1 n=$2; shift 2
   for _ in $(seq 1 "$n"); do "$@" >/dev/null 2>&1 && { log "$what"; return 0; }; sleep 0.2; done
@@ -433,5 +442,9 @@ case "${1:-}" in
   env) env_lines ;;
   status) if answers && [ -f "$READY" ]; then echo running; else echo stopped; exit 1; fi ;;
   wait) wait_ready "${2:-1500}" ;;
-  *) echo "usage: $0 build|up|down|env|status|wait [SECONDS]" >&2; exit 2 ;;
+  kubectl-path) echo "$BIN/kubectl" ;;
+  restart) restart_component "${2:?component: etcd, containerd, apiserver, controller-manager, scheduler or kubelet}" ;;
+  cached) for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd pause; do [ -x "$BIN/$b" ] || exit 1; done
+    [ -s "$CACHE/images/workspace.tar" ] && [ -s "$CACHE/images/pause.tar" ] ;;
+  *) echo "usage: $0 build|up|down|env|status|wait [SECONDS]|cached|restart COMPONENT|kubectl-path" >&2; exit 2 ;;
 esac

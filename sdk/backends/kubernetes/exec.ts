@@ -82,7 +82,8 @@ export function openExec(target: PodRef, argv: string[]): ExecStream {
     done,
     close: () => {
       closed = true;
-      socket?.terminate ? socket.terminate() : socket?.close();
+      if (socket?.terminate) socket.terminate();
+      else socket?.close();
     },
     ref: () => {
       held = true;
