@@ -2,6 +2,7 @@ import { PassThrough, Writable } from "node:stream";
 import { Exec, type V1Status } from "@kubernetes/client-node";
 import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../shared/runner/index.js";
 import type { KubeClients } from "./client.js";
+import { UnavailableError } from "../../errors.js";
 import { kubeError, shortMessage } from "./client.js";
 import { CONTAINER, WORKDIR } from "./names.js";
 
@@ -99,6 +100,8 @@ export function openExec(target: PodRef, argv: string[]): ExecStream {
 /** A runner transport that says why it could not start (the Pod is gone, RBAC forbids exec...). */
 export interface K8sRunnerTransport extends RunnerTransport {
   readonly apiError: () => unknown;
+  /** The exec could not even reach the API server (restarting, unreachable): worth another try shortly. */
+  readonly transientError: () => boolean;
   end(why: string): void;
 }
 
@@ -111,10 +114,17 @@ export function startK8sRunner(target: PodRef): K8sRunnerTransport {
   let tail = "";
   x.stderr.on("data", (c: Buffer) => (tail = (tail + c.toString()).slice(-2000)));
   let apiError: unknown;
+  let transient = false;
   let reason = "";
   const exited = x.done.then(({ error, status }) => {
     if (error) {
-      apiError = kubeError(error, `exec into pod ${target.pod}`, target.clients.source);
+      const status = upgradeStatus(error);
+      transient = status === undefined;
+      // 404: the Pod is gone; 400: it is not running (yet, or any more). Both "unavailable": a resume may fix them.
+      apiError =
+        status === 404 || status === 400
+          ? new UnavailableError(`pod ${target.namespace}/${target.pod} is gone or not running (exec answered ${status})`, { cause: error })
+          : kubeError(status === undefined ? error : Object.assign(new Error(shortMessage(error)), { code: status }), `exec into pod ${target.pod}`, target.clients.source);
       return { why: shortMessage(error) };
     }
     const code = exitCodeOf(status);
@@ -132,7 +142,14 @@ export function startK8sRunner(target: PodRef): K8sRunnerTransport {
       x.close();
     },
     apiError: () => apiError,
+    transientError: () => transient,
   };
+}
+
+/** The HTTP status of a refused websocket upgrade ("Unexpected server response: 404"), undefined for a transport failure. */
+export function upgradeStatus(e: unknown): number | undefined {
+  const m = /Unexpected server response: (\d{3})/.exec(String((e as { message?: string })?.message ?? e));
+  return m ? Number(m[1]) : undefined;
 }
 
 /** A Writable that drops what it is given (for a stream nobody reads). */

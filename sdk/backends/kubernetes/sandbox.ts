@@ -8,6 +8,8 @@ import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerLease } from "../sh
 import { exitCodeOf, openExec, startK8sRunner, type K8sRunnerTransport, type PodRef } from "./exec.js";
 import { WORKDIR } from "./names.js";
 
+/** How long starting the runner waits out an API server that does not answer (a restart takes seconds). */
+const RUNNER_RETRY_MS = 60_000;
 /** Every process `spawn` starts carries this marker in its environment, so it (and its children) can be killed from inside. */
 const MARKER = "AGENTWS_SPAWN";
 const KILL_SCRIPT = `for d in /proc/[0-9]*; do
@@ -145,18 +147,28 @@ export class K8sSandbox implements Sandbox {
     return this.#rf.createFile(rel, data);
   }
 
-  /** The live runner for one call; after close() a runner of its own, stopped when the call is done. */
+  /**
+   * The live runner for one call; after close() a runner of its own, stopped when the call is done.
+   * An API server that is restarting is waited for (RUNNER_RETRY_MS); a refusal is the caller's error.
+   */
   async #lease(): Promise<RunnerLease> {
-    const lease: RunnerLease = this.#closed ? this.#runners.oneShot() : { client: this.#runners.get() };
-    try {
-      await lease.client.ready;
-    } catch (e) {
-      lease.release?.();
-      // The API refused the exec (the Pod is gone or not running, RBAC): its clear error, not "runner stopped".
-      const api = (lease.client.transport as K8sRunnerTransport).apiError();
-      throw api ?? e;
+    const until = Date.now() + RUNNER_RETRY_MS;
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+      const lease: RunnerLease = this.#closed ? this.#runners.oneShot() : { client: this.#runners.get() };
+      try {
+        await lease.client.ready;
+        return lease;
+      } catch (e) {
+        lease.release?.();
+        const t = lease.client.transport as K8sRunnerTransport;
+        if (t.transientError() && Date.now() + delay < until) {
+          await new Promise((r) => setTimeout(r, delay));
+          continue;
+        }
+        // The API refused the exec (the Pod is gone or not running, RBAC): its clear error, not "runner stopped".
+        throw t.apiError() ?? e;
+      }
     }
-    return lease;
   }
 
   async #killMarker(marker: string): Promise<void> {

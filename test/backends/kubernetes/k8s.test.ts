@@ -144,7 +144,7 @@ describe.skipIf(!cluster)("Kubernetes backend (real cluster)", () => {
     expect(await objectsFor(c, w)).toEqual({ pods: [], pvcs: [objectName(w)] });
     expect((await driver().find(w))!.state).toBe("paused");
 
-    const back = await fixture.create({ workspaceId: w });
+    const back = new K8sWorkspace({ ...spec, workspaceId: w });
     await back.initialize();
     expect(back.ensureOutcome).toBe("resumed");
     const sb2 = back.getBackend();
