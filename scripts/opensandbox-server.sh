@@ -60,7 +60,7 @@ type = "docker"
 execd_image = "$EXECD_IMAGE"
 
 [storage]
-allowed_host_paths = []
+allowed_host_paths = ["${AGENTWS_OPENSANDBOX_VOLUMES:-${TMPDIR:-/tmp}}"]
 
 [store]
 type = "sqlite"

@@ -8,10 +8,12 @@ import type { Driver } from "../../sdk/backends/driver.js";
 import { driverContract } from "./driver/driver.contract.js";
 import { sandboxContract } from "./driver/sandbox.contract.js";
 import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
+import { openSandboxServer } from "../support/opensandbox-server.js";
 
 /** The driver and sandbox contracts on every registered backend, each driver built through the registry. */
-const extra: Partial<Record<BackendKind, Record<string, unknown>>> = { docker: { baseImage: BASE_IMAGE, network: "none" } };
+const extra: Partial<Record<BackendKind, Record<string, unknown>>> = { docker: { baseImage: BASE_IMAGE, network: "none" }, opensandbox: { image: BASE_IMAGE } };
 const engine = BACKEND_KINDS.includes("docker" as BackendKind) ? await dockerEngine() : null;
+if (BACKEND_KINDS.includes("opensandbox" as BackendKind) && process.env.AGENTWS_SKIP_OPENSANDBOX !== "1") await openSandboxServer();
 const backends = await Promise.all(BACKEND_KINDS.map(async (kind) => ({ kind, module: await loadBackend(kind) })));
 
 for (const { kind, module } of backends) {
