@@ -8,14 +8,17 @@
 #     tagged by the hash of its files. Production deployments use the real execd;
 #   - the server with its own HOME (it writes $HOME/.opensandbox), config, port and log.
 # Usage: scripts/opensandbox-server.sh start | stop | env | status
+# A second instance: AGENTWS_OPENSANDBOX_STATE=<dir> AGENTWS_OPENSANDBOX_PORT=<port> AGENTWS_OPENSANDBOX_PORTS=<min-max>.
 # `start` and `env` print `export OPEN_SANDBOX_DOMAIN=127.0.0.1:<port>` on stdout.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSION="${OPENSANDBOX_SERVER_VERSION:-1.1.1}"
 CACHE="${AGENTWS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-workspaces}"
 VENV="$CACHE/opensandbox-server-$VERSION/venv"
-STATE="$CACHE/opensandbox"
+STATE="${AGENTWS_OPENSANDBOX_STATE:-$CACHE/opensandbox}"
 PORT="${AGENTWS_OPENSANDBOX_PORT:-38080}"
+# Host ports for the sandboxes' execd and 8080; a second instance (own STATE and PORT) takes its own range.
+PORTS="${AGENTWS_OPENSANDBOX_PORTS:-47000-47999}"
 BASE_IMAGE="${AGENTWS_BASE_IMAGE:-agentws-base:bookworm}"
 PIDFILE="$STATE/server.pid"
 log() { echo "[opensandbox] $*" >&2; }
@@ -68,8 +71,8 @@ path = "$STATE/home/opensandbox.db"
 
 [docker]
 network_mode = "bridge"
-port_range_min = 47000
-port_range_max = 47999
+port_range_min = ${PORTS%-*}
+port_range_max = ${PORTS#*-}
 publish_host = "127.0.0.1"
 drop_capabilities = ["AUDIT_WRITE", "MKNOD", "NET_ADMIN", "NET_RAW", "SYS_ADMIN", "SYS_MODULE", "SYS_PTRACE", "SYS_TIME", "SYS_TTY_CONFIG"]
 no_new_privileges = true

@@ -20,6 +20,8 @@ export const REFERENCE_KEY = "agentscope.workspace.id";
 const LIVE_STATES = ["Creating", "Running", "Pausing", "Paused", "Resuming"];
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const PAGE = 100;
+/** How long a sandbox `find` saw stays the one `connect` re-reads by id. */
+const RECENT_MS = 5_000;
 
 /**
  * OpenSandbox lifecycle through `@alibaba-group/opensandbox`: one sandbox per workspace, found again
@@ -36,6 +38,12 @@ export class OpenSandboxDriver implements Driver {
   readonly scope: string;
   readonly #apiKey: string | undefined;
   #manager: SandboxManager | undefined;
+  /**
+   * The last sandbox `find` saw per workspace id, for `connect` right after an ensure: it re-reads
+   * that one sandbox by id (one inspect) instead of listing again. Listing walks every container on
+   * the server's engine, the slow call on a busy host.
+   */
+  readonly #recent = new Map<string, { sandboxId: string; at: number }>();
 
   constructor(spec: Partial<OpenSandboxBackendSpec> = {}) {
     const parsed = OpenSandboxBackendSchema.safeParse({ kind: "opensandbox", ...spec });
@@ -101,6 +109,7 @@ export class OpenSandboxDriver implements Driver {
     }
     // Convergence: every creator keeps the oldest sandbox carrying the id; a loser removes its own.
     const winner = await this.#winner(id);
+    if (winner) this.#remember(id, winner.id);
     if (winner && winner.id !== mine) {
       await this.#sandboxes.killSandbox(mine).catch(() => undefined);
       ctx.logger?.info("another replica created this workspace's sandbox first; removed ours", { workspaceId: id, kept: winner.id });
@@ -114,7 +123,25 @@ export class OpenSandboxDriver implements Driver {
   async find(workspaceId: string): Promise<BackendDescription | null> {
     const id = parseWorkspaceId(workspaceId);
     const winner = await this.#winner(id);
+    if (winner) this.#remember(id, winner.id);
+    else this.#recent.delete(id);
     return winner ? this.#describe(id, winner) : null;
+  }
+
+  #remember(id: string, sandboxId: string): void {
+    this.#recent.delete(id);
+    if (this.#recent.size >= 1024) this.#recent.delete(this.#recent.keys().next().value as string);
+    this.#recent.set(id, { sandboxId, at: Date.now() });
+  }
+
+  /** The workspace's sandbox: the one `find` saw moments ago when it is still there, else a fresh find. */
+  async #current(id: string): Promise<BackendDescription | null> {
+    const r = this.#recent.get(id);
+    if (r && Date.now() - r.at < RECENT_MS) {
+      const info = await this.#sandboxes.getSandboxInfo(r.sandboxId).catch(() => null);
+      if (info && LIVE_STATES.includes(info.status.state) && info.metadata?.[LABELS.workspaceId] === id) return this.#describe(id, info);
+    }
+    return this.find(id);
   }
 
   async list(selector: ListSelector = {}): Promise<BackendDescription[]> {
@@ -149,7 +176,7 @@ export class OpenSandboxDriver implements Driver {
 
   /** Resumes a paused sandbox and waits until it runs; never creates one (a gone sandbox is a NotFoundError). */
   async resume(workspaceId: string): Promise<void> {
-    const d = await this.find(workspaceId);
+    const d = await this.#current(parseWorkspaceId(workspaceId));
     if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'`, { field: "workspaceId" });
     const sid = d.location.sandboxId!;
     if (d.location.status === "Paused" || d.location.status === "Pausing") {
@@ -222,7 +249,7 @@ export class OpenSandboxDriver implements Driver {
   }
 
   async connect(workspaceId: string, ctx: DriverContext = {}): Promise<OpenSandboxSandbox> {
-    const d = await this.find(workspaceId);
+    const d = await this.#current(parseWorkspaceId(workspaceId));
     if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'; create it first`, { field: "workspaceId" });
     if (d.state !== "running") throw new UnavailableError(`opensandbox workspace '${workspaceId}' is ${d.state}; resume it first`);
     const sid = d.location.sandboxId!;
