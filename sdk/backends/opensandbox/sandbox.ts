@@ -43,10 +43,10 @@ echo ${HELPER_VERSION} > /opt/agentws/helper.version`;
 
 /**
  * A running OpenSandbox sandbox as a Sandbox. Commands run through execd (`commands.run`), whose
- * output arrives as lines with the newline stripped: exec's stdout and stderr are rebuilt as those
- * lines joined by "\n" with a final "\n" (`lineBased: true` on the result), so a trailing newline
- * or a lone "\r" is not kept. File bytes go through execd's upload and download, exactly; file
- * metadata and spawned processes go through the in-sandbox helper (see helper-source.ts).
+ * stream delivers output as lines with the newline stripped; so exec sends the command's stdout
+ * and stderr to files and reads them back through the file API, byte for byte (stdin likewise
+ * goes up as a file). File bytes go through execd's upload and download, exactly; file metadata
+ * and spawned processes go through the in-sandbox helper (see helper-source.ts).
  */
 export class OpenSandboxSandbox implements Sandbox {
   readonly kind = "opensandbox";
@@ -106,26 +106,26 @@ export class OpenSandboxSandbox implements Sandbox {
       .finally(() => (this.#renewing = undefined));
   }
 
-  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult & { lineBased: true }> {
-    if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false, lineBased: true };
+  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     this.#touch();
     const cwd = rel === "" ? OPENSANDBOX_WORKDIR : `${OPENSANDBOX_WORKDIR}/${rel}`;
-    let stdinFile: string | undefined;
-    if (options.stdin !== undefined) {
-      stdinFile = `/tmp/.agentws-stdin-${randomBytes(8).toString("hex")}`;
-      await this.#files("pass stdin", () => this.sbx.files.writeFiles([{ path: stdinFile!, data: toBytes(options.stdin!), mode: 600 }]));
-    }
+    const base = `/tmp/.agentws-exec-${randomBytes(8).toString("hex")}`;
+    const [inFile, outFile, errFile] = [`${base}.in`, `${base}.out`, `${base}.err`];
+    if (options.stdin !== undefined) await this.#files("pass stdin", () => this.sbx.files.writeFiles([{ path: inFile, data: toBytes(options.stdin!), mode: 600 }]));
     const script = [
       `cd -P -- ${q(cwd)} 2>/dev/null || { echo ${q(CWD_MISSING)} >&2; exit 66; }`,
       `case "$(pwd -P)" in ${OPENSANDBOX_WORKDIR}|${OPENSANDBOX_WORKDIR}/*) ;; *) echo ${q(CWD_ESCAPES)} >&2; exit 65;; esac`,
       // Opened, then unlinked: the stdin file never outlives the command.
-      stdinFile ? `exec 0<${q(stdinFile)}; rm -f -- ${q(stdinFile)}` : "exec 0</dev/null",
+      options.stdin !== undefined ? `exec 0<${q(inFile)}; rm -f -- ${q(inFile)}` : "exec 0</dev/null",
+      // execd turns a command's output into lines (newlines stripped): the bytes go to files, read back through the file API.
+      `umask 077; exec 1>${q(outFile)} 2>${q(errFile)}`,
       `exec ${argv.map(q).join(" ")}`,
     ].join("\n");
     const max = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
-    const out = new LineCollector(max);
-    const err = new LineCollector(max);
+    // Only our own prelude's refusals reach execd's stream (the program's output goes to the files).
+    const prelude = new LineCollector(4096);
     const controller = new AbortController();
     let commandId: string | undefined;
     const abort = () => {
@@ -145,8 +145,7 @@ export class OpenSandboxSandbox implements Sandbox {
       for await (const ev of stream) {
         const e = ev as { type?: string; text?: string; error?: { ename?: string; evalue?: string } };
         if (e.type === "init") commandId = e.text;
-        else if (e.type === "stdout") out.line(e.text ?? "");
-        else if (e.type === "stderr") err.line(e.text ?? "");
+        else if (e.type === "stderr") prelude.line(e.text ?? "");
         else if (e.type === "execution_complete") exitCode = 0;
         else if (e.type === "error") {
           ename = String(e.error?.ename ?? "");
@@ -155,19 +154,37 @@ export class OpenSandboxSandbox implements Sandbox {
         }
       }
     } catch (e) {
-      if (!controller.signal.aborted) throw openSandboxError(e, `run ${argv[0]}`);
+      if (!controller.signal.aborted) {
+        this.#discard([inFile, outFile, errFile]);
+        throw openSandboxError(e, `run ${argv[0]}`);
+      }
     } finally {
       options.signal?.removeEventListener("abort", abort);
-      if (stdinFile) void this.sbx.files.deleteFiles([stdinFile]).catch(() => undefined);
     }
-    const stderr = err.buffer();
-    const stderrText = stderr.toString();
-    if (exitCode === 65 && stderrText === `${CWD_ESCAPES}\n`) throw new PathEscapeError(rel, "the working directory resolves outside the workspace");
-    if (exitCode === 66 && stderrText === `${CWD_MISSING}\n`) throw new NotFoundError(`working directory '${rel}'`, { field: "cwd" });
+    const said = prelude.buffer().toString();
+    if (exitCode === 65 && said === `${CWD_ESCAPES}\n`) throw new PathEscapeError(rel, "the working directory resolves outside the workspace");
+    if (exitCode === 66 && said === `${CWD_MISSING}\n`) throw new NotFoundError(`working directory '${rel}'`, { field: "cwd" });
+    const [stdout, stderr] = await Promise.all([this.#output(outFile, max), this.#output(errFile, max)]);
+    this.#discard([inFile, outFile, errFile]);
     const timedOut = controller.signal.aborted || (exitCode === -1 && (options.timeoutMs !== undefined || /timeout/i.test(ename)));
-    const truncated = out.truncated || err.truncated;
-    if (timedOut) return { exitCode: -1, stdout: out.buffer(), stderr: stderr.length ? stderr : Buffer.from("timed out"), timedOut: true, truncated, lineBased: true };
-    return { exitCode: exitCode ?? -1, stdout: out.buffer(), stderr, timedOut: false, truncated, lineBased: true };
+    const truncated = stdout.truncated || stderr.truncated;
+    if (timedOut) return { exitCode: -1, stdout: stdout.bytes, stderr: stderr.bytes.length ? stderr.bytes : Buffer.from("timed out"), timedOut: true, truncated };
+    return { exitCode: exitCode ?? -1, stdout: stdout.bytes, stderr: stderr.bytes, timedOut: false, truncated };
+  }
+
+  /** A command's output file, its first `max` bytes through the file API; missing (the command never started) is empty. */
+  async #output(file: string, max: number): Promise<{ bytes: Buffer; truncated: boolean }> {
+    const size = await this.sbx.files.getFileInfo([file]).then(
+      (info) => info[file]?.size ?? 0,
+      () => 0,
+    );
+    if (size === 0) return { bytes: Buffer.alloc(0), truncated: false };
+    const bytes = Buffer.from(await this.#files("read a command's output", () => this.sbx.files.readBytes(file, { offset: 0, limit: Math.min(size, max) })));
+    return { bytes, truncated: size > max };
+  }
+
+  #discard(files: string[]): void {
+    void this.sbx.files.deleteFiles(files).catch(() => undefined);
   }
 
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
@@ -409,7 +426,7 @@ function fsError(e: unknown, rel: string): unknown {
   return new WorkspaceError("exec_failed", `opensandbox: file operation on '${rel}' failed (${e.status} ${e.code}): ${e.message}`, { field: rel });
 }
 
-/** Output lines as execd sends them ("\n" stands for an empty line), joined back with newlines, capped. */
+/** Lines as execd's stream sends them ("\n" stands for an empty line), joined back with newlines, capped. */
 class LineCollector {
   readonly #chunks: Buffer[] = [];
   #len = 0;

@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { LABELS } from "../../../sdk/backends/driver.js";
 import { OpenSandboxDriver, SCOPE_KEY } from "../../../sdk/backends/opensandbox/driver.js";
 import { OpenSandboxWorkspace } from "../../../sdk/backends/opensandbox/workspace.js";
-import type { OpenSandboxSandbox } from "../../../sdk/backends/opensandbox/sandbox.js";
 import { uniqueId } from "../../contract/fixture.js";
 import { ECHO_SERVER_IN_WORKSPACE, echoServerBundle } from "../../fixtures/mcp/bundle.js";
 import { OPENSANDBOX_TEST_IMAGE, openSandboxServer } from "../../support/opensandbox-server.js";
@@ -79,7 +78,7 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
     await expect(other.initialize()).rejects.toMatchObject({ code: "conflict" });
   });
 
-  it("pause then resume keeps every file's checksum and the MCP registrations; exec bytes are line-based, file bytes exact", async () => {
+  it("pause then resume keeps every file's checksum and the MCP registrations; exec and file bytes are exact", async () => {
     const w = id("pr");
     const ws = new OpenSandboxWorkspace({ workspaceId: w, ...spec() });
     await ws.initialize();
@@ -101,10 +100,12 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
     const before = await mcpTools(ws);
     expect(before.names).toEqual(["echo"]);
     expect(before.tools.length).toBeGreaterThan(0);
-    // exec: lines joined back, a missing final newline comes back as one (said by lineBased).
-    const r = (await sb.exec(["cat", "data/no-final-newline.txt"])) as Awaited<ReturnType<OpenSandboxSandbox["exec"]>>;
-    expect(r.stdout.toString()).toBe("line one\n\nline three\n");
-    expect(r.lineBased).toBe(true);
+    // exec output is exact too (through files, not execd's line stream): no final newline is added, "\r" and NULs kept.
+    expect((await sb.exec(["cat", "data/no-final-newline.txt"])).stdout.toString()).toBe("line one\n\nline three");
+    expect((await sb.exec(["cat", "data/nested/deep/b.bin"])).stdout.equals(files["data/nested/deep/b.bin"]!)).toBe(true);
+    const capped = await sb.exec(["head", "-c", "5000", "data/a.bin"], { maxOutputBytes: 1000 });
+    expect(capped).toMatchObject({ truncated: true, exitCode: 0 });
+    expect(capped.stdout.equals(files["data/a.bin"]!.subarray(0, 1000))).toBe(true);
     await ws.close(); // teardown "pause"
     expect((await ws.driver.find(w))!.state).toBe("paused");
 
@@ -161,6 +162,25 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
     } finally {
       await d.close();
       await run(script, ["stop"], { env, timeout: 60_000 }).catch(() => undefined);
+    }
+  });
+
+  it("finds a sandbox the Python reference tagged, so a service moving from it keeps its sandboxes", async () => {
+    const w = uniqueId("ref");
+    const { Sandbox } = await import("@alibaba-group/opensandbox");
+    const theirs = await Sandbox.create({ connectionConfig: { domain: server!.domain, disableMetrics: true }, image: OPENSANDBOX_TEST_IMAGE, metadata: { "agentscope.workspace.id": w }, timeoutSeconds: 600 });
+    const d = new OpenSandboxDriver({ image: OPENSANDBOX_TEST_IMAGE });
+    try {
+      const found = await d.find(w);
+      expect(found).toMatchObject({ workspaceId: w, state: "running", location: { sandboxId: theirs.id, origin: "agentscope" } });
+      const sb = await d.connect(w);
+      await sb.writeFile("moved.txt", "kept");
+      expect((await sb.readFile("moved.txt")).toString()).toBe("kept");
+      await sb.close();
+    } finally {
+      await theirs.kill().catch(() => undefined);
+      await theirs.close();
+      await d.close();
     }
   });
 
