@@ -98,7 +98,8 @@ case "${1:-}" in
     HOME="$STATE/home" OPENSANDBOX_INSECURE_SERVER=YES DOCKER_HOST="$DOCKER_HOST" \
       setsid "$VENV/bin/opensandbox-server" --config "$STATE/sandbox.toml" >"$STATE/server.log" 2>&1 </dev/null 9>&- &
     echo $! >"$PIDFILE"
-    for _ in $(seq 1 120); do
+    # 3-6 s on an idle machine; much longer on a loaded one (the imports alone).
+    for _ in $(seq 1 480); do
       if ready; then log "ready"; env_line; exit 0; fi
       running || break
       sleep 0.5
