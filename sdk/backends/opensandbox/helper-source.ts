@@ -7,7 +7,7 @@
  * lines). Every request body and process count is bounded; every request carries a token only
  * the host side knows (read from a root-only file through the file API).
  */
-export const HELPER_VERSION = "1";
+export const HELPER_VERSION = "2";
 export const HELPER_PORT = 8080;
 export const HELPER_PATH = "/opt/agentws/helper.py";
 export const HELPER_TOKEN_PATH = "/opt/agentws/helper.token";
@@ -69,29 +69,38 @@ def op_read(a):
         raise Fail(413, "too_large", str(st.st_size))
     return {"real": p, "size": st.st_size}
 
-def op_prepare(a):
-    d, b = parent_of(a["path"], True)
-    t = os.path.join(d, b)
-    if os.path.islink(t):
-        raise Fail(403, "path_escape", "is a symlink; refusing to write through it")
-    if os.path.isdir(t):
-        raise Fail(400, "is_dir", "is a directory")
-    if a.get("exclusive") and os.path.lexists(t):
-        raise Fail(409, "exists", "already exists")
-    return {"tmp": os.path.join(d, ".agentws-up-" + uuid.uuid4().hex)}
+def take_src(src):
+    # An upload the host made to an unguessable name in /tmp: opened without following links, then unlinked.
+    import re
+    if os.path.dirname(src) != "/tmp" or not re.fullmatch(r"\.agentws-up-[0-9a-f]{32}", os.path.basename(src)):
+        raise Fail(400, "invalid_argument", "bad upload name")
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    if not S.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Fail(400, "invalid_argument", "upload is not a file")
+    os.unlink(src)
+    return fd
 
-def check_tmp(d, tmp):
-    if os.path.dirname(tmp) != d or not os.path.basename(tmp).startswith(".agentws-up-"):
-        raise Fail(400, "invalid_argument", "bad temp name")
-    st = os.lstat(tmp)
-    if not S.S_ISREG(st.st_mode):
-        raise Fail(400, "invalid_argument", "temp is not a file")
+def copy_fd(src_fd, dst_fd):
+    while True:
+        chunk = os.read(src_fd, 1 << 20)
+        if not chunk:
+            break
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dst_fd, view):]
 
 def op_commit(a):
-    d, b = parent_of(a["path"], True)
-    t, tmp = os.path.join(d, b), a["tmp"]
+    src_fd = take_src(a["src"])
     try:
-        check_tmp(d, tmp)
+        d, b = parent_of(a["path"], True)
+        t = os.path.join(d, b)
+        if os.path.islink(t):
+            raise Fail(403, "path_escape", "is a symlink; refusing to write through it")
+        if os.path.isdir(t):
+            raise Fail(400, "is_dir", "is a directory")
+        if a.get("exclusive") and os.path.lexists(t):
+            raise Fail(409, "exists", "already exists")
         mode = a.get("mode")
         if mode is None:
             try:
@@ -99,43 +108,46 @@ def op_commit(a):
                 mode = S.S_IMODE(st.st_mode) if S.S_ISREG(st.st_mode) else 0o644
             except FileNotFoundError:
                 mode = 0o644
-        os.chmod(tmp, mode)
-        if a.get("exclusive"):
+        tmp = os.path.join(d, ".agentws-up-" + uuid.uuid4().hex)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
             try:
-                os.link(tmp, t)
-            except FileExistsError:
-                raise Fail(409, "exists", "already exists")
-        else:
-            if os.path.islink(t):
-                raise Fail(403, "path_escape", "is a symlink; refusing to write through it")
-            os.replace(tmp, t)
+                copy_fd(src_fd, fd)
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+            if a.get("exclusive"):
+                try:
+                    os.link(tmp, t)
+                except FileExistsError:
+                    raise Fail(409, "exists", "already exists")
+            else:
+                os.replace(tmp, t)
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
     finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+        os.close(src_fd)
     return {}
 
 def op_append(a):
-    d, b = parent_of(a["path"], True)
-    tmp = a["tmp"]
+    src_fd = take_src(a["src"])
     try:
-        check_tmp(d, tmp)
-        fd = os.open(os.path.join(d, b), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        d, b = parent_of(a["path"], True)
         try:
-            with open(tmp, "rb") as src:
-                while True:
-                    chunk = src.read(1 << 20)
-                    if not chunk:
-                        break
-                    os.write(fd, chunk)
+            fd = os.open(os.path.join(d, b), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as e:
+            if e.errno == 40:
+                raise Fail(403, "path_escape", "is a symlink; refusing to write through it")
+            if e.errno == 21:
+                raise Fail(400, "is_dir", "is a directory")
+            raise
+        try:
+            copy_fd(src_fd, fd)
         finally:
             os.close(fd)
-    except OSError as e:
-        if e.errno == 40:
-            raise Fail(403, "path_escape", "is a symlink; refusing to write through it")
-        raise
     finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+        os.close(src_fd)
     return {}
 
 def op_list(a):
@@ -204,7 +216,7 @@ def op_cwd(a):
         raise Fail(400, "not_dir", "not a directory")
     return {"real": p}
 
-OPS = {"read": op_read, "prepare": op_prepare, "commit": op_commit, "append": op_append, "list": op_list, "stat": op_stat,
+OPS = {"read": op_read, "commit": op_commit, "append": op_append, "list": op_list, "stat": op_stat,
        "remove": op_remove, "mkdir": op_mkdir, "rename": op_rename, "cwd": op_cwd}
 
 class Proc:

@@ -17,6 +17,10 @@ export const OPENSANDBOX_WORKDIR = "/workspace";
 /** Markers our exec prelude prints before exiting when the cwd is unusable (never a program's output: the program has not started). */
 const CWD_MISSING = "agentws: cwd is missing";
 const CWD_ESCAPES = "agentws: cwd escapes the workspace";
+/** The line our exec wrapper ends execd's stream with: the sizes of the command's stdout and stderr files. */
+const SIZES = "agentws-exec-sizes";
+/** Reads up to this size are fetched alongside their confinement check (one round trip instead of two). */
+const OPTIMISTIC_READ = 1024 * 1024;
 /** Largest helper answer we parse (a directory listing of 100 000 entries fits). */
 const MAX_HELPER_ANSWER = 32 * 1024 * 1024;
 
@@ -119,13 +123,18 @@ export class OpenSandboxSandbox implements Sandbox {
       `case "$(pwd -P)" in ${OPENSANDBOX_WORKDIR}|${OPENSANDBOX_WORKDIR}/*) ;; *) echo ${q(CWD_ESCAPES)} >&2; exit 65;; esac`,
       // Opened, then unlinked: the stdin file never outlives the command.
       options.stdin !== undefined ? `exec 0<${q(inFile)}; rm -f -- ${q(inFile)}` : "exec 0</dev/null",
-      // execd turns a command's output into lines (newlines stripped): the bytes go to files, read back through the file API.
-      `umask 077; exec 1>${q(outFile)} 2>${q(errFile)}`,
-      `exec ${argv.map(q).join(" ")}`,
+      // execd turns a command's output into lines (newlines stripped): the bytes go to files, read
+      // back through the file API; only the sizes travel on execd's stream (empty files are not fetched).
+      `umask 077; exec 3>&1 1>${q(outFile)} 2>${q(errFile)}`,
+      `${argv.map(q).join(" ")} 3>&-`,
+      `c=$?; o=$(wc -c <${q(outFile)}); e=$(wc -c <${q(errFile)})`,
+      `[ "$o" = 0 ] && rm -f -- ${q(outFile)}; [ "$e" = 0 ] && rm -f -- ${q(errFile)}`,
+      `printf '\\n${SIZES} %s %s\\n' "$o" "$e" >&3; exit $c`,
     ].join("\n");
     const max = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
     // Only our own prelude's refusals reach execd's stream (the program's output goes to the files).
     const prelude = new LineCollector(4096);
+    let sizes: [number, number] | undefined;
     const controller = new AbortController();
     let commandId: string | undefined;
     const abort = () => {
@@ -146,6 +155,10 @@ export class OpenSandboxSandbox implements Sandbox {
         const e = ev as { type?: string; text?: string; error?: { ename?: string; evalue?: string } };
         if (e.type === "init") commandId = e.text;
         else if (e.type === "stderr") prelude.line(e.text ?? "");
+        else if (e.type === "stdout" && e.text?.startsWith(`${SIZES} `)) {
+          const [o, r] = e.text.slice(SIZES.length + 1).split(" ").map(Number);
+          if (Number.isSafeInteger(o) && Number.isSafeInteger(r)) sizes = [o!, r!];
+        }
         else if (e.type === "execution_complete") exitCode = 0;
         else if (e.type === "error") {
           ename = String(e.error?.ename ?? "");
@@ -164,23 +177,25 @@ export class OpenSandboxSandbox implements Sandbox {
     const said = prelude.buffer().toString();
     if (exitCode === 65 && said === `${CWD_ESCAPES}\n`) throw new PathEscapeError(rel, "the working directory resolves outside the workspace");
     if (exitCode === 66 && said === `${CWD_MISSING}\n`) throw new NotFoundError(`working directory '${rel}'`, { field: "cwd" });
-    const [stdout, stderr] = await Promise.all([this.#output(outFile, max), this.#output(errFile, max)]);
-    this.#discard([inFile, outFile, errFile]);
+    // Sizes from the stream when the command ran to its end; otherwise (killed, timed out) whatever the files hold.
+    const [stdout, stderr] = await Promise.all([this.#output(outFile, max, sizes?.[0]), this.#output(errFile, max, sizes?.[1])]);
+    if (!sizes || sizes[0] > 0 || sizes[1] > 0 || options.stdin !== undefined) this.#discard([inFile, outFile, errFile]);
     const timedOut = controller.signal.aborted || (exitCode === -1 && (options.timeoutMs !== undefined || /timeout/i.test(ename)));
     const truncated = stdout.truncated || stderr.truncated;
     if (timedOut) return { exitCode: -1, stdout: stdout.bytes, stderr: stderr.bytes.length ? stderr.bytes : Buffer.from("timed out"), timedOut: true, truncated };
     return { exitCode: exitCode ?? -1, stdout: stdout.bytes, stderr: stderr.bytes, timedOut: false, truncated };
   }
 
-  /** A command's output file, its first `max` bytes through the file API; missing (the command never started) is empty. */
-  async #output(file: string, max: number): Promise<{ bytes: Buffer; truncated: boolean }> {
-    const size = await this.sbx.files.getFileInfo([file]).then(
-      (info) => info[file]?.size ?? 0,
-      () => 0,
-    );
+  /** A command's output file, its first `max` bytes through the file API; missing (the command never started) or empty is empty. */
+  async #output(file: string, max: number, size: number | undefined): Promise<{ bytes: Buffer; truncated: boolean }> {
     if (size === 0) return { bytes: Buffer.alloc(0), truncated: false };
-    const bytes = Buffer.from(await this.#files("read a command's output", () => this.sbx.files.readBytes(file, { offset: 0, limit: Math.min(size, max) })));
-    return { bytes, truncated: size > max };
+    const limit = size === undefined ? max + 1 : Math.min(size, max);
+    const got = await this.sbx.files.readBytes(file, { offset: 0, limit }).then(
+      (b) => Buffer.from(b),
+      () => Buffer.alloc(0),
+    );
+    const truncated = size === undefined ? got.length > max : size > max;
+    return { bytes: got.length > max ? got.subarray(0, max) : got, truncated };
   }
 
   #discard(files: string[]): void {
@@ -257,7 +272,20 @@ export class OpenSandboxSandbox implements Sandbox {
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
     const clean = checkRelativePath(rel);
-    const { real, size } = await this.#fs<{ real: string; size: number }>("read", clean, { ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}) });
+    const direct = clean === "" ? OPENSANDBOX_WORKDIR : `${OPENSANDBOX_WORKDIR}/${clean}`;
+    // The confinement check and an optimistic download of up to OPTIMISTIC_READ bytes go out together;
+    // the bytes are used only when the helper says the name is a file of that size at that very path.
+    const optimistic = Math.min(options.maxBytes ?? OPTIMISTIC_READ, OPTIMISTIC_READ);
+    const early = this.sbx.files.readBytes(direct, { offset: 0, limit: optimistic + 1 }).then(
+      (b) => Buffer.from(b),
+      () => null,
+    );
+    const { real, size } = await this.#fs<{ real: string; size: number }>("read", clean, { ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}) }).catch(async (e: unknown) => {
+      await early;
+      throw e;
+    });
+    const got = await early;
+    if (got && real === direct && got.length === size && size <= optimistic) return got;
     if (size === 0) return Buffer.alloc(0);
     const limit = options.maxBytes === undefined ? size : Math.min(size, options.maxBytes);
     return Buffer.from(await this.#files(`read '${clean}'`, () => this.sbx.files.readBytes(real, { offset: 0, limit })));
@@ -265,16 +293,21 @@ export class OpenSandboxSandbox implements Sandbox {
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
     const clean = nonRoot(checkRelativePath(rel));
-    const { tmp } = await this.#fs<{ tmp: string }>("prepare", clean, { exclusive: options.exclusive ?? false });
-    await this.#files(`write '${clean}'`, () => this.sbx.files.writeFiles([{ path: tmp, data: toBytes(data), mode: 600 }]));
-    await this.#fs("commit", clean, { tmp, exclusive: options.exclusive ?? false, ...(options.mode !== undefined ? { mode: options.mode } : {}) });
+    const src = await this.#upload(`write '${clean}'`, data);
+    await this.#fs("commit", clean, { src, exclusive: options.exclusive ?? false, ...(options.mode !== undefined ? { mode: options.mode } : {}) });
   }
 
   async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
     const clean = nonRoot(checkRelativePath(rel));
-    const { tmp } = await this.#fs<{ tmp: string }>("prepare", clean, {});
-    await this.#files(`append to '${clean}'`, () => this.sbx.files.writeFiles([{ path: tmp, data: toBytes(data), mode: 600 }]));
-    await this.#fs("append", clean, { tmp });
+    const src = await this.#upload(`append to '${clean}'`, data);
+    await this.#fs("append", clean, { src });
+  }
+
+  /** Uploads bytes through execd to an unguessable name in the sandbox's /tmp; the helper moves them into place. */
+  async #upload(what: string, data: Uint8Array | string): Promise<string> {
+    const src = `/tmp/.agentws-up-${randomBytes(16).toString("hex")}`;
+    await this.#files(what, () => this.sbx.files.writeFiles([{ path: src, data: toBytes(data), mode: 600 }]));
+    return src;
   }
 
   async createFile(rel: string, data: Uint8Array | string): Promise<void> {
