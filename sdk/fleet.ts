@@ -64,7 +64,7 @@ export type SecretRef = z.infer<typeof SecretRefSchema>;
 export type SecretPath = (string | number)[];
 
 /**
- * Where a workspace spec holds secrets: every value of `backend.env` and of each default MCP
+ * Where a workspace spec holds secrets: every value of `backend.env`, `backend.apiKey`, and of each default MCP
  * server's `transport.headers` and `transport.env`. Works on raw input as well as parsed specs;
  * shapes that do not match are skipped (schema validation reports them).
  */
@@ -74,7 +74,11 @@ export function secretFieldPaths(spec: unknown): SecretPath[] {
     if (isObject(map)) for (const k of Object.keys(map)) paths.push([...base, k]);
   };
   if (!isObject(spec)) return paths;
-  if (isObject(spec.backend)) leaves(["backend", "env"], spec.backend.env);
+  if (isObject(spec.backend)) {
+    leaves(["backend", "env"], spec.backend.env);
+    // A backend's own credential (OpenSandbox's apiKey): a secret wherever the spec goes.
+    if (spec.backend.apiKey !== undefined) paths.push(["backend", "apiKey"]);
+  }
   if (Array.isArray(spec.defaultMcps))
     spec.defaultMcps.forEach((mcp: unknown, i) => {
       if (!isObject(mcp) || !isObject(mcp.transport)) return;

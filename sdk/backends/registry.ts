@@ -6,6 +6,7 @@ import { BubblewrapBackendSchema } from "./bubblewrap/schema.js";
 import { DockerBackendSchema } from "./docker/schema.js";
 import { KubernetesBackendSchema } from "./kubernetes/schema.js";
 import { LocalBackendSchema } from "./local/schema.js";
+import { OpenSandboxBackendSchema } from "./opensandbox/schema.js";
 
 /**
  * The one place that maps a backend kind to its folder: schemas eager (option parsing, the fleet
@@ -13,7 +14,7 @@ import { LocalBackendSchema } from "./local/schema.js";
  * never loads Docker's code and Pulumi provider methods capture nothing. Adding a backend is a
  * folder plus one line in each list below.
  */
-export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema, KubernetesBackendSchema] as const;
+export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema, KubernetesBackendSchema, OpenSandboxBackendSchema] as const;
 
 type SpecOf<K extends BackendKind> = Extract<BackendSpec, { kind: K }>;
 
@@ -22,6 +23,7 @@ const MODULES: { [K in BackendKind]: () => Promise<{ backend: BackendModule<Spec
   bubblewrap: () => import("./bubblewrap/index.js"),
   docker: () => import("./docker/index.js"),
   kubernetes: () => import("./kubernetes/index.js"),
+  opensandbox: () => import("./opensandbox/index.js"),
 };
 
 /** Every registered kind, in registry order. */

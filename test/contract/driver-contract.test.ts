@@ -9,22 +9,38 @@ import { driverContract } from "./driver/driver.contract.js";
 import { sandboxContract } from "./driver/sandbox.contract.js";
 import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
 import { k8sCluster } from "../support/k8s-cluster.js";
+import { openSandboxServer } from "../support/opensandbox-server.js";
 
-/** The driver and sandbox contracts on every registered backend, each driver built through the registry. */
-const engine = BACKEND_KINDS.includes("docker" as BackendKind) ? await dockerEngine() : null;
-const cluster = BACKEND_KINDS.includes("kubernetes" as BackendKind) ? await k8sCluster() : null;
-const extra: Partial<Record<BackendKind, Record<string, unknown>>> = {
-  docker: { baseImage: BASE_IMAGE, network: "none" },
-  ...(cluster ? { kubernetes: { kubeconfig: cluster.kubeconfig, image: cluster.image } } : {}),
+/**
+ * How each backend runs here: why it cannot (a missing engine, cluster, server or emulator), and its
+ * options for "the same storage" (`main`) and "storage of its own": a basedir, a namespace, an account.
+ */
+interface Target {
+  unavailable?: string | false;
+  options(dir: string, main: boolean): Record<string, unknown>;
+  /** Cloud sandboxes keep their files in the sandbox: destroying one cannot keep them. */
+  destroyKeepsData?: boolean;
+  close?(): Promise<void>;
+}
+const has = (kind: string) => BACKEND_KINDS.includes(kind as BackendKind);
+const basedir = (extra: Record<string, unknown> = {}) => (dir: string) => ({ basedir: dir, ...extra });
+
+const engine = has("docker") ? await dockerEngine() : null;
+const cluster = has("kubernetes") ? await k8sCluster() : null;
+const osb = has("opensandbox") && process.env.AGENTWS_SKIP_OPENSANDBOX !== "1" ? await openSandboxServer() : null;
+const targets: Partial<Record<BackendKind, Target>> = {
+  docker: { unavailable: !engine && "no Docker engine", options: basedir({ baseImage: BASE_IMAGE, network: "none" }) },
+  kubernetes: {
+    unavailable: !cluster && "no Kubernetes cluster",
+    options: (_dir, main) => ({ kubeconfig: cluster?.kubeconfig, image: cluster?.image, namespace: main ? cluster?.namespace : cluster?.otherNamespace }),
+  },
+  opensandbox: { unavailable: !osb && "no OpenSandbox server", options: basedir({ image: BASE_IMAGE }) },
 };
-const missing: Partial<Record<BackendKind, string | false>> = { docker: !engine && "no Docker engine", kubernetes: !cluster && "no Kubernetes cluster" };
-/** What "the same storage" and "storage of its own" are per backend: a basedir, or a namespace. */
-const scope = (kind: BackendKind, dir: string, main: boolean): Record<string, unknown> =>
-  kind === "kubernetes" ? { namespace: main ? cluster!.namespace : cluster!.otherNamespace } : { basedir: dir };
 const backends = await Promise.all(BACKEND_KINDS.map(async (kind) => ({ kind, module: await loadBackend(kind) })));
 
 for (const { kind, module } of backends) {
-  const unavailable = missing[kind] || (await module.canRunHere(module.schema.parse({ kind, ...extra[kind] }) as never));
+  const target: Target = targets[kind] ?? { options: basedir() };
+  const unavailable = target.unavailable || (await module.canRunHere(module.schema.parse({ kind, ...target.options("/", true) }) as never));
   describe.skipIf(Boolean(unavailable) && !process.env.CI)(`${kind} driver`, () => {
     let base: string;
     let other: string;
@@ -35,9 +51,10 @@ for (const { kind, module } of backends) {
     afterAll(async () => {
       await fs.rm(base, { recursive: true, force: true });
       await fs.rm(other, { recursive: true, force: true });
+      await target.close?.();
     });
-    const make = (dir: () => string, main: boolean) => (): Driver => module.createDriver(module.schema.parse({ kind, ...scope(kind, dir(), main), ...extra[kind] }) as never);
-    const fixture = { name: kind, driver: make(() => base, true), elsewhere: make(() => other, false) };
+    const make = (dir: () => string, main: boolean) => (): Driver => module.createDriver(module.schema.parse({ kind, ...target.options(dir(), main) }) as never);
+    const fixture = { name: kind, driver: make(() => base, true), elsewhere: make(() => other, false), ...(target.destroyKeepsData === false ? { destroyKeepsData: false } : {}) };
     driverContract(fixture);
     sandboxContract(fixture);
   });
