@@ -42,8 +42,8 @@ export async function startTestService(options: { users?: string[]; limits?: Par
   const call = (user: string | null, method: string, route: string, body?: unknown, headers: Record<string, string> = {}) => {
     const h: Record<string, string> = { ...headers };
     if (user !== null) h.authorization = `Bearer ${tokens[user] ?? user}`;
-    let payload: BodyInit | undefined;
-    if (body instanceof FormData || typeof body === "string" || body instanceof Uint8Array) payload = body as BodyInit;
+    let payload: RequestInit["body"] | undefined;
+    if (body instanceof FormData || typeof body === "string" || body instanceof Uint8Array) payload = body as RequestInit["body"];
     else if (body !== undefined) {
       payload = JSON.stringify(body);
       h["content-type"] ??= "application/json";
