@@ -8,3 +8,4 @@ export { DEFAULT_LIMITS, type ServiceLimits } from "./context.js";
 export { SqliteSessionStore } from "./stores/sqlite.js";
 export { PostgresSessionStore } from "./stores/postgres.js";
 export type { SessionStore, SessionRecord, SessionPatch, ListOptions } from "./stores/store.js";
+export { serveFleet, openSessionStore, type ServeFleetOptions, type ServedFleet } from "./fleet-service.js";

@@ -1,6 +1,6 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import tar from "tar-stream";
-import { InvalidArgumentError, NotFoundError, TooLargeError, fromZodError } from "../../errors.js";
+import { ConflictError, InvalidArgumentError, NotFoundError, TooLargeError, fromZodError } from "../../errors.js";
 import type { ArchiveFormat } from "../../workspace/archive.js";
 import type { Skill } from "../../workspace/skills.js";
 import { resolve, type ServiceContext, type ServiceEnv, type ServiceLimits } from "../context.js";
@@ -48,7 +48,8 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
       const skill = await svc.installs.run(() =>
         ws.addSkillArchive(data, { format, ...(dirName ? { dirName } : {}), maxExtractedBytes: svc.limits.maxUploadBytes, agentId: record.agentId }),
       );
-      if (!skill) throw new InvalidArgumentError("archive", "holds no valid SKILL.md (front matter with a name and a description)");
+      // The workspace dedups by SKILL.md content: an identical skill is already there and nothing was copied.
+      if (!skill) throw new ConflictError("a skill with the same SKILL.md content is already installed for this agent; nothing was changed", { field: "SKILL.md" });
       return c.json(skillView(skill), 201);
     },
   );
