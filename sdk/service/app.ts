@@ -16,6 +16,7 @@ import { mcpEndpoint } from "./mcp-endpoint.js";
 import { ServiceMetrics } from "./metrics.js";
 import { fileRoutes } from "./routes/files.js";
 import { mcpRoutes } from "./routes/mcp.js";
+import { offloadRoutes } from "./routes/offload.js";
 import { sessionRoutes } from "./routes/sessions.js";
 import { skillRoutes } from "./routes/skills.js";
 import { statusRoutes } from "./routes/status.js";
@@ -119,6 +120,7 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   skillRoutes(app, svc);
   fileRoutes(app, svc);
   statusRoutes(app, svc);
+  offloadRoutes(app, svc);
   mcpEndpoint(app, svc);
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });

@@ -279,6 +279,22 @@ describe("workspace routes", () => {
   });
 });
 
+describe("offloading", () => {
+  it("writes tool results and context into sessions/<id>/, refusing bad bodies", async () => {
+    const a = await newSession("alice", "offload-agent");
+    const w = `/sessions/${a.sessionId}/workspace`;
+    const first = await json(await svc.call("alice", "POST", `${w}/offload/tool-result`, { id: "call-1", output: "x".repeat(100_000) }));
+    const second = await json(await svc.call("alice", "POST", `${w}/offload/tool-result`, { id: "call-1", output: "second" }));
+    expect(first.path).not.toBe(second.path);
+    expect(await fs.readFile(String(first.path), "utf8")).toBe("x".repeat(100_000));
+    const ctx = await json(await svc.call("alice", "POST", `${w}/offload/context`, { messages: [{ role: "user", content: "hi" }] }));
+    expect(String(ctx.path)).toMatch(/context\.jsonl$/);
+    await problem(await svc.call("alice", "POST", `${w}/offload/tool-result`, { id: "", output: "x" }), 400, "invalid_argument", "id");
+    await problem(await svc.call("alice", "POST", `${w}/offload/context`, { messages: [] }), 400, "invalid_argument", "messages");
+    await problem(await svc.call("bob", "POST", `${w}/offload/tool-result`, { id: "c", output: "x" }), 404, "not_found");
+  });
+});
+
 describe("service documents", () => {
   it("serves /openapi.json from the same schemas, /metrics, /healthz and problem bodies for unknown routes", async () => {
     const doc = await json(await fetch(`${svc.url}/openapi.json`));
