@@ -35,7 +35,7 @@ case "${1:-}" in
       as_pg "$BIN/initdb" -D "$DATA" -U postgres --auth=trust --encoding=UTF8 --no-instructions >/dev/null
     fi
     as_pg "$BIN/pg_ctl" -D "$DATA" -l "$STATE/postgres.log" -w -t 60 \
-      -o "-p $PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$STATE -c max_connections=200 -c fsync=off" start >/dev/null \
+      -o "-p $PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$STATE -c max_connections=200 -c fsync=off" start >/dev/null 9>&- \
       || { log "postgres did not start; last log lines:"; tail -n 30 "$STATE/postgres.log" >&2; exit 1; }
     log "ready on 127.0.0.1:$PORT"
     echo "export AGENTWS_TEST_POSTGRES_URL=$URL"
