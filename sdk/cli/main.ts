@@ -12,6 +12,11 @@ import type { BackendCommand } from "../backends/module.js";
 import { BACKEND_KINDS, backendCommands, loadBackend } from "../backends/registry.js";
 import type { BackendKind } from "../backends/spec.js";
 import { collectGarbage } from "../backends/gc.js";
+import { serveCommand, tokenCommand } from "./serve.js";
+import { execCommand, statusCommand } from "./workspaces.js";
+
+/** Commands with their own options, in their own modules. */
+const OWN_COMMANDS: Record<string, (argv: string[]) => Promise<number>> = { serve: serveCommand, token: tokenCommand, status: statusCommand, exec: execCommand };
 
 const USAGE = `agentws — provision agent workspaces with Pulumi (Automation API, no language host needed)
 
@@ -23,6 +28,10 @@ Usage:
   agentws destroy   [--stack local] --yes
   agentws outputs   [--stack local]                    (stack outputs as JSON; secrets masked)
   agentws gc        [--kind K]... [--basedir DIR] [--yes] (list runtime workspaces nobody owns; --yes removes them with their files)
+  agentws serve     [--stack local] [--backend local] [--store FILE|postgres://URL] [--tokens FILE] [--port 8787] [--host 127.0.0.1]
+  agentws token     <userId> [--store FILE|postgres://URL]   (a new bearer token; only its hash is stored)
+  agentws status    [--kind K]... [--basedir DIR] [--json]  (workspaces on every backend: state, owner, idle time)
+  agentws exec      <workspaceId> [--kind K] [--basedir DIR] -- <command> [args...]
 
 The program is Pulumi.yaml's \`main\` (compiled JS: run \`npm run build\`). State goes to
 $PULUMI_BACKEND_URL, else Pulumi.yaml backend.url, else <project>/.agentws/state.
@@ -41,6 +50,8 @@ export async function main(argv: string[]): Promise<number> {
   const added = first >= 0 ? (await backendCommands()).find(({ command }) => command.name === argv[first]) : undefined;
   if (added) return runBackendCommand(added.command, [...argv.slice(0, first), ...argv.slice(first + 1)]);
   if (argv[first] === "gc") return gcCommand([...argv.slice(0, first), ...argv.slice(first + 1)]);
+  const own = first >= 0 && Object.hasOwn(OWN_COMMANDS, argv[first]!) ? OWN_COMMANDS[argv[first]!] : undefined;
+  if (own) return runOwn(argv[first]!, own, [...argv.slice(0, first), ...argv.slice(first + 1)]);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -182,6 +193,15 @@ async function gcCommand(argv: string[]): Promise<number> {
     return failed ? 1 : 0;
   } catch (e) {
     err(`agentws gc failed: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+}
+
+async function runOwn(name: string, command: (argv: string[]) => Promise<number>, argv: string[]): Promise<number> {
+  try {
+    return await command(argv);
+  } catch (e) {
+    process.stderr.write(`agentws ${name} failed: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
 }

@@ -97,7 +97,7 @@ const LAYERS: Array<[name: string, test: (f: string) => boolean]> = [
   ["manager", (f) => f.startsWith("sdk/manager/")],
   ["backends: each folder, sandbox managers", (f) => f.startsWith("sdk/backends/")],
   ["framework adapters (their own entry points)", (f) => f.startsWith("sdk/adapters/")],
-  ["entry points: cli, root index", (f) => f.startsWith("sdk/cli/") || f === "sdk/index.ts"],
+  ["entry points: cli, service, root index", (f) => f.startsWith("sdk/cli/") || f.startsWith("sdk/service/") || f === "sdk/index.ts"],
 ];
 const layerOf = (f: string) => LAYERS.findIndex(([, t]) => t(f));
 

@@ -1,0 +1,81 @@
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { consoleLogger } from "../logger.js";
+import { readStackOutputs } from "../manager/fleet-source.js";
+import { newToken, openSessionStore, serveFleet } from "../service/index.js";
+
+const DEFAULT_STORE = "~/.agent-workspaces/service/sessions.db";
+
+/**
+ * `agentws serve`: the HTTP service over the stack's fleet (one backend's manager; declared
+ * workspaces are reattached), sessions in SQLite (or PostgreSQL with a postgres:// --store), JSON
+ * logs on stderr. SIGINT/SIGTERM shut it down gracefully: in-flight requests finish, then every
+ * workspace is closed.
+ */
+export async function serveCommand(argv: string[]): Promise<number> {
+  const err = (line: string) => process.stderr.write(`${line}\n`);
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      stack: { type: "string", short: "s" },
+      cwd: { type: "string" },
+      backend: { type: "string" },
+      basedir: { type: "string" },
+      store: { type: "string" },
+      tokens: { type: "string" },
+      port: { type: "string" },
+      host: { type: "string" },
+      "no-stack": { type: "boolean" },
+    },
+  });
+  const stackName = values.stack ?? process.env.AGENTWS_STACK ?? "local";
+  let fleet;
+  if (!values["no-stack"]) {
+    try {
+      fleet = await readStackOutputs({ stackName, workDir: resolve(values.cwd ?? process.cwd()) });
+    } catch (e) {
+      err(`note: serving without a fleet (stack '${stackName}' could not be read: ${e instanceof Error ? e.message : String(e)}); run \`agentws up\` first to serve declared workspaces`);
+    }
+  }
+  const served = await serveFleet({
+    fleet,
+    backend: values.backend,
+    basedir: values.basedir,
+    store: values.store ?? process.env.AGENTWS_STORE ?? DEFAULT_STORE,
+    tokensFile: values.tokens,
+    port: Number(values.port ?? process.env.AGENTWS_PORT ?? 8787),
+    hostname: values.host ?? "127.0.0.1",
+    downloadSecret: process.env.AGENTWS_DOWNLOAD_SECRET,
+    logger: consoleLogger("info"),
+  });
+  err(`agentws serve: ${served.backend} workspaces at ${served.service.url} (OpenAPI: /openapi.json, metrics: /metrics); Ctrl-C stops`);
+  if (!process.env.AGENTWS_DOWNLOAD_SECRET) err("note: AGENTWS_DOWNLOAD_SECRET is not set: download links work on this process only (set one shared secret on every replica)");
+  await new Promise<void>((ok) => {
+    const stop = () => ok();
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  });
+  err("agentws serve: shutting down (finishing in-flight requests, then closing workspaces)");
+  await served.service.close();
+  return 0;
+}
+
+/** `agentws token <user>`: a new bearer token for a user; the store keeps only its hash, the token is printed once. */
+export async function tokenCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { store: { type: "string" } } });
+  const user = positionals[0];
+  if (!user) {
+    process.stderr.write("usage: agentws token <userId> [--store FILE|postgres://...]\n");
+    return 2;
+  }
+  const store = await openSessionStore(values.store ?? process.env.AGENTWS_STORE ?? DEFAULT_STORE);
+  try {
+    const { token, hash } = newToken();
+    await store.addTokenHash(user, hash);
+    process.stdout.write(`${token}\n`);
+    process.stderr.write(`token for '${user}' stored as ${hash.slice(0, 15)}… (the token itself is not kept: save it now)\n`);
+    return 0;
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,98 @@
+import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { InvalidArgumentError, NotFoundError, TooLargeError } from "../../errors.js";
+import { checkRelativePath, toWorkspacePath } from "../../paths.js";
+import type { Workspace } from "../../workspace/workspace.js";
+import { resolve, sessionOf, workspaceOf, type ServiceContext, type ServiceEnv } from "../context.js";
+import { DirectoryListing, DownloadToken, DownloadTokenBody, FileQuery, PathQuery, SessionParams } from "../schemas.js";
+import { WORKSPACE_PROBLEMS, json } from "./common.js";
+
+/** Media types served as themselves; anything else is an octet stream (never HTML or script from a workspace). */
+const MEDIA: Record<string, string> = {
+  txt: "text/plain; charset=utf-8", md: "text/markdown; charset=utf-8", json: "application/json", jsonl: "application/x-ndjson",
+  csv: "text/csv; charset=utf-8", log: "text/plain; charset=utf-8", png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg",
+  gif: "image/gif", webp: "image/webp", pdf: "application/pdf", mp3: "audio/mpeg", wav: "audio/wav", mp4: "video/mp4",
+};
+
+/**
+ * Directories and files of the session's workspace, confined to it: every path is checked before
+ * any I/O and resolved by the sandbox against its root (the reference deliberately browses the
+ * whole reachable filesystem, section 11 item 29). Downloads work with the bearer token or with a
+ * signed short-lived token bound to user, session and path.
+ */
+export function fileRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): void {
+  app.openapi(
+    createRoute({ method: "get", path: "/sessions/{sessionId}/workspace/directories", tags: ["workspace"], request: { params: SessionParams, query: PathQuery }, responses: { 200: json(DirectoryListing, "Entries"), ...WORKSPACE_PROBLEMS } }),
+    async (c) => {
+      const { ws } = await resolve(svc, c);
+      const rel = toWorkspacePath(ws.workdir, c.req.valid("query").path);
+      const sandbox = ws.getBackend();
+      const info = await sandbox.stat(rel);
+      if (info === null && rel !== "") throw new NotFoundError(`directory '${rel}'`, { field: "path" });
+      if (info && info.type === "file") throw new InvalidArgumentError("path", `'${rel}' is a file, not a directory`);
+      const all = await sandbox.list(rel);
+      const entries = all.slice(0, svc.limits.maxListEntries).map((e) => ({ name: e.name, type: e.type, size: e.size, updatedAt: new Date(e.mtimeMs).toISOString() }));
+      return c.json({ path: rel, entries, truncated: all.length > entries.length }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/sessions/{sessionId}/workspace/files/download-token",
+      tags: ["workspace"],
+      summary: "A signed link to one file of this session, valid for a short time (default 60 s)",
+      request: { params: SessionParams, body: { content: { "application/json": { schema: DownloadTokenBody } }, required: true } },
+      responses: { 200: json(DownloadToken, "Token"), ...WORKSPACE_PROBLEMS },
+    }),
+    async (c) => {
+      const record = await sessionOf(svc, c.get("userId"), c.req.valid("param").sessionId);
+      // Checked (and normalised) now: a token is never minted for a path that could not be served.
+      const rel = checkRelativePath(c.req.valid("json").path);
+      const { token, expiresAt } = svc.downloads.sign(record.userId, record.sessionId, rel);
+      const url = `/sessions/${record.sessionId}/workspace/files?path=${encodeURIComponent(rel)}&download=true&token=${encodeURIComponent(token)}`;
+      return c.json({ token, expiresAt, url }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/sessions/{sessionId}/workspace/files",
+      tags: ["workspace"],
+      summary: "One file's bytes (bearer token, or a download `token` for exactly this session and path)",
+      request: { params: SessionParams, query: FileQuery },
+      responses: { 200: { description: "The file", content: { "application/octet-stream": { schema: { type: "string", format: "binary" } } } }, ...WORKSPACE_PROBLEMS, 413: WORKSPACE_PROBLEMS[400] },
+    }),
+    async (c) => {
+      const q = c.req.valid("query");
+      const { sessionId } = c.req.valid("param");
+      // The auth middleware accepted either the bearer token or q.token for this session and path (see app.ts).
+      const record = await sessionOf(svc, c.get("userId"), sessionId);
+      const ws = await workspaceOf(svc, record);
+      const rel = toWorkspacePath(ws.workdir, q.path);
+      const bytes = await readBounded(ws, rel, svc.limits.maxReadBytes);
+      const base = rel.split("/").pop() || "download";
+      const ext = /\.([A-Za-z0-9]{1,8})$/.exec(base)?.[1]?.toLowerCase() ?? "";
+      const headers: Record<string, string> = {
+        "content-type": MEDIA[ext] ?? "application/octet-stream",
+        "content-length": String(bytes.length),
+        "x-content-type-options": "nosniff",
+        "content-security-policy": "sandbox; default-src 'none'",
+        "cache-control": "private, no-store",
+      };
+      if (q.download === "true" || q.download === "1") headers["content-disposition"] = `attachment; filename*=UTF-8''${encodeURIComponent(base)}`;
+      return c.body(new Uint8Array(bytes), 200, headers) as never;
+    },
+  );
+}
+
+async function readBounded(ws: Workspace, rel: string, max: number): Promise<Buffer> {
+  const sandbox = ws.getBackend();
+  const info = await sandbox.stat(rel);
+  if (info === null) throw new NotFoundError(`file '${rel}'`, { field: "path" });
+  if (info.type === "dir") throw new InvalidArgumentError("path", `'${rel}' is a directory, not a file`);
+  if (info.type === "other") throw new InvalidArgumentError("path", `'${rel}' is not a regular file`);
+  if (info.size > max) throw new TooLargeError(`file '${rel}' is ${info.size} bytes, over the download limit of ${max}`);
+  // The size may change between stat and read: the read itself is capped too.
+  return sandbox.readFile(rel, { maxBytes: max });
+}

@@ -1,0 +1,46 @@
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import { resolve, type ServiceContext, type ServiceEnv } from "../context.js";
+import { SessionParams } from "../schemas.js";
+import { WORKSPACE_PROBLEMS, json } from "./common.js";
+
+const ToolResultBody = z
+  .strictObject({ id: z.string().min(1).max(256), name: z.string().max(256).optional(), output: z.string() })
+  .openapi("OffloadToolResult");
+const ContextBody = z
+  .strictObject({ messages: z.array(z.object({ role: z.string().min(1).max(64), content: z.string(), name: z.string().max(256).optional() })).min(1).max(10_000) })
+  .openapi("OffloadContext");
+const Offloaded = z.object({ path: z.string() }).openapi("Offloaded");
+
+/**
+ * Context offloading for the session, over HTTP: a large tool result becomes
+ * `sessions/<id>/tool_result-<call>.txt` (create-exclusive, a clash gets a suffix), compressed
+ * context is appended to `sessions/<id>/context.jsonl` in one write per call.
+ */
+export function offloadRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): void {
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/sessions/{sessionId}/workspace/offload/tool-result",
+      tags: ["workspace"],
+      request: { params: SessionParams, body: { content: { "application/json": { schema: ToolResultBody } }, required: true } },
+      responses: { 201: json(Offloaded, "Where it was written"), ...WORKSPACE_PROBLEMS },
+    }),
+    async (c) => {
+      const { record, ws } = await resolve(svc, c);
+      return c.json({ path: await ws.offloadToolResult(record.sessionId, c.req.valid("json")) }, 201);
+    },
+  );
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/sessions/{sessionId}/workspace/offload/context",
+      tags: ["workspace"],
+      request: { params: SessionParams, body: { content: { "application/json": { schema: ContextBody } }, required: true } },
+      responses: { 201: json(Offloaded, "Where it was appended"), ...WORKSPACE_PROBLEMS },
+    }),
+    async (c) => {
+      const { record, ws } = await resolve(svc, c);
+      return c.json({ path: await ws.offloadContext(record.sessionId, c.req.valid("json").messages) }, 201);
+    },
+  );
+}

@@ -1,0 +1,114 @@
+import { randomUUID } from "node:crypto";
+import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { NotFoundError } from "../../errors.js";
+import { checkRelativePath } from "../../paths.js";
+import { sessionOf, sessionView, workspaceOf, type ServiceContext, type ServiceEnv } from "../context.js";
+import { CreateSessionBody, ListSessionsQuery, PatchSessionBody, Problem, Session, SessionList, SessionParams } from "../schemas.js";
+import type { SessionRecord } from "../stores/store.js";
+
+const problems = {
+  400: { description: "Bad input (the field is named)", content: { "application/problem+json": { schema: Problem } } },
+  401: { description: "Missing or unknown bearer token", content: { "application/problem+json": { schema: Problem } } },
+  404: { description: "No such session of yours", content: { "application/problem+json": { schema: Problem } } },
+};
+const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+
+/** The session routes: create (the workspace id is decided once and stored), get, list, patch, delete (purges). */
+export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): void {
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/sessions",
+      tags: ["sessions"],
+      summary: "Create a session; its workspace is assigned once (an explicit workspaceId wins) and provisioned",
+      request: { body: { content: { "application/json": { schema: CreateSessionBody } }, required: true } },
+      responses: { 201: json(Session, "Created"), ...problems, 409: { description: "The workspace belongs to another user", content: { "application/problem+json": { schema: Problem } } } },
+    }),
+    async (c) => {
+      const body = c.req.valid("json");
+      const userId = c.get("userId");
+      const sessionId = randomUUID().replace(/-/g, "");
+      const workspaceId = body.workspaceId ?? svc.manager.resolveWorkspaceId(userId, body.agentId, sessionId);
+      const now = Date.now();
+      const record: SessionRecord = {
+        sessionId,
+        userId,
+        agentId: body.agentId,
+        workspaceId,
+        name: body.name ?? new Date(now).toISOString().slice(0, 19).replace("T", " "),
+        cwd: cwdOf(body.cwd) ?? null,
+        createdAt: now,
+        updatedAt: now,
+      };
+      // Provisioned before it is stored: another user's workspace id is refused here, and nothing is recorded.
+      await workspaceOf(svc, record);
+      await svc.store.createSession(record);
+      return c.json(sessionView(record), 201);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/sessions",
+      tags: ["sessions"],
+      summary: "Your sessions, oldest first",
+      request: { query: ListSessionsQuery },
+      responses: { 200: json(SessionList, "Sessions"), ...problems },
+    }),
+    async (c) => {
+      const q = c.req.valid("query");
+      const { sessions, total } = await svc.store.listSessions(c.get("userId"), { agentId: q.agentId, limit: q.limit, offset: q.offset });
+      return c.json({ sessions: sessions.map(sessionView), total }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({ method: "get", path: "/sessions/{sessionId}", tags: ["sessions"], request: { params: SessionParams }, responses: { 200: json(Session, "The session"), ...problems } }),
+    async (c) => c.json(sessionView(await sessionOf(svc, c.get("userId"), c.req.valid("param").sessionId)), 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: "patch",
+      path: "/sessions/{sessionId}",
+      tags: ["sessions"],
+      summary: "Change the name or cwd (the workspace id never changes)",
+      request: { params: SessionParams, body: { content: { "application/json": { schema: PatchSessionBody } }, required: true } },
+      responses: { 200: json(Session, "The updated session"), ...problems },
+    }),
+    async (c) => {
+      const body = c.req.valid("json");
+      const { sessionId } = c.req.valid("param");
+      const next = await svc.store.updateSession(c.get("userId"), sessionId, { name: body.name, cwd: cwdOf(body.cwd) }, Date.now());
+      if (!next) throw new NotFoundError(`session '${sessionId}'`, { field: "sessionId" });
+      return c.json(sessionView(next), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "delete",
+      path: "/sessions/{sessionId}",
+      tags: ["sessions"],
+      summary: "Delete a session: its MCP registrations and sessions/<id>/ files are purged first",
+      request: { params: SessionParams },
+      responses: { 204: { description: "Deleted" }, ...problems },
+    }),
+    async (c) => {
+      const record = await sessionOf(svc, c.get("userId"), c.req.valid("param").sessionId);
+      // Purge first: if it fails the session is kept and the delete can be retried, nothing half-done.
+      const ws = await workspaceOf(svc, record);
+      await ws.purgeSession({ agentId: record.agentId, sessionId: record.sessionId });
+      await svc.store.deleteSession(record.userId, record.sessionId);
+      return c.body(null, 204);
+    },
+  );
+}
+
+/** A session's cwd: workspace-relative (checked like every path); "" or null is the root, undefined leaves it. */
+function cwdOf(value: string | null | undefined): string | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === null) return null;
+  return checkRelativePath(value, "cwd") || null;
+}

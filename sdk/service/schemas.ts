@@ -1,0 +1,135 @@
+import { z } from "@hono/zod-openapi";
+import { WORKSPACE_ID_PATTERN } from "../backends/shared/schema.js";
+import { isNonBlank } from "../util/identity-id.js";
+
+/**
+ * Request and response bodies: the one source of truth for validation and for /openapi.json.
+ * Identity ids are non-blank and bounded; the user never comes from a body, only from the token.
+ */
+const identityId = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .max(256)
+    .refine(isNonBlank, { message: `${what} must not be empty or blank` });
+
+export const SessionIdParam = z
+  .string()
+  .regex(/^[A-Za-z0-9_.-]{1,128}$/, "must be 1-128 characters of [A-Za-z0-9_.-]")
+  .openapi({ param: { name: "sessionId", in: "path" }, example: "5f0c3c1e9a2b4d6e8f10a2b3c4d5e6f7" });
+
+export const SessionParams = z.object({ sessionId: SessionIdParam });
+
+/** A workspace-relative path (or absolute under the workspace root); checked again before any I/O. */
+const relPath = z.string().max(4096);
+
+export const CreateSessionBody = z
+  .strictObject({
+    agentId: identityId("agentId"),
+    /** Wins over the isolation policy; must be yours (or new). */
+    workspaceId: z.string().regex(WORKSPACE_ID_PATTERN, "must be 1-63 chars of [A-Za-z0-9_.-], starting with a letter or digit").optional(),
+    name: z.string().max(256).optional(),
+    cwd: relPath.nullable().optional(),
+  })
+  .openapi("CreateSession");
+
+export const PatchSessionBody = z
+  .strictObject({
+    name: z.string().max(256).optional(),
+    cwd: relPath.nullable().optional(),
+  })
+  .openapi("PatchSession");
+
+export const Session = z
+  .object({
+    sessionId: z.string(),
+    agentId: z.string(),
+    workspaceId: z.string(),
+    name: z.string(),
+    cwd: z.string().nullable(),
+    createdAt: z.string().openapi({ format: "date-time" }),
+    updatedAt: z.string().openapi({ format: "date-time" }),
+  })
+  .openapi("Session");
+
+export const SessionList = z.object({ sessions: z.array(Session), total: z.number().int() }).openapi("SessionList");
+
+export const ListSessionsQuery = z.object({
+  agentId: identityId("agentId").optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+  offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+});
+
+export const Problem = z
+  .object({
+    type: z.string(),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    field: z.string().optional(),
+    retryable: z.boolean(),
+    requestId: z.string().optional(),
+  })
+  .openapi("Problem");
+
+export const McpServerStatus = z
+  .object({
+    name: z.string(),
+    stateful: z.boolean(),
+    transport: z.enum(["stdio", "http"]),
+    isHealthy: z.boolean(),
+    tools: z.array(z.object({ name: z.string(), description: z.string() })),
+    error: z.string().optional(),
+  })
+  .openapi("McpServerStatus");
+
+export const SkillView = z
+  .object({ name: z.string(), description: z.string(), dir: z.string(), markdown: z.string(), updatedAt: z.string() })
+  .openapi("Skill");
+
+export const PathQuery = z.object({ path: relPath.default("") });
+
+export const FileQuery = z.object({
+  path: relPath.min(1),
+  download: z.enum(["true", "false", "1", "0"]).optional(),
+  token: z.string().max(1024).optional(),
+});
+
+export const DirectoryListing = z
+  .object({
+    path: z.string(),
+    entries: z.array(z.object({ name: z.string(), type: z.enum(["file", "dir", "symlink", "other"]), size: z.number(), updatedAt: z.string() })),
+    truncated: z.boolean(),
+  })
+  .openapi("DirectoryListing");
+
+export const DownloadTokenBody = z.strictObject({ path: relPath.min(1) }).openapi("DownloadTokenRequest");
+export const DownloadToken = z.object({ token: z.string(), expiresAt: z.number().int(), url: z.string() }).openapi("DownloadToken");
+
+export const GitStatus = z
+  .object({
+    branch: z.string().nullable(),
+    head: z.string().nullable(),
+    ahead: z.number().int().nullable(),
+    behind: z.number().int().nullable(),
+    staged: z.number().int(),
+    unstaged: z.number().int(),
+    untracked: z.number().int(),
+    conflicted: z.number().int(),
+    insertions: z.number().int(),
+    deletions: z.number().int(),
+  })
+  .openapi("GitStatus");
+
+export const WorkspaceStatus = z
+  .object({
+    workspaceId: z.string(),
+    backend: z.string(),
+    state: z.enum(["running", "closed"]),
+    workdir: z.string(),
+    cwd: z.string(),
+    idleSeconds: z.number(),
+    inFlight: z.number().int(),
+    git: GitStatus.nullable(),
+  })
+  .openapi("WorkspaceStatus");
