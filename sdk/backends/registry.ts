@@ -5,6 +5,7 @@ import type { BackendKind, BackendSpec, BackendSpecInput } from "./spec.js";
 import { BubblewrapBackendSchema } from "./bubblewrap/schema.js";
 import { DockerBackendSchema } from "./docker/schema.js";
 import { LocalBackendSchema } from "./local/schema.js";
+import { attachedChangePolicy, type ChangePolicy } from "./shared/schema.js";
 
 /**
  * The one place that maps a backend kind to its folder: schemas eager (option parsing, the fleet
@@ -43,4 +44,14 @@ export async function backendCommands(): Promise<{ kind: BackendKind; command: B
   const out: { kind: BackendKind; command: BackendCommand }[] = [];
   for (const kind of BACKEND_KINDS) for (const command of (await loadBackend(kind)).commands ?? []) out.push({ kind, command });
   return out;
+}
+
+/**
+ * How spec changes apply to a kind's backend objects (the ChangePolicy its schema.ts attached), or
+ * the safe default for a kind that declared none: every backend field replaces, tags update in
+ * place, files go with the object (so a replace is flagged as deleting them).
+ */
+export function changePolicyOf(kind: unknown): ChangePolicy {
+  const schema = BACKEND_SCHEMAS.find((s) => s.shape.kind.value === kind);
+  return (schema && attachedChangePolicy(schema)) ?? { fields: {} };
 }
