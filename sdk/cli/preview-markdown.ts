@@ -25,7 +25,7 @@ const TITLE: Record<WorkspaceOp, string> = {
 };
 const SIGN: Record<WorkspaceOp, string> = { create: "+", update: "~", recreate: "~+", replace: "+-", rename: "+-", delete: "-" };
 const COMPONENTS: Record<string, string> = {
-  "agentws:index:WorkspaceFleet": "the fleet component; its `workspaces` output (what the runtime manager reads) follows the workspace changes",
+  "agentws:index:WorkspaceFleet": "the fleet component: its `workspaces` output, which the runtime manager reads, follows the workspace changes",
 };
 
 export interface MarkdownOptions {
@@ -56,10 +56,10 @@ export function renderPreviewMarkdown(model: PreviewModel, options: MarkdownOpti
     );
   }
   const others = model.otherResources ?? [];
-  if (others.length) head.push(`Other resources: ${others.map((r) => `\`${escapeCode(r.name)}\` to ${r.op} (${escapeCell(COMPONENTS[r.type] ?? r.type)})`).join("; ")}.`);
+  if (others.length) head.push("", `Other resources: ${others.map((r) => `\`${escapeCode(r.name)}\` to ${r.op} (${escapeCell(COMPONENTS[r.type] ?? r.type)})`).join("; ")}.`);
   else {
     const other = Object.entries(model.other).filter(([, n]) => n > 0);
-    if (other.length) head.push(`Other resources: ${other.map(([op, n]) => `${n} to ${op}`).join(", ")}.`);
+    if (other.length) head.push("", `Other resources: ${other.map(([op, n]) => `${n} to ${op}`).join(", ")}.`);
   }
   if (model.errors.length) head.push("", "**Errors**", "```text", ...model.errors.map((e) => e.slice(0, 2_000)), "```");
 
@@ -123,7 +123,7 @@ function consequence(c: WorkspaceChange): string {
     case "replace":
       return `new ${noun}; ${files}`;
     case "rename":
-      return `new workspace; old ${noun} deleted, ${c.data === "deleted" ? "its **files deleted**" : "its files stay in its old folder"}`;
+      return `new ${noun}; the old one is removed, ${c.data === "deleted" ? "its **files deleted**" : "its files left in its old folder (not moved)"}`;
     case "delete":
       return `${noun} removed; ${c.data === "deleted" ? "**files deleted**" : "files kept on the host"}`;
   }

@@ -138,14 +138,14 @@ function deletedData(olds: Record<string, unknown>): DataOutcome {
 }
 
 /**
- * A create and a delete of workspaces with the same owner and backend kind is one workspace
- * renamed (its id changed): shown as one row, old id → new id, with what happens to the old files.
+ * A create and a delete of workspaces with the same owner (user and agent) and backend kind is one
+ * workspace renamed (its id changed): one row, old id → new id, with what happens to the old files.
  */
 function pairRenames(model: PreviewModel): void {
   const creates = model.changes.filter((c) => c.op === "create");
   const deletes = model.changes.filter((c) => c.op === "delete");
   for (const created of creates) {
-    const i = deletes.findIndex((d) => d.kind === created.kind && d.userId === created.userId && d.userId !== undefined);
+    const i = deletes.findIndex((d) => d.kind === created.kind && d.userId === created.userId && d.agentId === created.agentId && d.userId !== undefined);
     if (i < 0) continue;
     const [gone] = deletes.splice(i, 1);
     model.changes = model.changes.filter((c) => c !== gone);
@@ -153,7 +153,6 @@ function pairRenames(model: PreviewModel): void {
     created.previousId = gone!.workspaceId;
     created.data = gone!.data === "deleted" ? "deleted" : "left-behind";
     created.fields = [{ path: "workspaceId", replace: true, effect: "replace", from: JSON.stringify(gone!.workspaceId), to: JSON.stringify(created.workspaceId) }];
-    if (gone!.agentId !== created.agentId) created.fields.push({ path: "agentId", replace: true, effect: "replace", ...(gone!.agentId ? { from: JSON.stringify(gone!.agentId) } : {}), ...(created.agentId ? { to: JSON.stringify(created.agentId) } : {}) });
   }
 }
 
