@@ -35,7 +35,7 @@ const fixture = {
     // A folder move with deleteData on: the old folder is deleted.
     step("replace", "tester-ws", tester, { ...tester, backend: { ...tester.backend, basedir: "/srv/agents/bwrap2" } }, ["backend.basedir"]),
     // A kind change, reported once.
-    step("replace", "notes", notes, { ...notes, backend: { kind: "docker", ...docker } }, ["backend.kind"]),
+    step("replace", "notes", notes, { ...notes, backend: docker }, ["backend.kind"]),
     // An ephemeral container re-created: its files go with it.
     step("update", "scratch", scratch, { ...scratch, backend: { ...scratch.backend, network: "bridge", env: { API_TOKEN: SECRET } } }),
     // A rename: a delete and a create for the same owner.

@@ -12,7 +12,7 @@ import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../shared/schema.js";
 import { DockerBackendSchema, type DockerBackendSpec } from "./schema.js";
 import { sharedDockerClient, statusCode } from "./client.js";
 import { dockerLeases } from "./lease.js";
-import { dockerUnavailable, ensureImage, imageExists, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
+import { IMAGE_REPO, dockerUnavailable, ensureImage, imageExists, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { guardWorkspaceNetwork, ensureWorkspaceNetwork, removeWorkspaceNetwork } from "./network.js";
 import { dockerError } from "./errors.js";
 import { expandHome } from "../../paths.js";
@@ -311,6 +311,10 @@ export class DockerDriver implements Driver {
     await removeOwnerClaim(this.docker, id).catch((e: unknown) => {
       throw this.#mapLifecycleError(e, `remove the owner claim of ${containerName(id)}`);
     });
+    // With deleteData the workspace's image goes too unless another container uses it (the engine
+    // refuses to remove an image in use: never forced, so no other stack's container is touched).
+    if (options.deleteData && found?.location.image?.startsWith(`${IMAGE_REPO}:`))
+      await this.docker.getImage(found.location.image).remove().catch(() => undefined);
     const host = this.hostPath(id);
     if (options.deleteData && host) {
       const base = path.resolve(this.spec.basedir!);
