@@ -1,3 +1,6 @@
+import { mkdirSync, mkdtempSync, realpathSync, symlinkSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { checkInputs, defaultWorkspaceId, diffWorkspace, parseBackend, UNKNOWN } from "../../providers/index.js";
 import { FORCED_REPLACE } from "../../providers/diff.js";
@@ -137,6 +140,20 @@ describe("checkInputs", () => {
     const f = failuresOf({ workspaceId: "w", backend: { kind: "local" }, credentials: { apiKey: 42 } });
     expect(f[0]!.property).toBe("credentials.apiKey");
     expect(JSON.stringify(f)).not.toContain("42");
+  });
+
+  it("normalises host paths before they reach state: ~, trailing slashes, . and .., symlinked parents", () => {
+    const root = mkdtempSync(join(tmpdir(), "paths-"));
+    mkdirSync(join(root, "real", "ws"), { recursive: true });
+    symlinkSync(join(root, "real"), join(root, "link"));
+    const basedirOf = (basedir: string, kind = "local") => (checkInputs({ workspaceId: "w", backend: { kind, basedir } }).inputs.backend as { basedir: string }).basedir;
+    const real = realpathSync(join(root, "real", "ws"));
+    for (const spelled of [`${root}/real/ws/`, `${root}/real/./ws`, `${root}/real/x/../ws`, `${root}/link/ws`, `${root}//link/ws/`]) expect(basedirOf(spelled)).toBe(real);
+    // A folder that does not exist yet: its existing parent is still resolved.
+    expect(basedirOf(`${root}/link/new/`)).toBe(join(realpathSync(join(root, "real")), "new"));
+    expect(basedirOf("~/agent-ws/", "docker")).toBe(join(realpathSync(homedir()), "agent-ws"));
+    const docker = checkInputs({ workspaceId: "w", backend: { kind: "docker", readOnlyPaths: [`${root}/link/ws/`] } }).inputs.backend as { readOnlyPaths: string[] };
+    expect(docker.readOnlyPaths).toEqual([real]);
   });
 
   it("passes unknown preview values through without failing", () => {
