@@ -7,6 +7,7 @@ import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../../
 import { WorkspaceFleet } from "../../providers/index.js";
 import { StepCollector, upWithPreview, withPlanEnv } from "../../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../../sdk/cli/preview-markdown.js";
+import type { PreviewModel } from "../../sdk/cli/preview-model.js";
 import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "./pulumi-helpers.js";
 
@@ -15,7 +16,8 @@ vi.setConfig({ testTimeout: 300_000 });
 
 /**
  * Docker workspaces on the real engine, two stacks side by side: a base image that does not exist
- * fails the preview and the up while the old container keeps running with its files; `destroy`
+ * fails the preview and the up while the old container keeps running with its files; a stopped
+ * container is reported by refresh and started by `up --refresh`; `destroy`
  * with deleteData leaves no container, folder or image of the stack, and the other stack's
  * container and image are untouched.
  */
@@ -88,6 +90,20 @@ describe.skipIf(!engine).sequential("docker workspaces on the real Pulumi engine
     imageA = OWN_IMAGE;
     const clean = new StepCollector();
     await withPlanEnv(stackA, { preview: true }, () => stackA.preview({ onEvent: clean.onEvent, color: "never" }));
+    expect(clean.model().changes).toEqual([]);
+  });
+
+  it("a stopped container: refresh reports it, `up --refresh` starts it (the same container) in one command", async () => {
+    const before = await containerOf(A);
+    await docker().getContainer(before!.Id).stop({ t: 0 });
+    let plan: PreviewModel | undefined;
+    await upWithPreview(stackA, { color: "never", refresh: true, onPlan: (m) => (plan = m) });
+    expect(plan!.changes).toMatchObject([{ op: "update", workspaceId: A, fields: [{ path: "state", from: '"stopped"', to: '"running"' }] }]);
+    const after = await containerOf(A);
+    expect(after?.Id).toBe(before!.Id);
+    expect(after?.State).toBe("running");
+    const clean = new StepCollector();
+    await withPlanEnv(stackA, { preview: true }, () => stackA.preview({ onEvent: clean.onEvent, color: "never", refresh: true }));
     expect(clean.model().changes).toEqual([]);
   });
 
