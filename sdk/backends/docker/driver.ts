@@ -311,15 +311,19 @@ export class DockerDriver implements Driver {
     await removeOwnerClaim(this.docker, id).catch((e: unknown) => {
       throw this.#mapLifecycleError(e, `remove the owner claim of ${containerName(id)}`);
     });
-    // With deleteData the workspace's image goes too unless another container uses it (the engine
-    // refuses to remove an image in use: never forced, so no other stack's container is touched).
-    if (options.deleteData && found?.location.image?.startsWith(`${IMAGE_REPO}:`))
-      await this.docker.getImage(found.location.image).remove().catch(() => undefined);
     const host = this.hostPath(id);
     if (options.deleteData && host) {
       const base = path.resolve(this.spec.basedir!);
       if (path.dirname(host) !== base) throw new PathEscapeError(host, "is not directly under basedir");
       await fs.rm(host, { recursive: true, force: true });
+    }
+    // With deleteData the workspace's image goes too unless another container uses it (the engine
+    // refuses to remove an image in use: never forced, so no other stack's container is touched).
+    // Best effort and bounded: a busy engine must not hold up the destroy.
+    if (options.deleteData && found?.location.image?.startsWith(`${IMAGE_REPO}:`)) {
+      const removal = this.docker.getImage(found.location.image).remove().catch(() => undefined);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([removal, new Promise((r) => (timer = setTimeout(r, 30_000)))]).finally(() => clearTimeout(timer));
     }
   }
 
