@@ -3,8 +3,8 @@ import { BackendSpecSchema, type BackendSpec } from "../sdk/backends/spec.js";
 import { InvalidArgumentError, WorkspaceError } from "../sdk/errors.js";
 import { silentLogger, type Logger } from "../sdk/logger.js";
 import type { McpServerSpec } from "../sdk/workspace/mcp-spec.js";
-import { diffWorkspace } from "./diff.js";
-import { checkInputs, plain, type CheckFailure } from "./inputs.js";
+import { diffWorkspace, type WorkspaceDiff } from "./diff.js";
+import { checkInputs, containsUnknown, plain, type CheckFailure } from "./inputs.js";
 
 /**
  * The WorkspaceResource provider's real logic. It runs inside Pulumi's dynamic-provider
@@ -18,6 +18,8 @@ type Props = Record<string, unknown>;
 /** Stack config the engine hands every dynamic provider (whole config, secrets unwrapped). */
 let stackCredentials: Record<string, string> = {};
 let logger: Logger = silentLogger;
+/** Stack config agentws:allowDataLoss: changes that delete files may apply. */
+let allowDataLoss = false;
 
 export interface ProviderConfig {
   get(key: string): string | undefined;
@@ -26,6 +28,7 @@ export interface ProviderConfig {
 export const workspaceProviderImpl = {
   /** Reads `agentws:credentials` (a JSON object, set as a secret) once per deployment. */
   async configure(config: ProviderConfig): Promise<void> {
+    allowDataLoss = /^(1|true)$/i.test(config.get("agentws:allowDataLoss") ?? "");
     const raw = config.get("agentws:credentials");
     stackCredentials = {};
     if (!raw) return;
@@ -44,7 +47,13 @@ export const workspaceProviderImpl = {
   },
 
   async diff(_id: string, olds: Props, news: Props) {
-    const d = diffWorkspace(olds, news);
+    const d = diffWorkspace(olds, news, { forceReplace: replaceRequested(olds.workspaceId) || replaceRequested(news.workspaceId) });
+    if ((d.effect === "recreate" || d.effect === "replace") && !containsUnknown(news)) {
+      refuseDataLoss(d, news);
+      // A new object is about to take the old one's place: its inputs must be good first.
+      const driver = await loadDriverFor(parseBackend(news.backend));
+      await driver.validate?.(driverContext(news));
+    }
     return { changes: d.changes, replaces: d.replaces, deleteBeforeReplace: d.deleteBeforeReplace };
   },
 
@@ -75,17 +84,26 @@ export const workspaceProviderImpl = {
   },
 
   async update(_id: string, olds: Props, news: Props): Promise<{ outs: Props }> {
+    const d = diffWorkspace(olds, news);
+    refuseDataLoss(d, news);
     const spec = parseBackend(news.backend);
     const identity = identityOf(news);
     const driver = await loadDriverFor(spec);
-    const d = diffWorkspace(olds, news);
+    const ctx = driverContext(news);
     const touched = new Set(d.fields.map((f) => f.path.split(".")[0]));
-    const { description } = await ensureBackend(driver, identity, { ...driverContext(news), expectExisting: true });
-    if (touched.has("tags")) await driver.updateTags?.(identity.workspaceId, identity.tags ?? {}, driverContext(news));
+    let description: BackendDescription;
+    if (d.effect === "recreate") description = await recreate(driver, identity, ctx);
+    else {
+      ({ description } = await ensureBackend(driver, identity, { ...ctx, expectExisting: true }));
+      if (touched.has("tags")) await driver.updateTags?.(identity.workspaceId, identity.tags ?? {}, ctx);
+      if (touched.has("backend")) await driver.reconfigure?.(identity.workspaceId, ctx);
+    }
     // Always re-initialize: it is idempotent, applies changed seeds, and completes a workspace whose
     // create failed half-way (the engine retries those as updates).
     await initializeSeeds(driver, description, news);
-    return { outs: outputsOf(news, { ...description, tags: identity.tags ?? {} }) };
+    // Outputs describe the object as it is now (a re-created container has a new id).
+    const now = (await driver.find(identity.workspaceId, ctx)) ?? description;
+    return { outs: outputsOf(news, now) };
   },
 
   async delete(id: string, props: Props): Promise<void> {
@@ -95,6 +113,37 @@ export const workspaceProviderImpl = {
     await driver.destroy(workspaceId, { deleteData: props.deleteData === true }, driverContext(props));
   },
 };
+
+/** Re-creates the object under its name, the driver's way, or (no such way) by destroying it keeping its files and creating it anew. */
+async function recreate(driver: Driver, identity: WorkspaceIdentity, ctx: ReturnType<typeof driverContext>): Promise<BackendDescription> {
+  if (driver.recreate) return driver.recreate(identity, ctx);
+  await driver.validate?.(ctx);
+  await driver.destroy(identity.workspaceId, { deleteData: false }, ctx);
+  return driver.create(identity, ctx);
+}
+
+/** Workspace ids whose replacement was asked for (`agentws up --replace`), from the environment. */
+function replaceRequested(id: unknown): boolean {
+  const ids = (process.env.AGENTWS_REPLACE ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  return typeof id === "string" && ids.includes(id);
+}
+
+/**
+ * A change that deletes the workspace's files is refused unless opted in (`agentws up
+ * --allow-data-loss`, AGENTWS_ALLOW_DATA_LOSS=1 or stack config agentws:allowDataLoss). While the
+ * CLI previews (AGENTWS_PREVIEW=1) it is reported rather than refused, so the plan still shows.
+ */
+function refuseDataLoss(d: WorkspaceDiff, news: Props): void {
+  if (d.data !== "deleted" || allowDataLoss || /^(1|true)$/i.test(process.env.AGENTWS_ALLOW_DATA_LOSS ?? "") || process.env.AGENTWS_PREVIEW === "1") return;
+  const why = d.fields.filter((f) => f.effect === d.effect).map((f) => f.path).join(", ");
+  const verb = d.effect === "recreate" ? "re-creates its backend object" : "replaces it";
+  throw new WorkspaceError(
+    "conflict",
+    `workspace '${String(news.workspaceId)}': changing ${why} ${verb} and deletes its files; ` +
+      "apply it with `agentws up --allow-data-loss` (or AGENTWS_ALLOW_DATA_LOSS=1, or stack config agentws:allowDataLoss=true)",
+    { field: why.split(", ")[0] },
+  );
+}
 
 /** Lets a host process (the CLI, tests) route provider diagnostics; never receives secret values. */
 export function setProviderLogger(next: Logger): void {

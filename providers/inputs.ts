@@ -3,6 +3,8 @@ import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils.js";
 import { z } from "zod";
 import { joinField } from "../sdk/errors.js";
 import { WorkspaceSpecSchema, type WorkspaceSpec } from "../sdk/fleet.js";
+import { changePolicyOf } from "../sdk/backends/registry.js";
+import { normalizeHostPath } from "../sdk/backends/shared/schema.js";
 
 /**
  * The inputs of one WorkspaceResource as the provider sees them (plain JSON, after check).
@@ -83,7 +85,20 @@ export function checkInputs(news: Record<string, unknown>): { inputs: Record<str
       failures: [{ property: "workspaceId", reason: "workspaceId: give an explicit workspaceId, or a userId and/or agentId to derive it from" }],
     };
   const workspaceId = s.workspaceId ?? defaultWorkspaceId(s.userId, s.agentId);
-  return { inputs: withProvider(plain({ ...s, ...options.data, workspaceId }), provider), failures: [] };
+  // Host paths reach state in one spelling, so a trailing slash or `~` is never a change.
+  const backend = normalizeHostPaths(s.backend as Record<string, unknown>);
+  return { inputs: withProvider(plain({ ...s, backend, ...options.data, workspaceId }), provider), failures: [] };
+}
+
+/** The spec with its backend policy's host-path fields (strings or lists of them) normalised. */
+export function normalizeHostPaths(backend: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...backend };
+  for (const field of changePolicyOf(backend.kind).hostPaths ?? []) {
+    const v = out[field];
+    if (typeof v === "string") out[field] = normalizeHostPath(v);
+    else if (Array.isArray(v)) out[field] = v.map((p: unknown) => (typeof p === "string" ? normalizeHostPath(p) : p));
+  }
+  return out;
 }
 
 function withProvider(inputs: Record<string, unknown>, provider: unknown): Record<string, unknown> {

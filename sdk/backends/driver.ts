@@ -84,6 +84,20 @@ export interface Driver {
    * owner again is a no-op; another is a ConflictError.
    */
   claimOwner?(workspaceId: string, owner: { userId: string; agentId?: string | undefined }, ctx?: DriverContext): Promise<void>;
+  /**
+   * Checks, changing nothing, that this driver's spec can make a backend object (a base image on the
+   * engine, host paths that exist); throws an error naming the field otherwise. Run before an old
+   * object makes way for a new one, so a bad input fails while the old workspace still works.
+   */
+  validate?(ctx?: DriverContext): Promise<void>;
+  /**
+   * Re-creates the backend object of `identity` from this driver's spec under the same name, keeping
+   * its files where they live outside it; what the spec needs (an image) is prepared before the old
+   * object goes. Used for changes the object cannot take in place (a container's image or labels).
+   */
+  recreate?(identity: WorkspaceIdentity, ctx?: DriverContext): Promise<BackendDescription>;
+  /** Applies the fields of this driver's spec its policy updates in place (resource caps) to the existing object. */
+  reconfigure?(workspaceId: string, ctx?: DriverContext): Promise<void>;
   /** Opens a Sandbox handle on a running workspace. */
   connect(workspaceId: string, ctx?: DriverContext): Promise<Sandbox>;
   /** Replica leases on this backend's objects (see lease.ts), where replicas can share one object. */

@@ -7,6 +7,7 @@ import { DockerBackendSchema } from "./docker/schema.js";
 import { KubernetesBackendSchema } from "./kubernetes/schema.js";
 import { LocalBackendSchema } from "./local/schema.js";
 import { OpenSandboxBackendSchema } from "./opensandbox/schema.js";
+import { attachedChangePolicy, type ChangePolicy } from "./shared/schema.js";
 
 /**
  * The one place that maps a backend kind to its folder: schemas eager (option parsing, the fleet
@@ -47,4 +48,14 @@ export async function backendCommands(): Promise<{ kind: BackendKind; command: B
   const out: { kind: BackendKind; command: BackendCommand }[] = [];
   for (const kind of BACKEND_KINDS) for (const command of (await loadBackend(kind)).commands ?? []) out.push({ kind, command });
   return out;
+}
+
+/**
+ * How spec changes apply to a kind's backend objects (the ChangePolicy its schema.ts attached), or
+ * the safe default for a kind that declared none: every backend field replaces, tags update in
+ * place, files go with the object (so a replace is flagged as deleting them).
+ */
+export function changePolicyOf(kind: unknown): ChangePolicy {
+  const schema = BACKEND_SCHEMAS.find((s) => s.shape.kind.value === kind);
+  return (schema && attachedChangePolicy(schema)) ?? { fields: {} };
 }

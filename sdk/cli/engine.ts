@@ -12,7 +12,7 @@ import {
   type UpResult,
 } from "@pulumi/pulumi/automation/index.js";
 import { parse as parseYaml } from "yaml";
-import { InvalidArgumentError, UnavailableError } from "../errors.js";
+import { ConflictError, InvalidArgumentError, UnavailableError } from "../errors.js";
 import { buildModel, type PreviewModel, type StepLike } from "./preview-model.js";
 import { guardStack } from "./safe-events.js";
 
@@ -124,19 +124,66 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
   return guardStack(stack);
 }
 
+/** What `agentws` asks of the provider beyond the program: set for one operation, then restored. */
+export interface PlanOptions {
+  /** Workspace ids to replace even when nothing changed (`--replace`). */
+  replaceWorkspaces?: string[];
+  /** Apply changes that delete workspace files (refused otherwise). */
+  allowDataLoss?: boolean;
+}
+
+/**
+ * Runs `fn` with the provider's switches in the stack's environment (the engine hands it to the
+ * provider process): AGENTWS_REPLACE, AGENTWS_ALLOW_DATA_LOSS and, for previews, AGENTWS_PREVIEW
+ * (data-deleting changes are shown, not refused).
+ */
+export async function withPlanEnv<T>(stack: Stack, options: PlanOptions & { preview?: boolean }, fn: () => Promise<T>): Promise<T> {
+  const env = (stack.workspace as unknown as { envVars?: Record<string, string> }).envVars;
+  if (!env) return fn();
+  const wanted: Record<string, string> = {
+    AGENTWS_REPLACE: (options.replaceWorkspaces ?? []).join(","),
+    AGENTWS_ALLOW_DATA_LOSS: options.allowDataLoss ? "1" : "",
+    AGENTWS_PREVIEW: options.preview ? "1" : "",
+  };
+  const saved = Object.fromEntries(Object.keys(wanted).map((k) => [k, env[k]]));
+  Object.assign(env, wanted);
+  try {
+    return await fn();
+  } finally {
+    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete env[k];
+      else env[k] = v;
+  }
+}
+
 /**
  * `up` the way `pulumi up` does it: a preview first, so bad inputs fail in check before any
  * workspace is provisioned (the Automation API's own `up` skips the preview and creates valid
- * resources while a sibling fails check). `skipPreview` trades that guarantee for speed.
+ * resources while a sibling fails check). The preview's plan goes to `onPlan`; a replace or
+ * re-create that deletes files stops here unless `allowDataLoss`, and a `--replace` id the stack
+ * does not hold is an error. `skipPreview` trades those guarantees for speed (the provider still
+ * refuses data loss).
  */
-export async function upWithPreview(stack: Stack, options: UpOptions & { skipPreview?: boolean } = {}): Promise<UpResult> {
+export async function upWithPreview(stack: Stack, options: UpOptions & PlanOptions & { skipPreview?: boolean; onPlan?: (model: PreviewModel) => void } = {}): Promise<UpResult> {
   guardStack(stack);
-  const { skipPreview, ...up } = options;
+  const { skipPreview, replaceWorkspaces, allowDataLoss, onPlan, ...up } = options;
+  const plan: PlanOptions = { ...(replaceWorkspaces ? { replaceWorkspaces } : {}), ...(allowDataLoss ? { allowDataLoss } : {}) };
   if (!skipPreview) {
     const { onEvent: _e, onOutput: _o, ...rest } = up;
-    await stack.preview({ ...rest, ...(up.onError ? { onError: up.onError } : {}) });
+    const collector = new StepCollector();
+    await withPlanEnv(stack, { ...plan, preview: true }, () => stack.preview({ ...rest, onEvent: collector.onEvent, ...(up.onError ? { onError: up.onError } : {}) }));
+    const model = collector.model();
+    onPlan?.(model);
+    const missing = (replaceWorkspaces ?? []).filter((id) => !model.changes.some((c) => c.workspaceId === id && c.op === "replace"));
+    if (missing.length) throw new InvalidArgumentError("--replace", `no workspace ${missing.map((m) => `'${m}'`).join(", ")} in stack '${stack.name}' to replace`);
+    const losing = model.changes.filter((c) => c.data === "deleted" && (c.op === "replace" || c.op === "recreate"));
+    if (losing.length && !allowDataLoss)
+      throw new ConflictError(
+        `refusing to apply: ${losing.map((c) => `${c.op === "recreate" ? "re-creating" : "replacing"} workspace '${c.workspaceId}' (${c.fields.map((f) => f.path).join(", ")})`).join("; ")} deletes its files; ` +
+          "review `agentws preview --markdown`, then run `agentws up --allow-data-loss` to apply",
+        { field: "--allow-data-loss" },
+      );
   }
-  return stack.up(up);
+  return withPlanEnv(stack, plan, () => stack.up(up));
 }
 
 /** Turns engine events into the same step shape `pulumi preview --json` gives. */

@@ -1,9 +1,9 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { openStack, StepCollector, upWithPreview } from "./engine.js";
+import { openStack, StepCollector, upWithPreview, withPlanEnv } from "./engine.js";
 import { buildModel, stepsFromPreviewJson } from "./preview-model.js";
-import { renderPreviewMarkdown } from "./preview-markdown.js";
+import { renderPreviewMarkdown, renderPreviewText } from "./preview-markdown.js";
 import { printableOutputs } from "./outputs.js";
 import { progressPrinter } from "./progress.js";
 import { configSecrets } from "./safe-events.js";
@@ -21,8 +21,8 @@ const OWN_COMMANDS: Record<string, (argv: string[]) => Promise<number>> = { serv
 const USAGE = `agentws — provision agent workspaces with Pulumi (Automation API, no language host needed)
 
 Usage:
-  agentws up        [--stack local] [--cwd DIR] [--target URN]... [--skip-preview]
-  agentws preview   [--stack local] [--diff] [--markdown [--out FILE]] [--expect-no-changes]
+  agentws up        [--stack local] [--cwd DIR] [--target URN]... [--skip-preview] [--refresh] [--replace ID]... [--allow-data-loss]
+  agentws preview   [--stack local] [--diff] [--markdown [--out FILE]] [--expect-no-changes] [--refresh] [--replace ID]...
   agentws preview   --markdown --from-json FILE|-      (render a \`pulumi preview --json\` document)
   agentws refresh   [--stack local]
   agentws destroy   [--stack local] --yes
@@ -66,6 +66,9 @@ export async function main(argv: string[]): Promise<number> {
       target: { type: "string", multiple: true },
       yes: { type: "boolean", short: "y" },
       "skip-preview": { type: "boolean" },
+      refresh: { type: "boolean" },
+      replace: { type: "string", multiple: true },
+      "allow-data-loss": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -100,14 +103,16 @@ export async function main(argv: string[]): Promise<number> {
   const stack = await openStack({ workDir, stackName });
   const secrets = await configSecrets(stack);
   const onEvent = progressPrinter(err, () => secrets, command === "preview");
-  const common = { onEvent, color: "never" as const, ...(values.target ? { target: values.target } : {}) };
+  const common = { onEvent, color: "never" as const, ...(values.target ? { target: values.target } : {}), ...(values.refresh ? { refresh: true } : {}) };
+  // The provider's switches: replace these workspaces; apply changes that delete files.
+  const plan = { ...(values.replace ? { replaceWorkspaces: values.replace } : {}), ...(values["allow-data-loss"] ? { allowDataLoss: true } : {}) };
   err(`${command} stack '${stackName}' (${workDir})`);
 
   try {
     switch (command) {
       case "up": {
         if (!values["skip-preview"]) err("  previewing first (bad inputs fail here, before anything is provisioned)");
-        await upWithPreview(stack, { ...common, skipPreview: values["skip-preview"] ?? false });
+        await upWithPreview(stack, { ...common, ...plan, skipPreview: values["skip-preview"] ?? false });
         return 0;
       }
       case "refresh": {
@@ -130,20 +135,23 @@ export async function main(argv: string[]): Promise<number> {
         };
         let result: Awaited<ReturnType<typeof stack.preview>>;
         try {
-          result = await stack.preview({
-            onEvent: both,
-            color: "never",
-            ...(values.diff ? { diff: true } : {}),
-            ...(values["expect-no-changes"] ? { expectNoChanges: true } : {}),
-            ...(values.target ? { target: values.target } : {}),
-          });
+          result = await withPlanEnv(stack, { ...plan, preview: true }, () =>
+            stack.preview({
+              onEvent: both,
+              color: "never",
+              ...(values.diff ? { diff: true } : {}),
+              ...(values["expect-no-changes"] ? { expectNoChanges: true } : {}),
+              ...(values.target ? { target: values.target } : {}),
+              ...(values.refresh ? { refresh: true } : {}),
+            }),
+          );
         } catch (e) {
           // A failed preview still makes a comment: reviewers need to see the errors too.
           if (values.markdown) emit(renderPreviewMarkdown(collector.model(), { stack: stackName, redact: secrets }), values.out);
           throw e;
         }
         if (values.markdown) emit(renderPreviewMarkdown(collector.model(), { stack: stackName, redact: secrets }), values.out);
-        else if (values.diff) process.stdout.write(`${maskSecrets(result.stdout, secrets).trimEnd()}\n`);
+        else if (values.diff) process.stdout.write(`${maskSecrets(`${result.stdout.trimEnd()}\n\n${renderPreviewText(collector.model())}`, secrets).trimEnd()}\n`);
         return 0;
       }
     }

@@ -1,18 +1,33 @@
-import { diffWorkspace } from "../../providers/diff.js";
+import { consequenceOf, diffWorkspace, type ChangeEffect, type DataOutcome } from "../../providers/diff.js";
 
 /**
- * A preview reduced to what a reviewer needs: one row per workspace with its operation and the
- * changed fields. Built from `pulumi preview --json` or from Automation API engine events.
+ * A preview reduced to what a reviewer needs: one row per workspace with its owner, what happens
+ * to its backend object and its files, and each changed field with its old and new value (secret
+ * values masked). Built from `pulumi preview --json` or from Automation API engine events.
  */
-export type WorkspaceOp = "create" | "update" | "replace" | "delete";
+export type WorkspaceOp = "create" | "update" | "recreate" | "replace" | "rename" | "delete";
+
+export interface FieldRow {
+  path: string;
+  replace: boolean;
+  effect?: ChangeEffect;
+  from?: string;
+  to?: string;
+}
 
 export interface WorkspaceChange {
   op: WorkspaceOp;
   /** Workspace id, or the resource name when the id is not known yet. */
   workspaceId: string;
   kind: string;
-  /** Changed field paths, sorted; replacements flagged. Values never included. */
-  fields: { path: string; replace: boolean }[];
+  userId?: string;
+  agentId?: string;
+  /** A rename: the id it had (its old workspace is deleted, a new one created). */
+  previousId?: string;
+  /** What happens to the workspace's files (updates, re-creations, replaces, renames and deletes). */
+  data?: DataOutcome;
+  /** Changed field paths, sorted; replacements flagged. Secret-bearing values masked. */
+  fields: FieldRow[];
 }
 
 export interface PreviewModel {
@@ -22,6 +37,8 @@ export interface PreviewModel {
   unchangedUnit?: "workspaces" | "resources";
   /** Non-workspace resources that change (components, other resources), by operation. */
   other: Record<string, number>;
+  /** Those resources by name and type, to say what they are. */
+  otherResources?: { op: string; type: string; name: string }[];
   errors: string[];
 }
 
@@ -47,7 +64,7 @@ const SKIP_OPS = new Set(["same", "read", "refresh", "read-replacement", "import
 export function buildModel(steps: StepLike[], diagnostics: { severity?: string; message?: string }[] = [], unchangedResources?: number): PreviewModel {
   const byUrn = new Map<string, StepLike[]>();
   for (const s of steps) byUrn.set(s.urn, [...(byUrn.get(s.urn) ?? []), s]);
-  const model: PreviewModel = { changes: [], unchanged: 0, other: {}, errors: [] };
+  const model: PreviewModel = { changes: [], unchanged: 0, other: {}, otherResources: [], errors: [] };
   for (const [urn, group] of byUrn) {
     const ops = new Set(group.map((s) => s.op));
     const op: WorkspaceOp | "same" | undefined = [...ops].some((o) => REPLACE_OPS.has(o))
@@ -63,26 +80,46 @@ export function buildModel(steps: StepLike[], diagnostics: { severity?: string; 
               : undefined;
     const type = group[0]?.type ?? typeFromUrn(urn);
     if (type !== WORKSPACE_TYPE_TOKEN) {
-      if (op && op !== "same" && type !== "pulumi:pulumi:Stack") model.other[op] = (model.other[op] ?? 0) + 1;
+      if (op && op !== "same" && type !== "pulumi:pulumi:Stack") {
+        model.other[op] = (model.other[op] ?? 0) + 1;
+        model.otherResources!.push({ op, type, name: nameFromUrn(urn) });
+      }
       continue;
     }
     if (!op || op === "same") {
       model.unchanged++;
       continue;
     }
+    const oldOutputs = group.find((s) => s.oldOutputs)?.oldOutputs;
+    const oldInputs = group.find((s) => s.oldInputs)?.oldInputs ?? oldOutputs;
     const merged = {
-      oldInputs: group.find((s) => s.oldInputs)?.oldInputs ?? group.find((s) => s.oldOutputs)?.oldOutputs,
+      // The state the last refresh saw (a stopped container) is an output, not an input.
+      oldInputs: oldInputs && oldOutputs?.state !== undefined ? { ...oldInputs, state: oldOutputs.state } : oldInputs,
       newInputs: group.find((s) => s.newInputs)?.newInputs,
       replaceKeys: group.flatMap((s) => s.replaceKeys ?? []),
       diffKeys: group.flatMap((s) => s.diffKeys ?? []),
     };
-    model.changes.push({
+    const subject = merged.newInputs ?? merged.oldInputs;
+    const change: WorkspaceChange = {
       op,
       workspaceId: str(merged.newInputs?.workspaceId) ?? str(merged.oldInputs?.workspaceId) ?? nameFromUrn(urn),
       kind: kindOf(merged.newInputs) ?? kindOf(merged.oldInputs) ?? "?",
-      fields: op === "update" || op === "replace" ? fieldsOf(merged.oldInputs ?? {}, merged.newInputs ?? {}, merged.replaceKeys, merged.diffKeys) : [],
-    });
+      ...owners(subject),
+      fields: [],
+    };
+    if (op === "update" || op === "replace") {
+      const olds = redactSecrets(merged.oldInputs ?? {}) as Record<string, unknown>;
+      const news = redactSecrets(merged.newInputs ?? {}) as Record<string, unknown>;
+      const d = diffWorkspace(olds, news, { forceReplace: op === "replace" && merged.replaceKeys.some((k) => k.startsWith("(")) });
+      change.fields = fieldsOf(d.fields, olds, news, merged.replaceKeys, merged.diffKeys);
+      // The engine's verdict decides the operation; the diff says what it does to the object and the files.
+      change.op = op === "replace" ? "replace" : d.effect === "recreate" ? "recreate" : "update";
+      change.data = op === "replace" && d.effect !== "replace" ? consequenceOf("replace", olds, news).data : d.data;
+    }
+    if (op === "delete") change.data = deletedData(merged.oldInputs ?? {});
+    model.changes.push(change);
   }
+  pairRenames(model);
   // `pulumi preview --json` omits unchanged resources' steps; count them from its summary instead.
   if (unchangedResources !== undefined && model.unchanged === 0 && unchangedResources > 0) {
     model.unchanged = unchangedResources;
@@ -93,19 +130,54 @@ export function buildModel(steps: StepLike[], diagnostics: { severity?: string; 
   return model;
 }
 
-export const ORDER: WorkspaceOp[] = ["create", "update", "replace", "delete"];
+export const ORDER: WorkspaceOp[] = ["create", "update", "recreate", "replace", "rename", "delete"];
 
-function fieldsOf(olds: Record<string, unknown>, news: Record<string, unknown>, replaceKeys: string[], diffKeys: string[]): { path: string; replace: boolean }[] {
-  const d = diffWorkspace(redactSecrets(olds) as Record<string, unknown>, redactSecrets(news) as Record<string, unknown>);
-  const replaces = new Set([...d.replaces, ...replaceKeys]);
-  const fields = d.fields.map((f) => ({ path: f.path, replace: f.replace && [...replaces].some((r) => f.path === r || f.path.startsWith(`${r}.`) || r === "backend.kind") }));
+/** What deleting a workspace does to its files: gone with deleteData, or when they live in the object itself. */
+function deletedData(olds: Record<string, unknown>): DataOutcome {
+  return olds.deleteData === true || consequenceOf("recreate", olds, olds).data === "deleted" ? "deleted" : "kept";
+}
+
+/**
+ * A create and a delete of workspaces with the same owner (user and agent) and backend kind is one
+ * workspace renamed (its id changed): one row, old id → new id, with what happens to the old files.
+ */
+function pairRenames(model: PreviewModel): void {
+  const creates = model.changes.filter((c) => c.op === "create");
+  const deletes = model.changes.filter((c) => c.op === "delete");
+  for (const created of creates) {
+    const i = deletes.findIndex((d) => d.kind === created.kind && d.userId === created.userId && d.agentId === created.agentId && d.userId !== undefined);
+    if (i < 0) continue;
+    const [gone] = deletes.splice(i, 1);
+    model.changes = model.changes.filter((c) => c !== gone);
+    created.op = "rename";
+    created.previousId = gone!.workspaceId;
+    created.data = gone!.data === "deleted" ? "deleted" : "left-behind";
+    created.fields = [{ path: "workspaceId", replace: true, effect: "replace", from: JSON.stringify(gone!.workspaceId), to: JSON.stringify(created.workspaceId) }];
+  }
+}
+
+function owners(inputs: Record<string, unknown> | undefined): { userId?: string; agentId?: string } {
+  const userId = str(inputs?.userId);
+  const agentId = str(inputs?.agentId);
+  return { ...(userId ? { userId } : {}), ...(agentId ? { agentId } : {}) };
+}
+
+function fieldsOf(diffFields: ReturnType<typeof diffWorkspace>["fields"], olds: Record<string, unknown>, news: Record<string, unknown>, replaceKeys: string[], diffKeys: string[]): FieldRow[] {
+  const replaces = new Set(replaceKeys);
+  const fields: FieldRow[] = diffFields.map((f) => ({
+    path: f.path,
+    replace: f.replace || [...replaces].some((r) => f.path === r || f.path.startsWith(`${r}.`)),
+    effect: f.effect,
+    ...(f.from !== undefined ? { from: f.from } : {}),
+    ...(f.to !== undefined ? { to: f.to } : {}),
+  }));
   // The engine may name a replacement our diff cannot see (e.g. replaceOnChanges); keep it visible.
-  for (const r of replaces) if (!fields.some((f) => f.path === r || f.path.startsWith(`${r}.`))) fields.push({ path: r, replace: true });
+  for (const r of replaces) if (!fields.some((f) => f.path === r || f.path.startsWith(`${r}.`) || r.startsWith("backend."))) fields.push({ path: r, replace: true });
   // Secret values reach us masked, so only the engine can tell they changed.
   for (const k of diffKeys)
-    if (k !== "__provider" && !fields.some((f) => f.path === k || f.path.startsWith(`${k}.`))) fields.push({ path: k, replace: replaces.has(k) });
+    if (k !== "__provider" && !fields.some((f) => f.path === k || f.path.startsWith(`${k}.`))) fields.push({ path: k, replace: replaces.has(k), from: '"[secret]"', to: '"[secret]"' });
   // Nothing visible changed, yet the provider reported a change: it can only be a masked secret.
-  if (!fields.length) for (const path of maskedPaths(olds, news)) fields.push({ path, replace: false });
+  if (!fields.length) for (const path of maskedPaths(olds, news)) fields.push({ path, replace: false, from: '"[secret]"', to: '"[secret]"' });
   return fields.sort((a, b) => a.path.localeCompare(b.path));
 }
 

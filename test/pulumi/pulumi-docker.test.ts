@@ -1,72 +1,126 @@
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { dockerClient } from "../../sdk/backends/docker/client.js";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema } from "../../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../../sdk/fleet.js";
 import { WorkspaceFleet } from "../../providers/index.js";
-import { StepCollector } from "../../sdk/cli/engine.js";
+import { StepCollector, upWithPreview, withPlanEnv } from "../../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../../sdk/cli/preview-markdown.js";
-import { BASE_IMAGE, containersFor, dockerEngine } from "../support/docker-engine.js";
+import type { PreviewModel } from "../../sdk/cli/preview-model.js";
+import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "./pulumi-helpers.js";
 
 // The real engine on a shared 2-core machine: operations take seconds each, more under load.
 vi.setConfig({ testTimeout: 300_000 });
 
-/** A Docker workspace on the real engine: a base image change replaces the container. */
+/**
+ * Docker workspaces on the real engine, two stacks side by side: a base image that does not exist
+ * fails the preview and the up while the old container keeps running with its files; a stopped
+ * container is reported by refresh and started by `up --refresh`; `destroy`
+ * with deleteData leaves no container, folder or image of the stack, and the other stack's
+ * container and image are untouched.
+ */
 const engine = await dockerEngine();
-const ALT_IMAGE = "agentws-base:pulumi-replace-test";
-let sb: Sandbox;
-let stack: Stack;
-let image = BASE_IMAGE;
-const ID = `pulumi-docker-${process.pid}`;
+const OWN_IMAGE = `agentws-base:pulumi-docker-${process.pid}`;
+const MISSING_IMAGE = `agentws-base:missing-${process.pid}`;
+const A = `pulumi-docker-a-${process.pid}`;
+const B = `pulumi-docker-b-${process.pid}`;
+let sbA: Sandbox;
+let sbB: Sandbox;
+let stackA: Stack;
+let stackB: Stack;
+let imageA = OWN_IMAGE;
 
-describe.skipIf(!engine).sequential("docker workspace on the real Pulumi engine", () => {
+const docker = () => dockerClient();
+const containerOf = async (id: string) => (await docker().listContainers({ all: true, filters: { label: [`agent-workspaces.workspace-id=${id}`] } }))[0];
+/** Workspace images whose recorded inputs name `base`. */
+const imagesFrom = async (base: string) =>
+  (await docker().listImages({ filters: { label: ["agent-workspaces.image-inputs"] } })).filter((i) => JSON.parse(i.Labels?.["agent-workspaces.image-inputs"] ?? "{}").baseImage === base);
+const fleetOf = (o: Record<string, { value: unknown }>): FleetOutputs => FleetOutputsSchema.parse(o[FLEET_OUTPUT_NAME]!.value);
+
+describe.skipIf(!engine).sequential("docker workspaces on the real Pulumi engine", () => {
   beforeAll(async () => {
     const bin = pulumiBinDir();
     ensureBuilt();
-    const [repo, tag] = ALT_IMAGE.split(":");
-    await dockerClient().getImage(BASE_IMAGE).tag({ repo: repo!, tag: tag! });
-    sb = makeSandbox("docker");
-    stack = await testStack(
-      sb,
-      "docker",
-      async () => {
-        const fleet = new WorkspaceFleet("fleet", {
-          workspaces: [{ workspaceId: ID, backend: { kind: "docker", baseImage: image, network: "none", basedir: join(sb.dir, "data") }, tags: { team: "a" } }],
-          deleteData: true,
-        });
-        return { [FLEET_OUTPUT_NAME]: fleet.workspaces };
-      },
-      bin,
-    );
+    const [repo, tag] = OWN_IMAGE.split(":");
+    await docker().getImage(BASE_IMAGE).tag({ repo: repo!, tag: tag! });
+    sbA = makeSandbox("docker-a");
+    sbB = makeSandbox("docker-b");
+    const program = (id: string, sb: Sandbox, image: () => string, deleteData: boolean) => async () => {
+      const fleet = new WorkspaceFleet("fleet", {
+        workspaces: [{ workspaceId: id, userId: "ops", agentId: "builder", backend: { kind: "docker", baseImage: image(), basedir: join(sb.dir, "data") }, tags: { team: "a" } }],
+        deleteData,
+      });
+      return { [FLEET_OUTPUT_NAME]: fleet.workspaces };
+    };
+    stackA = await testStack(sbA, "docker", program(A, sbA, () => imageA, true), bin);
+    stackB = await testStack(sbB, "docker", program(B, sbB, () => BASE_IMAGE, false), bin);
   });
 
   afterAll(async () => {
-    await stack?.destroy({ color: "never" }).catch(() => undefined);
-    await dockerClient().getImage(ALT_IMAGE).remove().catch(() => undefined);
-    sb?.dispose();
+    await stackA?.destroy({ color: "never" }).catch(() => undefined);
+    await stackB?.destroy({ color: "never" }).catch(() => undefined);
+    for (const img of engine ? await imagesFrom(OWN_IMAGE) : []) await docker().getImage(img.Id).remove().catch(() => undefined);
+    await docker().getImage(OWN_IMAGE).remove().catch(() => undefined);
+    sbA?.dispose();
+    sbB?.dispose();
   });
 
-  it("up creates one labelled container; changing the base image replaces it; destroy removes it", async () => {
-    const up = await stack.up({ color: "never" });
-    const fleet = FleetOutputsSchema.parse(up.outputs[FLEET_OUTPUT_NAME]!.value);
-    expect(fleet[ID]!.backend.kind).toBe("docker");
-    const before = await containersFor(ID);
-    expect(before).toHaveLength(1);
+  it("a base image that does not exist fails preview and up; the old container keeps running with its files", async () => {
+    const upA = fleetOf((await upWithPreview(stackA, { color: "never" })).outputs);
+    await upWithPreview(stackB, { color: "never" });
+    const before = await containerOf(A);
+    expect(before?.State).toBe("running");
+    expect(upA[A]!.location.containerId).toBe(before!.Id);
+    writeFileSync(join(upA[A]!.location.hostPath!, "marker.txt"), "kept");
 
-    image = ALT_IMAGE;
+    imageA = MISSING_IMAGE;
     const c = new StepCollector();
-    await stack.preview({ onEvent: c.onEvent, color: "never" });
-    expect(c.model().changes).toEqual([{ op: "replace", workspaceId: ID, kind: "docker", fields: [{ path: "backend.baseImage", replace: true }] }]);
-    expect(renderPreviewMarkdown(c.model())).toContain("`backend.baseImage` (forces replacement)");
+    await expect(withPlanEnv(stackA, { preview: true }, () => stackA.preview({ onEvent: c.onEvent, color: "never" }))).rejects.toThrow(/backend\.baseImage: 'agentws-base:missing-\d+' is not on the Docker engine/);
+    expect(renderPreviewMarkdown(c.model())).toContain("backend.baseImage");
+    await expect(upWithPreview(stackA, { color: "never" })).rejects.toThrow(/backend\.baseImage/);
+    // Even without the CLI's preview, the provider checks the new inputs before the old container goes.
+    await expect(upWithPreview(stackA, { color: "never", skipPreview: true })).rejects.toThrow(/backend\.baseImage/);
+    const after = await containerOf(A);
+    expect(after?.Id).toBe(before!.Id);
+    expect(after?.State).toBe("running");
+    expect(existsSync(join(upA[A]!.location.hostPath!, "marker.txt"))).toBe(true);
 
-    const r = await stack.up({ color: "never" });
-    expect(r.summary.resourceChanges).toMatchObject({ replace: 1 });
-    const after = await containersFor(ID);
-    expect(after).toHaveLength(1);
-    expect(after[0]).not.toBe(before[0]);
+    imageA = OWN_IMAGE;
+    const clean = new StepCollector();
+    await withPlanEnv(stackA, { preview: true }, () => stackA.preview({ onEvent: clean.onEvent, color: "never" }));
+    expect(clean.model().changes).toEqual([]);
+  });
 
-    await stack.destroy({ color: "never" });
-    expect(await containersFor(ID)).toEqual([]);
+  it("a stopped container: refresh reports it, `up --refresh` starts it (the same container) in one command", async () => {
+    const before = await containerOf(A);
+    await docker().getContainer(before!.Id).stop({ t: 0 });
+    let plan: PreviewModel | undefined;
+    await upWithPreview(stackA, { color: "never", refresh: true, onPlan: (m) => (plan = m) });
+    expect(plan!.changes).toMatchObject([{ op: "update", workspaceId: A, fields: [{ path: "state", from: '"stopped"', to: '"running"' }] }]);
+    const after = await containerOf(A);
+    expect(after?.Id).toBe(before!.Id);
+    expect(after?.State).toBe("running");
+    const clean = new StepCollector();
+    await withPlanEnv(stackA, { preview: true }, () => stackA.preview({ onEvent: clean.onEvent, color: "never", refresh: true }));
+    expect(clean.model().changes).toEqual([]);
+  });
+
+  it("destroy with deleteData leaves no container, folder or image of the stack, and nothing of the other stack is touched", async () => {
+    const ownImages = await imagesFrom(OWN_IMAGE);
+    expect(ownImages).toHaveLength(1);
+    const other = await containerOf(B);
+    const otherImage = other!.ImageID;
+    await stackA.destroy({ color: "never" });
+    expect(await containerOf(A)).toBeUndefined();
+    expect(readdirSync(join(sbA.dir, "data"))).toEqual([]);
+    expect(await imagesFrom(OWN_IMAGE)).toEqual([]);
+    // The other stack: its container still runs on its image, its folder is there.
+    const still = await containerOf(B);
+    expect(still?.Id).toBe(other!.Id);
+    expect(still?.State).toBe("running");
+    await expect(docker().getImage(otherImage).inspect()).resolves.toBeDefined();
+    expect(existsSync(join(sbB.dir, "data", B))).toBe(true);
   });
 });

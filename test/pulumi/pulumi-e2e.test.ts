@@ -4,7 +4,7 @@ import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type WorkspaceSpecInput } from "../../sdk/fleet.js";
 import { WorkspaceFleet } from "../../providers/index.js";
-import { StepCollector } from "../../sdk/cli/engine.js";
+import { StepCollector, upWithPreview, withPlanEnv } from "../../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../../sdk/cli/preview-markdown.js";
 import { metadataRecordPath } from "../../sdk/backends/local/driver.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, stateResources, testStack, type Sandbox } from "./pulumi-helpers.js";
@@ -30,7 +30,7 @@ const metaOf = (dir: string, id: string) => JSON.parse(readFileSync(META(folderO
 
 async function preview() {
   const c = new StepCollector();
-  const r = await stack.preview({ onEvent: c.onEvent, diff: true, color: "never" });
+  const r = await withPlanEnv(stack, { preview: true }, () => stack.preview({ onEvent: c.onEvent, diff: true, color: "never" }));
   return { model: c.model(), stdout: r.stdout, summary: r.changeSummary };
 }
 
@@ -109,15 +109,16 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     writeFileSync(join(folderOf(basedir, "alpha"), "marker.txt"), "kept");
     specs[0] = { ...specs[0]!, tags: { team: "b" }, skillPaths: [join(SKILLS, "alpha"), join(SKILLS, "beta")] };
     const p = await preview();
-    expect(p.model.changes).toEqual([
-      { op: "update", workspaceId: "alpha", kind: "local", fields: [{ path: "skillPaths", replace: false }, { path: "tags.team", replace: false }] },
+    expect(p.model.changes).toMatchObject([
+      { op: "update", workspaceId: "alpha", kind: "local", data: "kept", fields: [{ path: "skillPaths", replace: false }, { path: "tags.team", replace: false, from: '"a"', to: '"b"' }] },
     ]);
     expect(p.stdout).toMatch(/~ pulumi-nodejs:dynamic\/agentws:Workspace: \(update\)/);
     expect(p.stdout).toMatch(/team: "a" => "b"/);
     expect(p.stdout).not.toContain("__provider");
     const md = renderPreviewMarkdown(p.model, { stack: "test" });
     expect(md).toContain("**1 to update** · 1 unchanged");
-    expect(md).toContain("| `alpha` | local | `skillPaths`, `tags.team` |");
+    expect(md).toContain("| `alpha` | — | local | `skillPaths`: ");
+    expect(md).toContain("`tags.team`: `\"a\"` → `\"b\"` | same folder; files kept |");
     expect(md).not.toContain("replace");
 
     const r = await stack.up({ color: "never" });
@@ -129,17 +130,19 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     expect(FleetOutputsSchema.parse(r.outputs[FLEET_OUTPUT_NAME]!.value).alpha!.tags).toEqual({ team: "b" });
   });
 
-  it("changing a backend option replaces the workspace (delete first: same id)", async () => {
+  it("changing a backend option replaces the workspace (the new folder first); with deleteData that needs the opt-in", async () => {
     const moved = join(sb.dir, "workspaces-2");
     specs[0] = { ...specs[0]!, backend: { kind: "local", basedir: moved } };
     const p = await preview();
-    expect(p.model.changes).toEqual([{ op: "replace", workspaceId: "alpha", kind: "local", fields: [{ path: "backend.basedir", replace: true }] }]);
+    expect(p.model.changes).toMatchObject([{ op: "replace", workspaceId: "alpha", kind: "local", data: "deleted", fields: [{ path: "backend.basedir", replace: true }] }]);
     expect(p.stdout).toMatch(/\+-pulumi-nodejs:dynamic\/agentws:Workspace: \(replace\)/);
     const md = renderPreviewMarkdown(p.model);
     expect(md).toContain("**1 to replace** · 1 unchanged");
-    expect(md).toContain("`backend.basedir` (forces replacement)");
+    expect(md).toContain("(forces replacement) | new folder; **files deleted** |");
+    await expect(upWithPreview(stack, { color: "never" })).rejects.toThrow(/deletes its files/);
+    expect(existsSync(folderOf(basedir, "alpha"))).toBe(true);
 
-    const r = await stack.up({ color: "never" });
+    const r = await upWithPreview(stack, { color: "never", allowDataLoss: true });
     expect(r.summary.resourceChanges).toMatchObject({ replace: 1 });
     expect(existsSync(folderOf(basedir, "alpha"))).toBe(false);
     expect(existsSync(META(folderOf(moved, "alpha")))).toBe(true);

@@ -134,7 +134,12 @@ export class BubblewrapDriver implements Driver {
       if (await fs.lstat(host).catch(() => null)) await assertInside(this.#basedir, host, "workspace folder");
       await fs.rm(host, { recursive: true, force: true });
       await fs.rm(this.#envDir(id), { recursive: true, force: true });
+      // The per-user folder, once its last workspace is gone.
+      await fs.rmdir(path.dirname(host)).catch(() => undefined);
     }
+    // Empty bookkeeping folders go too (recreated on the next create); rmdir never removes content.
+    for (const sub of ["index", "claims", "env", "tmp"]) await fs.rmdir(path.join(this.#basedir, ".agentws", sub)).catch(() => undefined);
+    await fs.rmdir(path.join(this.#basedir, ".agentws")).catch(() => undefined);
   }
 
   async updateTags(workspaceId: string, tags: Record<string, string>): Promise<void> {

@@ -1,8 +1,8 @@
 import { z } from "zod";
-import { CpusSchema, EnvSchema, MaxProcessesSchema, MemoryBytesSchema } from "../shared/schema.js";
+import { CpusSchema, EnvSchema, MaxProcessesSchema, MemoryBytesSchema, withChangePolicy } from "../shared/schema.js";
 
 /** Options of the Bubblewrap backend (a host folder mounted into a bwrap sandbox). */
-export const BubblewrapBackendSchema = z.strictObject({
+export const BubblewrapBackendSchema = withChangePolicy(z.strictObject({
   kind: z.literal("bubblewrap"),
   /** Host folder holding per-workspace folders (named by hashed ids, mode 0700). Omit for an ephemeral workspace. */
   basedir: z.string().min(1).optional(),
@@ -21,6 +21,15 @@ export const BubblewrapBackendSchema = z.strictObject({
   memoryBytes: MemoryBytesSchema,
   /** Cap on CPU time in cores, with a cpu cgroup per sandbox where the service may make one. */
   cpus: CpusSchema,
+}), {
+  noun: "sandbox folder",
+  // Every command is a fresh bwrap over the same folder: all but the folder apply in place
+  // (packages are reinstalled, network, env, mounts and caps read at the next command).
+  fields: { basedir: "replace", network: "update", env: "update", readOnlyPaths: "update", pythonPackages: "update", npmPackages: "update", maxProcesses: "update", memoryBytes: "update", cpus: "update" },
+  hostPaths: ["basedir", "readOnlyPaths"],
+  // Folder <basedir>/<h(user)>/<h(id)>; an ephemeral one (no basedir) goes with its record.
+  dataHome: (s, ws) => (s.basedir === undefined ? undefined : `${s.basedir}\0${ws.userId ?? ""}\0${ws.workspaceId}`),
+  objectHome: (s, ws) => `${s.basedir ?? "(ephemeral)"}\0${ws.workspaceId}`,
 });
 
 export type BubblewrapBackendSpec = z.infer<typeof BubblewrapBackendSchema>;

@@ -12,9 +12,10 @@ import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../shared/schema.js";
 import { DockerBackendSchema, type DockerBackendSpec } from "./schema.js";
 import { sharedDockerClient, statusCode } from "./client.js";
 import { dockerLeases } from "./lease.js";
-import { dockerUnavailable, ensureImage, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
+import { IMAGE_REPO, dockerUnavailable, ensureImage, imageExists, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { guardWorkspaceNetwork, ensureWorkspaceNetwork, removeWorkspaceNetwork } from "./network.js";
 import { dockerError } from "./errors.js";
+import { expandHome } from "../../paths.js";
 import { DOCKER_WORKDIR, DockerSandbox } from "./sandbox.js";
 import { readOwnerClaim, recordOwnerClaim, removeOwnerClaim } from "./owner-claim.js";
 
@@ -50,7 +51,8 @@ export class DockerDriver implements Driver {
   constructor(spec: Partial<DockerBackendSpec> = {}) {
     const parsed = DockerBackendSchema.safeParse({ kind: "docker", ...spec });
     if (!parsed.success) throw fromZodError("backend", parsed.error);
-    this.spec = parsed.data;
+    // `~/ws` means the caller's home, as everywhere else (never a folder named "~").
+    this.spec = parsed.data.basedir === undefined ? parsed.data : { ...parsed.data, basedir: expandHome(parsed.data.basedir) };
     this.persistent = this.spec.basedir !== undefined;
     this.docker = sharedDockerClient(this.spec.socketPath);
     this.leases = dockerLeases(this.spec);
@@ -130,6 +132,46 @@ export class DockerDriver implements Driver {
     const created = await this.find(id);
     if (!created) throw new WorkspaceError("provision_failed", `container ${containerName(id)} vanished right after it was created`);
     return created;
+  }
+
+  /** The base image is on the engine, the read-only paths and the CA file exist: what create needs, checked changing nothing. */
+  async validate(): Promise<void> {
+    const base = this.spec.baseImage;
+    if (!(await imageExists(this.docker, base).catch((e: unknown) => {
+      throw this.#mapLifecycleError(e, `inspect image ${base}`);
+    })))
+      throw new WorkspaceError("invalid_argument", `backend.baseImage: '${base}' is not on the Docker engine; build it (scripts/base-image.sh) or pull it first`, { field: "backend.baseImage" });
+    for (const p of this.spec.readOnlyPaths ?? [])
+      if (!(await fs.stat(p).catch(() => null))) throw new WorkspaceError("invalid_argument", `backend.readOnlyPaths: '${p}' does not exist on the host`, { field: "backend.readOnlyPaths" });
+    if (this.spec.caCertificates && !(await fs.stat(this.spec.caCertificates).catch(() => null))?.isFile())
+      throw new WorkspaceError("invalid_argument", `backend.caCertificates: '${this.spec.caCertificates}' is not a readable file`, { field: "backend.caCertificates" });
+  }
+
+  /**
+   * A new container from this spec in place of the old one, over the same bind mount: the image is
+   * built and the inputs checked first, so a failure leaves the old container as it was. An
+   * ephemeral container's files go with it (the provider asks for an explicit opt-in first).
+   */
+  async recreate(identity: WorkspaceIdentity, ctx: DriverContext = {}): Promise<BackendDescription> {
+    await this.validate();
+    await ensureImage(this.docker, this.imageInputs, ctx);
+    const old = await this.find(identity.workspaceId);
+    const wasPaused = old?.state === "paused";
+    if (old) await this.destroy(identity.workspaceId);
+    const created = await this.create(identity, ctx);
+    if (wasPaused) await this.pause(identity.workspaceId);
+    return (await this.find(identity.workspaceId)) ?? created;
+  }
+
+  /** Applies the caps (tasks, memory, cpus) to the running container: `docker update`, same container. */
+  async reconfigure(workspaceId: string): Promise<void> {
+    const d = await this.find(workspaceId);
+    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
+    try {
+      await this.docker.getContainer(d.location.containerId!).update(this.#limits());
+    } catch (e) {
+      throw this.#mapLifecycleError(e, `update the limits of ${containerName(workspaceId)}`);
+    }
   }
 
   /** Removes workspace images no container uses (old tags left by changed image inputs). */
@@ -274,6 +316,14 @@ export class DockerDriver implements Driver {
       const base = path.resolve(this.spec.basedir!);
       if (path.dirname(host) !== base) throw new PathEscapeError(host, "is not directly under basedir");
       await fs.rm(host, { recursive: true, force: true });
+    }
+    // With deleteData the workspace's image goes too unless another container uses it (the engine
+    // refuses to remove an image in use: never forced, so no other stack's container is touched).
+    // Best effort and bounded: a busy engine must not hold up the destroy.
+    if (options.deleteData && found?.location.image?.startsWith(`${IMAGE_REPO}:`)) {
+      const removal = this.docker.getImage(found.location.image).remove().catch(() => undefined);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([removal, new Promise((r) => (timer = setTimeout(r, 30_000)))]).finally(() => clearTimeout(timer));
     }
   }
 

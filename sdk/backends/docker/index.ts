@@ -14,11 +14,16 @@ export { DockerWorkspaceManager, DockerWorkspaceManagerOptionsSchema, type Docke
 /** Old workspace images pile up as image inputs change; this clears the unused ones (DOCKER_HOST applies). */
 const pruneImages: BackendCommand = {
   name: "prune-images",
-  usage: "agentws prune-images [--base IMAGE] [--dry-run]      (remove Docker workspace images no container uses)",
-  options: { base: { type: "string" }, "dry-run": { type: "boolean" } },
+  usage: "agentws prune-images --base IMAGE | --all [--dry-run]  (remove Docker workspace images no container uses)",
+  options: { base: { type: "string" }, all: { type: "boolean" }, "dry-run": { type: "boolean" } },
   async run(values, io) {
     const dryRun = values["dry-run"] === true;
     const baseImage = typeof values.base === "string" ? values.base : undefined;
+    // The engine may be shared: unused images of other users' stacks are theirs to prune.
+    if (baseImage === undefined && values.all !== true) {
+      io.stderr("prune-images: name the images to prune with --base IMAGE, or pass --all for every unused workspace image on this engine (other stacks' included); `destroy` with deleteData removes a stack's own");
+      return 2;
+    }
     const { removed, kept } = await new DockerDriver({}).pruneImages({ baseImage, dryRun });
     const verb = dryRun ? "would remove" : "removed";
     for (const r of removed) io.stderr(`${verb} ${r.tag} (${(r.bytes / 1e6).toFixed(1)} MB)`);

@@ -1,8 +1,8 @@
 import { z } from "zod";
-import { CpusSchema, EnvSchema, MaxProcessesSchema, MemoryBytesSchema } from "../shared/schema.js";
+import { CpusSchema, EnvSchema, MaxProcessesSchema, MemoryBytesSchema, withChangePolicy } from "../shared/schema.js";
 
 /** Options of the Docker backend (a container per workspace). */
-export const DockerBackendSchema = z.strictObject({
+export const DockerBackendSchema = withChangePolicy(z.strictObject({
   kind: z.literal("docker"),
   /** Host folder holding per-workspace folders bind-mounted at /workspace. Omit for an ephemeral container. */
   basedir: z.string().min(1).optional(),
@@ -35,6 +35,32 @@ export const DockerBackendSchema = z.strictObject({
   caCertificates: z.string().startsWith("/").optional(),
   /** "uid:gid" container processes run as. Default: the caller's own ids when it is not root (bind-mounted files stay the caller's), else root. */
   user: z.string().regex(/^\d+(:\d+)?$/, "user must be 'uid' or 'uid:gid' (numbers)").optional(),
+}), {
+  noun: "container",
+  // A container's image, env, mounts, network, user and labels (tags) are fixed at creation: a change
+  // re-creates it over the same bind mount (the image built first). Caps apply to the running container.
+  fields: {
+    basedir: "replace",
+    socketPath: "replace",
+    baseImage: "recreate",
+    nodeVersion: "recreate",
+    pythonPackages: "recreate",
+    npmPackages: "recreate",
+    caCertificates: "recreate",
+    env: "recreate",
+    network: "recreate",
+    readOnlyPaths: "recreate",
+    user: "recreate",
+    maxProcesses: "update",
+    memoryBytes: "update",
+    cpus: "update",
+  },
+  tags: "recreate",
+  hostPaths: ["basedir", "readOnlyPaths", "caCertificates"],
+  // Files live in <basedir>/<id>; an ephemeral container (no basedir) holds them itself.
+  dataHome: (s, ws) => (s.basedir === undefined ? undefined : `${s.basedir}/${ws.workspaceId}`),
+  // One container name per id and engine: a replacement on the same engine deletes the old first.
+  objectHome: (s, ws) => `${s.socketPath ?? "(default engine)"}\0${ws.workspaceId}`,
 });
 
 export type DockerBackendSpec = z.infer<typeof DockerBackendSchema>;

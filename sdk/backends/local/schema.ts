@@ -1,12 +1,21 @@
 import { z } from "zod";
+import { withChangePolicy } from "../shared/schema.js";
 
 /** Options of the Local backend (a host folder per workspace). */
-export const LocalBackendSchema = z.strictObject({
+export const LocalBackendSchema = withChangePolicy(z.strictObject({
   kind: z.literal("local"),
   /** Host folder holding one sub-folder per workspace id. */
   basedir: z.string().min(1).optional(),
   /** Exact host folder for this one workspace (overrides basedir). */
   path: z.string().min(1).optional(),
+}), {
+  noun: "folder",
+  // The folder is the workspace: another folder is another workspace, created before the old one goes.
+  fields: { basedir: "replace", path: "replace" },
+  hostPaths: ["basedir", "path"],
+  dataHome: (s, ws) => s.path ?? `${s.basedir ?? "(default basedir)"}/${ws.workspaceId}`,
+  // Its record sits beside the folder.
+  objectHome: (s, ws) => s.path ?? `${s.basedir ?? "(default basedir)"}/${ws.workspaceId}`,
 });
 
 export type LocalBackendSpec = z.infer<typeof LocalBackendSchema>;

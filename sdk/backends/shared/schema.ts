@@ -1,3 +1,6 @@
+import { realpathSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { z } from "zod";
 import { fromZodError } from "../../errors.js";
 
@@ -33,3 +36,81 @@ export const MemoryBytesSchema = z.number().int().min(64 * 1024 ** 2).max(2 ** 5
 /** CPU time as a number of cores (a CFS quota: 1.5 = one and a half cores' worth per period). */
 export const CpusSchema = z.number().min(0.01).max(1024).default(DEFAULT_CPUS);
 
+
+/**
+ * What changing a spec field does to the backend object, as the backend's driver can really do it:
+ * "update" applies it to the same object (same folder, same container id); "recreate" makes a new
+ * object under the same name in place of the old (a container re-created over the same bind
+ * mount), prepared before the old one goes; "replace" makes a new workspace object (Pulumi replace).
+ */
+export type ChangeEffect = "update" | "recreate" | "replace";
+
+/** The workspace a policy is asked about. */
+export interface PolicyWorkspace {
+  workspaceId: string;
+  userId?: string | undefined;
+}
+
+/**
+ * A backend's declaration of how its spec changes apply, next to its schema (withChangePolicy), so
+ * the Pulumi diff, the preview and the CLI classify every backend the same way without naming one.
+ */
+export interface ChangePolicy<Spec = Record<string, unknown>> {
+  /** What a reviewer calls the backend object: "container", "folder". Default "backend object". */
+  noun?: string;
+  /** Effect of a change per backend field; a field left out replaces the workspace (the safe guess). */
+  fields: Partial<Record<Exclude<keyof Spec, "kind">, ChangeEffect>>;
+  /** Effect of a change of the workspace's tags; default "update". */
+  tags?: ChangeEffect;
+  /** Host-path fields, normalised (`~`, trailing slashes, `.`/`..`, symlinked parents) before state and diff. */
+  hostPaths?: readonly Exclude<keyof Spec, "kind">[];
+  /**
+   * Where the workspace's files live (a key compared for equality), or undefined when they live in
+   * the backend object itself and go with it (an ephemeral container). Default: undefined.
+   */
+  dataHome?(spec: Spec, ws: PolicyWorkspace): string | undefined;
+  /**
+   * What names the backend object (a key compared for equality): a replacement with another key is
+   * created before the old object is deleted; one with the same key must delete it first.
+   * Default: the kind and workspace id (delete first).
+   */
+  objectHome?(spec: Spec, ws: PolicyWorkspace): string;
+}
+
+const changePolicies = new WeakMap<object, ChangePolicy<never>>();
+
+/** Attaches a backend's ChangePolicy to its schema (read back through the registry's changePolicyOf). */
+export function withChangePolicy<S extends z.ZodType>(schema: S, policy: ChangePolicy<z.infer<S>>): S {
+  changePolicies.set(schema, policy as ChangePolicy<never>);
+  return schema;
+}
+
+/** The policy attached to a schema; undefined when its backend declared none. */
+export function attachedChangePolicy(schema: object): ChangePolicy | undefined {
+  return changePolicies.get(schema) as ChangePolicy | undefined;
+}
+
+/**
+ * A host path as the backend will use it: `~` expanded, made absolute (against the current folder,
+ * the project's for Pulumi), `.`/`..` and trailing slashes folded, and the longest existing prefix
+ * resolved through symlinks, so two spellings of one folder compare equal. With `resolveLinks`
+ * false only the lexical steps run (no file system access).
+ */
+export function normalizeHostPath(p: string, { resolveLinks = true }: { resolveLinks?: boolean } = {}): string {
+  const expanded = p === "~" ? os.homedir() : p.startsWith("~/") ? path.join(os.homedir(), p.slice(2)) : p;
+  const absolute = path.resolve(expanded);
+  if (!resolveLinks) return absolute;
+  const rest: string[] = [];
+  let cur = absolute;
+  for (let i = 0; i < 256; i++) {
+    try {
+      return path.join(realpathSync(cur), ...rest.reverse());
+    } catch {
+      const parent = path.dirname(cur);
+      if (parent === cur) break;
+      rest.push(path.basename(cur));
+      cur = parent;
+    }
+  }
+  return absolute;
+}
