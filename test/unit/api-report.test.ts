@@ -9,6 +9,5 @@ describe("public API report", () => {
     // The root lists names explicitly: internal helpers stay off it.
     for (const internal of ["joinField", "toWorkspacePath", "joinRel", "expandHome", "checkRelativePath", "toMcpJson", "fromMcpJson"]) expect(text).not.toMatch(new RegExp(`\`${internal}\``));
     for (const entry of ["agent-workspaces/local", "agent-workspaces/bubblewrap", "agent-workspaces/docker"]) expect(text).toContain(`## \`${entry}\``);
-    // One type-checker pass over every entry point: tens of seconds on 2 busy cores.
-  }, 300_000);
+  }, 300_000); // one type-checker pass over every entry point: tens of seconds on 2 busy cores
 });
