@@ -3,6 +3,7 @@ import type { Driver } from "./driver.js";
 import type { BackendCommand, BackendModule } from "./module.js";
 import type { BackendKind, BackendSpec, BackendSpecInput } from "./spec.js";
 import { BubblewrapBackendSchema } from "./bubblewrap/schema.js";
+import { DaytonaBackendSchema } from "./daytona/schema.js";
 import { DockerBackendSchema } from "./docker/schema.js";
 import { LocalBackendSchema } from "./local/schema.js";
 
@@ -12,7 +13,7 @@ import { LocalBackendSchema } from "./local/schema.js";
  * never loads Docker's code and Pulumi provider methods capture nothing. Adding a backend is a
  * folder plus one line in each list below.
  */
-export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema] as const;
+export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema, DaytonaBackendSchema] as const;
 
 type SpecOf<K extends BackendKind> = Extract<BackendSpec, { kind: K }>;
 
@@ -20,6 +21,7 @@ const MODULES: { [K in BackendKind]: () => Promise<{ backend: BackendModule<Spec
   local: () => import("./local/index.js"),
   bubblewrap: () => import("./bubblewrap/index.js"),
   docker: () => import("./docker/index.js"),
+  daytona: () => import("./daytona/index.js"),
 };
 
 /** Every registered kind, in registry order. */
