@@ -5,7 +5,7 @@ import { isObject } from "./util/records.js";
 
 /**
  * What one declared workspace is: the Pulumi resource's inputs and a manager's fleet entry.
- * Secret-bearing values (MCP header and env values, `backend.env` values: see secretFieldPaths)
+ * Secret-bearing values (MCP header and env values, `backend.env` values, `backend.apiKey`: see secretFieldPaths)
  * are Pulumi secrets in state and outputs; backend credentials come from stack config / secret inputs.
  */
 export const WorkspaceSpecSchema = z.strictObject({
@@ -64,8 +64,8 @@ export type SecretRef = z.infer<typeof SecretRefSchema>;
 export type SecretPath = (string | number)[];
 
 /**
- * Where a workspace spec holds secrets: every value of `backend.env` and of each default MCP
- * server's `transport.headers` and `transport.env`. Works on raw input as well as parsed specs;
+ * Where a workspace spec holds secrets: every value of `backend.env`, a cloud backend's
+ * `backend.apiKey`, and every value of each default MCP server's `transport.headers` and `transport.env`. Works on raw input as well as parsed specs;
  * shapes that do not match are skipped (schema validation reports them).
  */
 export function secretFieldPaths(spec: unknown): SecretPath[] {
@@ -74,7 +74,11 @@ export function secretFieldPaths(spec: unknown): SecretPath[] {
     if (isObject(map)) for (const k of Object.keys(map)) paths.push([...base, k]);
   };
   if (!isObject(spec)) return paths;
-  if (isObject(spec.backend)) leaves(["backend", "env"], spec.backend.env);
+  if (isObject(spec.backend)) {
+    leaves(["backend", "env"], spec.backend.env);
+    // A cloud backend's API key given in the spec itself.
+    if (spec.backend.apiKey !== undefined) paths.push(["backend", "apiKey"]);
+  }
   if (Array.isArray(spec.defaultMcps))
     spec.defaultMcps.forEach((mcp: unknown, i) => {
       if (!isObject(mcp) || !isObject(mcp.transport)) return;

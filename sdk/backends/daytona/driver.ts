@@ -24,6 +24,7 @@ export const WORKSPACE_FOLDER = "workspace";
 const USABLE = new Set(["started", "starting", "creating", "restoring", "pulling_snapshot", "pending_build", "building_snapshot", "stopped", "stopping", "archived", "archiving", "paused", "pausing", "resuming", "resizing", "snapshotting", "forking", "error"]);
 const STARTING = new Set(["starting", "creating", "restoring", "resuming", "pulling_snapshot", "pending_build", "building_snapshot", "resizing", "snapshotting", "forking"]);
 const STOPPING = new Set(["stopping", "pausing", "archiving"]);
+const PAUSED = new Set(["stopped", "stopping", "paused", "pausing"]);
 
 /** Work dirs by sandbox id (they never change): connecting again costs no extra call. */
 const WORKDIRS = new Map<string, string>();
@@ -41,6 +42,7 @@ export class DaytonaDriver implements Driver {
   readonly persistent = true;
   readonly spec: DaytonaBackendSpec;
   #client: Daytona | undefined;
+  readonly #byKey = new Map<string, Daytona>();
 
   constructor(spec: Partial<DaytonaBackendSpec> = {}) {
     const parsed = DaytonaBackendSchema.safeParse({ kind: "daytona", ...spec });
@@ -55,14 +57,23 @@ export class DaytonaDriver implements Driver {
     return this.#client;
   }
 
+  /** The spec's key wins; else one the Pulumi provider passed (`agentws:credentials.apiKey`); else DAYTONA_API_KEY. */
+  #api(ctx: DriverContext = {}): Daytona {
+    const key = ctx.credentials?.apiKey;
+    if (this.spec.apiKey || !key) return this.client;
+    let c = this.#byKey.get(key);
+    if (!c) this.#byKey.set(key, (c = daytonaClient({ ...this.spec, apiKey: key })));
+    return c;
+  }
+
   async create(identity: WorkspaceIdentity, ctx: DriverContext = {}): Promise<BackendDescription> {
     const id = parseWorkspaceId(identity.workspaceId);
-    const existing = await this.#winner(id);
+    const existing = await this.#winner(id, ctx);
     if (existing) return describe(id, await this.#ensureStarted(existing, ctx));
     ctx.onProgress?.({ phase: "sandbox", message: `creating a Daytona sandbox for ${id}` });
     let mine: DaytonaSdkSandbox;
     try {
-      mine = await this.client.create(
+      mine = await this.#api(ctx).create(
         {
           labels: this.#labels(identity),
           envVars: this.spec.env ?? {},
@@ -79,7 +90,7 @@ export class DaytonaDriver implements Driver {
       throw daytonaError(e, `create the Daytona sandbox of workspace '${id}'`);
     }
     // Convergence: whoever created later sees the older sandbox and removes its own.
-    const winner = (await this.#winner(id)) ?? mine;
+    const winner = (await this.#winner(id, ctx)) ?? mine;
     if (winner.id !== mine.id) {
       ctx.logger?.info("another replica created this workspace's sandbox first; removing ours", { workspaceId: id, kept: winner.id, removed: mine.id });
       await mine.delete(this.spec.timeoutSeconds).catch((e: unknown) => {
@@ -92,9 +103,9 @@ export class DaytonaDriver implements Driver {
     return describe(id, mine);
   }
 
-  async find(workspaceId: string): Promise<BackendDescription | null> {
+  async find(workspaceId: string, ctx: DriverContext = {}): Promise<BackendDescription | null> {
     const id = parseWorkspaceId(workspaceId);
-    const w = await this.#winner(id);
+    const w = await this.#winner(id, ctx);
     return w ? describe(id, w) : null;
   }
 
@@ -102,7 +113,7 @@ export class DaytonaDriver implements Driver {
     const labels: Record<string, string> = { [MANAGED_LABEL]: "true" };
     if (selector.managedBy !== undefined) labels[LABELS.managedBy] = selector.managedBy;
     if (typeof selector.userId === "string") labels[LABELS.userId] = selector.userId;
-    const rows = await this.#list(labels, "list workspace sandboxes");
+    const rows = await this.#list(labels, "list workspace sandboxes", ctx);
     const byId = new Map<string, DaytonaSdkSandbox[]>();
     for (const s of rows) {
       const id = s.labels?.[LABELS.workspaceId];
@@ -113,21 +124,21 @@ export class DaytonaDriver implements Driver {
     for (const [id, sandboxes] of byId) {
       const d = describe(id, oldest(sandboxes)!);
       if (matchesSelector(d, selector)) out.push(d);
-      else ctx.logger?.debug?.("listing skipped a sandbox the selector does not match", { workspaceId: id });
+      else ctx.logger?.debug("listing skipped a sandbox the selector does not match", { workspaceId: id });
     }
     return out;
   }
 
   /** Stops the sandbox (files kept, processes gone): Daytona's way to stop paying for an idle one. */
   async pause(workspaceId: string, ctx: DriverContext = {}): Promise<void> {
-    const w = await this.#winner(parseWorkspaceId(workspaceId));
+    const w = await this.#winner(parseWorkspaceId(workspaceId), ctx);
     if (!w) return;
     await this.#stop(w, ctx);
   }
 
   /** Stops, then archives (files to object storage; the slowest to start again): for long idle. */
   async archive(workspaceId: string, ctx: DriverContext = {}): Promise<void> {
-    const w = await this.#winner(parseWorkspaceId(workspaceId));
+    const w = await this.#winner(parseWorkspaceId(workspaceId), ctx);
     if (!w || w.state === "archived") return;
     await this.#stop(w, ctx);
     try {
@@ -139,14 +150,14 @@ export class DaytonaDriver implements Driver {
 
   async resume(workspaceId: string, ctx: DriverContext = {}): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
-    const w = await this.#winner(id);
+    const w = await this.#winner(id, ctx);
     if (!w) throw new NotFoundError(`daytona workspace '${id}' (no sandbox labelled with it)`, { field: "workspaceId" });
     await this.#ensureStarted(w, ctx);
   }
 
-  async destroy(workspaceId: string): Promise<void> {
+  async destroy(workspaceId: string, _options: { deleteData?: boolean } = {}, ctx: DriverContext = {}): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
-    for (const s of await this.#sandboxes(id, true)) {
+    for (const s of await this.#sandboxes(id, ctx, true)) {
       try {
         await s.delete(this.spec.timeoutSeconds);
       } catch (e) {
@@ -156,16 +167,16 @@ export class DaytonaDriver implements Driver {
   }
 
   /** Daytona labels can be replaced in place: the tags change, the sandbox (and its files) stay. */
-  async updateTags(workspaceId: string, tags: Record<string, string>): Promise<void> {
-    const w = await this.#winnerOrThrow(workspaceId);
+  async updateTags(workspaceId: string, tags: Record<string, string>, ctx: DriverContext = {}): Promise<void> {
+    const w = await this.#winnerOrThrow(workspaceId, ctx);
     const labels = Object.fromEntries(Object.entries(w.labels ?? {}).filter(([k]) => !k.startsWith(TAG_PREFIX)));
     for (const [k, v] of Object.entries(tags)) labels[TAG_PREFIX + k] = v;
     await this.#setLabels(w, labels);
   }
 
   /** Records the owner of an unowned sandbox in its labels (set with the API key only; the agent inside has none). */
-  async claimOwner(workspaceId: string, owner: { userId: string; agentId?: string | undefined }): Promise<void> {
-    const w = await this.#winnerOrThrow(workspaceId);
+  async claimOwner(workspaceId: string, owner: { userId: string; agentId?: string | undefined }, ctx: DriverContext = {}): Promise<void> {
+    const w = await this.#winnerOrThrow(workspaceId, ctx);
     const current = w.labels?.[LABELS.userId];
     if (current !== undefined) {
       if (current !== owner.userId) throw new ConflictError(`workspace '${workspaceId}' belongs to another user; workspace ids are never shared between users`, { field: "userId", details: { workspaceId } });
@@ -176,9 +187,9 @@ export class DaytonaDriver implements Driver {
     await this.#setLabels(w, labels);
   }
 
-  async connect(workspaceId: string): Promise<DaytonaSandbox> {
+  async connect(workspaceId: string, ctx: DriverContext = {}): Promise<DaytonaSandbox> {
     const id = parseWorkspaceId(workspaceId);
-    const w = await this.#winner(id);
+    const w = await this.#winner(id, ctx);
     if (!w) throw new NotFoundError(`daytona workspace '${id}' (no sandbox labelled with it); create it first`, { field: "workspaceId" });
     if (w.state !== "started") throw new UnavailableError(`daytona workspace '${id}' is ${String(w.state)}; resume it first`);
     return new DaytonaSandbox(w, await this.#workdir(w));
@@ -217,28 +228,29 @@ export class DaytonaDriver implements Driver {
   }
 
   /** Every sandbox of this id, under our label or the Python reference's, oldest first. */
-  async #sandboxes(id: string, all = false): Promise<DaytonaSdkSandbox[]> {
-    const [ours, reference] = await Promise.all([this.#list({ [LABELS.workspaceId]: id }, `find workspace '${id}'`), this.#list({ [REFERENCE_LABEL]: id }, `find workspace '${id}'`)]);
+  async #sandboxes(id: string, ctx: DriverContext, all = false): Promise<DaytonaSdkSandbox[]> {
+    const what = `find workspace '${id}'`;
+    const [ours, reference] = await Promise.all([this.#list({ [LABELS.workspaceId]: id }, what, ctx), this.#list({ [REFERENCE_LABEL]: id }, what, ctx)]);
     const seen = new Map<string, DaytonaSdkSandbox>();
     for (const s of [...ours, ...reference]) if (all || USABLE.has(String(s.state))) seen.set(s.id, s);
     return [...seen.values()].sort(byAge);
   }
 
   /** The sandbox that is this workspace: the oldest (every replica picks the same one). */
-  async #winner(id: string): Promise<DaytonaSdkSandbox | undefined> {
-    return oldest(await this.#sandboxes(id));
+  async #winner(id: string, ctx: DriverContext): Promise<DaytonaSdkSandbox | undefined> {
+    return oldest(await this.#sandboxes(id, ctx));
   }
 
-  async #winnerOrThrow(workspaceId: string): Promise<DaytonaSdkSandbox> {
-    const w = await this.#winner(parseWorkspaceId(workspaceId));
+  async #winnerOrThrow(workspaceId: string, ctx: DriverContext): Promise<DaytonaSdkSandbox> {
+    const w = await this.#winner(parseWorkspaceId(workspaceId), ctx);
     if (!w) throw new NotFoundError(`daytona workspace '${workspaceId}'`, { field: "workspaceId" });
     return w;
   }
 
-  async #list(labels: Record<string, string>, what: string): Promise<DaytonaSdkSandbox[]> {
+  async #list(labels: Record<string, string>, what: string, ctx: DriverContext): Promise<DaytonaSdkSandbox[]> {
     const out: DaytonaSdkSandbox[] = [];
     try {
-      for await (const s of this.client.list({ labels, limit: 100 })) {
+      for await (const s of this.#api(ctx).list({ labels, limit: 100 })) {
         if (out.length >= MAX_LISTED) throw new TooLargeError(`more than ${MAX_LISTED} Daytona sandboxes match; list refuses a partial answer`);
         out.push(s);
       }
@@ -317,7 +329,8 @@ function describe(id: string, s: DaytonaSdkSandbox): BackendDescription {
   const tags: Record<string, string> = {};
   for (const [k, v] of Object.entries(labels)) if (k.startsWith(TAG_PREFIX)) tags[k.slice(TAG_PREFIX.length)] = v;
   const daytonaState = String(s.state ?? "unknown");
-  const state: BackendState = daytonaState === "started" ? "running" : daytonaState === "paused" ? "paused" : "stopped";
+  // Our pause is Daytona's stop (files kept, a quick start): a stopped sandbox reads "paused"; archived ones and the rest "stopped".
+  const state: BackendState = daytonaState === "started" ? "running" : PAUSED.has(daytonaState) ? "paused" : "stopped";
   return {
     workspaceId: id,
     kind: "daytona",

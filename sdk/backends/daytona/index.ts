@@ -18,8 +18,7 @@ export const backend: BackendModule<DaytonaBackendSpec> = {
   Manager: DaytonaWorkspaceManager,
   // Files live in the sandbox: destroying it removes them.
   defaults: { eviction: "pause", sweep: "background", destroyDeletesData: true },
-  async canRunHere(spec) {
-    if (!spec.apiKey && !process.env.DAYTONA_API_KEY && !process.env.DAYTONA_JWT_TOKEN) return "no Daytona credentials: set apiKey or DAYTONA_API_KEY";
-    return undefined;
-  },
+  // Credentials may come from the spec, the environment or the Pulumi provider's stack config:
+  // they are checked at the first API call, where a missing or wrong key is `unauthenticated`.
+  canRunHere: () => Promise.resolve(undefined),
 };
