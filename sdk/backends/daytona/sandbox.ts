@@ -305,11 +305,11 @@ function parseWrapped(out: string, cap: number, timed: boolean, cwd: string): Ex
   if (head[1] === "escape") throw new PathEscapeError(cwd, "(cwd) resolves outside the workspace");
   if (head[1] === "nocwd") throw new NotFoundError(`cwd '${cwd}'`, { field: "cwd" });
   const rc = Number(head[1]);
-  const [outBytes, errBytes] = [Number(head[2]), Number(head[3])];
   const stdout = Buffer.from(lines[1] ?? "", "base64");
   const stderr = Buffer.from(lines[2] ?? "", "base64");
   const timedOut = timed && (rc === 124 || rc === 137);
-  return { exitCode: timedOut ? -1 : rc, stdout, stderr, timedOut, truncated: outBytes > cap || errBytes > cap };
+  const truncated = stdout.length > cap || stderr.length > cap;
+  return { exitCode: timedOut ? -1 : rc, stdout: stdout.subarray(0, cap), stderr: stderr.subarray(0, cap), timedOut, truncated };
 }
 
 function parseFind(out: Buffer): FileInfo[] {

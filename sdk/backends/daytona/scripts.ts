@@ -72,22 +72,22 @@ done; exit 0`,
 
 /**
  * The wrapper every exec runs in: the command's stdin from a file, stdout and stderr into files,
- * then one line `AGENTWS-RESULT <rc> <stdout bytes> <stderr bytes>` and both streams in base64 (the
+ * then one line `AGENTWS-RESULT <rc>` and both streams in base64, each cut at the cap + 1 byte (the
  * toolbox answers with one combined text, so the streams travel apart and byte-exact this way).
+ * Few processes: empty streams cost none, the root as cwd needs no realpath.
  * $1 root-relative cwd, $2 stdin file or "-", $3 output cap, $4 timeout seconds or "-", $5 marker, then argv.
  */
-export const EXEC_WRAPPER = `set -u
-c=$(realpath -m -- "$W/$1") || exit 65
-case "$c" in "$W"|"$W"/*) ;; *) echo "AGENTWS-RESULT escape"; exit 0;; esac
-t=$(mktemp -d) || exit 1
-trap 'rm -rf -- "$t"' EXIT
-sf=$2; i=$2; [ "$i" = - ] && { i=$t/i; : > "$i"; }
-cap=$3; to=$4; export AGENTWS_EXEC="$5"; shift 5
-if [ -d "$c" ]; then
-  if [ "$to" = - ]; then (cd -- "$c" && exec "$@") < "$i" > "$t/o" 2> "$t/e"; rc=$?
-  else (cd -- "$c" && exec timeout -k 2 "$to" "$@") < "$i" > "$t/o" 2> "$t/e"; rc=$?; fi
-else echo "AGENTWS-RESULT nocwd"; exit 0; fi
-[ "$sf" = - ] || rm -f -- "$sf"
-printf '\\nAGENTWS-RESULT %s %s %s\\n' "$rc" "$(stat -c %s -- "$t/o")" "$(stat -c %s -- "$t/e")"
-head -c "$cap" -- "$t/o" | base64 -w0; printf '\\n'
-head -c "$cap" -- "$t/e" | base64 -w0; printf '\\n'`;
+export const EXEC_WRAPPER = `c=$W
+if [ -n "$1" ]; then c=$(realpath -m -- "$W/$1") || exit 65
+  case "$c" in "$W"|"$W"/*) ;; *) echo "AGENTWS-RESULT escape"; exit 0;; esac
+  [ -d "$c" ] || { echo "AGENTWS-RESULT nocwd"; exit 0; }
+fi
+i=$2; [ "$i" = - ] && i=/dev/null
+n=$(($3 + 1)); to=$4; export AGENTWS_EXEC="$5"; o=/tmp/.agentws-$5.o; e=/tmp/.agentws-$5.e; shift 5
+cd -- "$c" || { echo "AGENTWS-RESULT nocwd"; exit 0; }
+if [ "$to" = - ]; then "$@" < "$i" > "$o" 2> "$e"; else timeout -k 2 "$to" "$@" < "$i" > "$o" 2> "$e"; fi
+rc=$?
+printf '\nAGENTWS-RESULT %s\n' "$rc"
+[ -s "$o" ] && head -c "$n" -- "$o" | base64 -w0; printf '\n'
+[ -s "$e" ] && head -c "$n" -- "$e" | base64 -w0; printf '\n'
+if [ "$i" = /dev/null ]; then rm -f -- "$o" "$e"; else rm -f -- "$o" "$e" "$i"; fi`;

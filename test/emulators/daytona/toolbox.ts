@@ -4,7 +4,9 @@ import type { IncomingMessage } from "node:http";
 import busboy from "busboy";
 import type Docker from "dockerode";
 import type { WebSocket } from "ws";
-import { execAttached, execCapture, type Attached } from "./docker.js";
+import { RunnerClient } from "../../../sdk/backends/shared/runner/index.js";
+import { startDockerRunner } from "../../../sdk/backends/docker/runner.js";
+import { execAttached, type Attached, type Captured } from "./docker.js";
 import { HttpError, type Reply } from "./http.js";
 
 /** One command of a session: its log as Daytona frames it (stdout and stderr chunks, in order) and its process. */
@@ -23,6 +25,8 @@ export interface ToolboxBox {
   containerId: string;
   workDir: string;
   sessions: Map<string, Map<string, SessionCommand>>;
+  /** The in-sandbox process doing this toolbox's work (the real daemon lives in the sandbox too). */
+  daemon?: { client: RunnerClient; env: Record<string, string> } | undefined;
 }
 
 const STDOUT_PREFIX = Buffer.from([1, 1, 1]);
@@ -38,6 +42,38 @@ const MAX_UPLOAD = 256 * 1024 * 1024;
  */
 export class Toolbox {
   constructor(private readonly docker: Docker) {}
+
+  /**
+   * Runs argv in the sandbox to completion. One long-lived process inside the container answers
+   * (the project's runner, started with one attached `docker exec`), as Daytona's daemon does:
+   * a `docker exec` per call would cost the engine's overhead every time.
+   */
+  async run(box: ToolboxBox, argv: string[], options: { env?: Record<string, string> | undefined; cwd?: string | undefined; stdin?: Buffer | undefined; timeoutMs?: number } = {}): Promise<Captured> {
+    if (!box.daemon?.client.alive) {
+      const info = await this.docker.getContainer(box.containerId).inspect();
+      const env = Object.fromEntries((info.Config.Env ?? []).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
+      const client = new RunnerClient(startDockerRunner(this.docker, this.docker.getContainer(box.containerId), [], "/"));
+      await client.ready;
+      box.daemon = { client, env };
+    }
+    const { client, env } = box.daemon;
+    // The runner's cwd is relative to its root ("/"): a `cd` in the process itself keeps $PWD right.
+    const r = await client.exec({
+      argv: ["sh", "-c", 'cd -- "$1" || exit 1; shift; exec "$@"', "sh", options.cwd ?? box.workDir, ...argv],
+      cwd: "",
+      env: { ...env, ...(options.env ?? {}) },
+      stdin: options.stdin,
+      maxOutputBytes: 64 * 1024 * 1024,
+      timeoutMs: options.timeoutMs,
+    });
+    return { exitCode: r.timedOut ? -1 : r.exitCode, stdout: r.stdout, stderr: r.stderr };
+  }
+
+  /** Stops the box's in-sandbox process (its container stops or goes). */
+  stopDaemon(box: ToolboxBox): void {
+    void box.daemon?.client.stop();
+    box.daemon = undefined;
+  }
 
   abs(box: ToolboxBox, p: string | null | undefined): string {
     if (!p) throw new HttpError(400, "path is required");
@@ -126,11 +162,12 @@ export class Toolbox {
   dropSessions(box: ToolboxBox): void {
     for (const cmds of box.sessions.values()) for (const c of cmds.values()) c.proc?.stdin.destroy();
     box.sessions.clear();
+    this.stopDaemon(box);
   }
 
   async #execute(box: ToolboxBox, b: ExecuteBody): Promise<{ exitCode: number; result: string }> {
     if (typeof b?.command !== "string") throw new HttpError(400, "command is required");
-    const run = execCapture(this.docker, box.containerId, ["sh", "-c", b.command], { env: b.envs, cwd: b.cwd ? this.abs(box, b.cwd) : box.workDir });
+    const run = this.run(box, ["sh", "-c", b.command], { env: b.envs, cwd: b.cwd ? this.abs(box, b.cwd) : box.workDir });
     const r = b.timeout && b.timeout > 0 ? await withTimeout(run, b.timeout * 1000) : await run;
     // The daemon answers with stdout and stderr combined.
     return { exitCode: r.exitCode, result: Buffer.concat([r.stdout, r.stderr]).toString("utf8") };
@@ -179,11 +216,11 @@ export class Toolbox {
   async #kill(box: ToolboxBox, c: SessionCommand): Promise<void> {
     c.proc?.stdin.end();
     const script = `for d in /proc/[0-9]*; do grep -qsxz "${MARKER}=$1" "$d/environ" 2>/dev/null && kill -9 "\${d#/proc/}" 2>/dev/null; done; exit 0`;
-    await execCapture(this.docker, box.containerId, ["sh", "-c", script, "sh", c.id]).catch(() => undefined);
+    await this.run(box, ["sh", "-c", script, "sh", c.id]).catch(() => undefined);
   }
 
   async #sh(box: ToolboxBox, script: string, args: string[], stdin?: Buffer): Promise<Buffer> {
-    const r = await execCapture(this.docker, box.containerId, ["sh", "-c", script, "sh", ...args], { stdin });
+    const r = await this.run(box, ["sh", "-c", script, "sh", ...args], { stdin });
     if (r.exitCode === 66) throw new HttpError(404, `no such file or directory: ${args[0]}`);
     if (r.exitCode === 67) throw new HttpError(400, `is a directory: ${args[0]}`);
     if (r.exitCode !== 0) throw new HttpError(400, r.stderr.toString().trim().slice(0, 500) || `failed (${r.exitCode})`);
