@@ -17,6 +17,8 @@ import { EXEC_WRAPPER, EXIT, SCRIPTS, prelude, q, shLine } from "./scripts.js";
 const INLINE_STDIN = 48 * 1024;
 /** Seconds a file transfer may take. */
 const TRANSFER_TIMEOUT_S = 600;
+/** The most a read through the exec wrapper (non-ASCII paths) carries without a caller's cap. */
+const MAX_EXEC_READ = 256 * 1024 * 1024;
 
 /**
  * A started Daytona sandbox as a Sandbox. Commands run through the toolbox's `process/execute`
@@ -58,7 +60,7 @@ export class DaytonaSandbox implements Sandbox {
       inline = `printf %s ${q(stdin.toString("base64"))} | base64 -d > ${q(stdinFile)} || exit 1\n`;
     }
     const envArgv = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
-    const full = envArgv.length ? ["env", ...envArgv, "--", ...argv] : argv;
+    const full = envArgv.length ? ["env", "--", ...envArgv, ...argv] : argv;
     const timeoutS = options.timeoutMs !== undefined ? Math.max(1, Math.ceil(options.timeoutMs / 1000)) : undefined;
     const script = `W=${q(this.workdir)}\n${inline}${EXEC_WRAPPER}`;
     const line = shLine(script, [cwd, stdinFile, String(cap), timeoutS === undefined ? "-" : String(timeoutS), marker, ...full]);
@@ -88,6 +90,14 @@ export class DaytonaSandbox implements Sandbox {
     if (r.exitCode === EXIT.special) throw new WorkspaceError("invalid_argument", `${clean} is not a regular file`, { field: clean });
     this.#check(r, "read", clean);
     const real = r.stdout.toString();
+    // The SDK parses the download's part headers as latin1: a path beyond printable ASCII would not
+    // match its own request, so those bytes come through the exec wrapper (base64, exact) instead.
+    if (!/^[\x20-\x7e]*$/.test(real)) {
+      const viaExec = await this.exec(["cat", "--", real], { maxOutputBytes: options.maxBytes ?? MAX_EXEC_READ });
+      if (viaExec.exitCode !== 0) throw new WorkspaceError("exec_failed", `read ${clean} failed: ${viaExec.stderr.toString().slice(0, 300)}`, { field: clean });
+      if (viaExec.truncated) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: clean });
+      return viaExec.stdout;
+    }
     try {
       const data = await this.#sb.fs.downloadFile(real, TRANSFER_TIMEOUT_S);
       if (options.maxBytes !== undefined && data.length > options.maxBytes) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: clean });
@@ -174,7 +184,7 @@ export class DaytonaSandbox implements Sandbox {
 c=$(realpath -m -- "$W/$1"); case "$c" in "$W"|"$W"/*) ;; *) echo "cwd leaves the workspace" >&2; exit 65;; esac
 shift; cd -- "$c" || exit 66
 exec "$@"`;
-    return shLine(script, [cwd, ...(env.length ? ["env", ...env, "--"] : []), ...argv]);
+    return shLine(script, [cwd, ...(env.length ? ["env", "--", ...env] : []), ...argv]);
   }
 
   async #upload(data: Buffer, dest: string): Promise<void> {
