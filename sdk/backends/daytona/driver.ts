@@ -26,6 +26,8 @@ const STARTING = new Set(["starting", "creating", "restoring", "resuming", "pull
 const STOPPING = new Set(["stopping", "pausing", "archiving"]);
 const PAUSED = new Set(["stopped", "stopping", "paused", "pausing"]);
 
+/** How long a lookup's answer serves a following connect. */
+const RECENT_MS = 5_000;
 /** Work dirs by sandbox id (they never change): connecting again costs no extra call. */
 const WORKDIRS = new Map<string, string>();
 
@@ -43,6 +45,9 @@ export class DaytonaDriver implements Driver {
   readonly spec: DaytonaBackendSpec;
   #client: Daytona | undefined;
   readonly #byKey = new Map<string, Daytona>();
+  #passedKey: string | undefined;
+  /** The sandbox each workspace id resolved to on this driver's last lookup, and when (connect right after ensure needs no second listing). */
+  readonly #recent = new Map<string, { sandbox: DaytonaSdkSandbox; at: number }>();
 
   constructor(spec: Partial<DaytonaBackendSpec> = {}) {
     const parsed = DaytonaBackendSchema.safeParse({ kind: "daytona", ...spec });
@@ -57,10 +62,15 @@ export class DaytonaDriver implements Driver {
     return this.#client;
   }
 
-  /** The spec's key wins; else one the Pulumi provider passed (`agentws:credentials.apiKey`); else DAYTONA_API_KEY. */
+  /**
+   * The spec's key wins; else one the Pulumi provider passed (`agentws:credentials.apiKey`), kept
+   * for this driver's later calls that carry no context (the provider's seeding connects without
+   * one); else DAYTONA_API_KEY.
+   */
   #api(ctx: DriverContext = {}): Daytona {
-    const key = ctx.credentials?.apiKey;
+    const key = ctx.credentials?.apiKey ?? this.#passedKey;
     if (this.spec.apiKey || !key) return this.client;
+    this.#passedKey = key;
     let c = this.#byKey.get(key);
     if (!c) this.#byKey.set(key, (c = daytonaClient({ ...this.spec, apiKey: key })));
     return c;
@@ -91,6 +101,7 @@ export class DaytonaDriver implements Driver {
     }
     // Convergence: whoever created later sees the older sandbox and removes its own.
     const winner = (await this.#winner(id, ctx)) ?? mine;
+    this.#remember(id, winner);
     if (winner.id !== mine.id) {
       ctx.logger?.info("another replica created this workspace's sandbox first; removing ours", { workspaceId: id, kept: winner.id, removed: mine.id });
       await mine.delete(this.spec.timeoutSeconds).catch((e: unknown) => {
@@ -152,11 +163,12 @@ export class DaytonaDriver implements Driver {
     const id = parseWorkspaceId(workspaceId);
     const w = await this.#winner(id, ctx);
     if (!w) throw new NotFoundError(`daytona workspace '${id}' (no sandbox labelled with it)`, { field: "workspaceId" });
-    await this.#ensureStarted(w, ctx);
+    this.#remember(id, await this.#ensureStarted(w, ctx));
   }
 
   async destroy(workspaceId: string, _options: { deleteData?: boolean } = {}, ctx: DriverContext = {}): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
+    this.#recent.delete(id);
     for (const s of await this.#sandboxes(id, ctx, true)) {
       try {
         await s.delete(this.spec.timeoutSeconds);
@@ -189,7 +201,10 @@ export class DaytonaDriver implements Driver {
 
   async connect(workspaceId: string, ctx: DriverContext = {}): Promise<DaytonaSandbox> {
     const id = parseWorkspaceId(workspaceId);
-    const w = await this.#winner(id, ctx);
+    // Right after this driver ensured it (create, find, resume) the sandbox is known; a stale one
+    // only makes the handle's first call fail `unavailable`, which resumes it.
+    const recent = this.#recent.get(id);
+    const w = recent && Date.now() - recent.at < RECENT_MS && recent.sandbox.state === "started" ? recent.sandbox : await this.#winner(id, ctx);
     if (!w) throw new NotFoundError(`daytona workspace '${id}' (no sandbox labelled with it); create it first`, { field: "workspaceId" });
     if (w.state !== "started") throw new UnavailableError(`daytona workspace '${id}' is ${String(w.state)}; resume it first`);
     return new DaytonaSandbox(w, await this.#workdir(w));
@@ -238,7 +253,15 @@ export class DaytonaDriver implements Driver {
 
   /** The sandbox that is this workspace: the oldest (every replica picks the same one). */
   async #winner(id: string, ctx: DriverContext): Promise<DaytonaSdkSandbox | undefined> {
-    return oldest(await this.#sandboxes(id, ctx));
+    const w = oldest(await this.#sandboxes(id, ctx));
+    if (w) this.#remember(id, w);
+    else this.#recent.delete(id);
+    return w;
+  }
+
+  #remember(id: string, w: DaytonaSdkSandbox): void {
+    if (this.#recent.size > 1000) this.#recent.clear();
+    this.#recent.set(id, { sandbox: w, at: Date.now() });
   }
 
   async #winnerOrThrow(workspaceId: string, ctx: DriverContext): Promise<DaytonaSdkSandbox> {
