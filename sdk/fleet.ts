@@ -5,7 +5,7 @@ import { isObject } from "./util/records.js";
 
 /**
  * What one declared workspace is: the Pulumi resource's inputs and a manager's fleet entry.
- * Secret-bearing values (MCP header and env values, `backend.env` values: see secretFieldPaths)
+ * Secret-bearing values (MCP header and env values, `backend.env` values, `backend.apiKey`: see secretFieldPaths)
  * are Pulumi secrets in state and outputs; backend credentials come from stack config / secret inputs.
  */
 export const WorkspaceSpecSchema = z.strictObject({
@@ -64,8 +64,8 @@ export type SecretRef = z.infer<typeof SecretRefSchema>;
 export type SecretPath = (string | number)[];
 
 /**
- * Where a workspace spec holds secrets: every value of `backend.env`, `backend.apiKey`, and of each default MCP
- * server's `transport.headers` and `transport.env`. Works on raw input as well as parsed specs;
+ * Where a workspace spec holds secrets: every value of `backend.env`, a cloud backend's
+ * `backend.apiKey`, and every value of each default MCP server's `transport.headers` and `transport.env`. Works on raw input as well as parsed specs;
  * shapes that do not match are skipped (schema validation reports them).
  */
 export function secretFieldPaths(spec: unknown): SecretPath[] {
@@ -76,7 +76,7 @@ export function secretFieldPaths(spec: unknown): SecretPath[] {
   if (!isObject(spec)) return paths;
   if (isObject(spec.backend)) {
     leaves(["backend", "env"], spec.backend.env);
-    // A backend's own credential (OpenSandbox's apiKey): a secret wherever the spec goes.
+    // A backend's own credential (a cloud backend's apiKey): a secret wherever the spec goes.
     if (spec.backend.apiKey !== undefined) paths.push(["backend", "apiKey"]);
   }
   if (Array.isArray(spec.defaultMcps))

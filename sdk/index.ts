@@ -82,6 +82,8 @@ export { BubblewrapWorkspace, type BubblewrapWorkspaceOptions } from "./backends
 export { BubblewrapWorkspaceManager, BubblewrapWorkspaceManagerOptionsSchema, type BubblewrapWorkspaceManagerOptions } from "./backends/bubblewrap/index.js";
 export { DockerWorkspace, DockerDriver, type DockerWorkspaceOptions, type PruneImagesOptions, type PruneImagesResult } from "./backends/docker/index.js";
 export { DockerWorkspaceManager, DockerWorkspaceManagerOptionsSchema, type DockerWorkspaceManagerOptions } from "./backends/docker/index.js";
+export { DaytonaWorkspace, DaytonaDriver, type DaytonaWorkspaceOptions } from "./backends/daytona/index.js";
+export { DaytonaWorkspaceManager, DaytonaWorkspaceManagerOptionsSchema, type DaytonaWorkspaceManagerOptions } from "./backends/daytona/index.js";
 
 // Runtime manager
 export {

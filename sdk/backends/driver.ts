@@ -57,6 +57,8 @@ export interface DriverContext {
   logger?: Logger;
   onProgress?: ProgressListener;
   signal?: AbortSignal;
+  /** Backend credentials the Pulumi provider hands over (stack config `agentws:credentials`); never logged. */
+  credentials?: Record<string, string>;
 }
 
 export interface Driver {

@@ -3,6 +3,7 @@ import type { Driver } from "./driver.js";
 import type { BackendCommand, BackendModule } from "./module.js";
 import type { BackendKind, BackendSpec, BackendSpecInput } from "./spec.js";
 import { BubblewrapBackendSchema } from "./bubblewrap/schema.js";
+import { DaytonaBackendSchema } from "./daytona/schema.js";
 import { DockerBackendSchema } from "./docker/schema.js";
 import { KubernetesBackendSchema } from "./kubernetes/schema.js";
 import { LocalBackendSchema } from "./local/schema.js";
@@ -15,7 +16,7 @@ import { attachedChangePolicy, type ChangePolicy } from "./shared/schema.js";
  * never loads Docker's code and Pulumi provider methods capture nothing. Adding a backend is a
  * folder plus one line in each list below.
  */
-export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema, KubernetesBackendSchema, OpenSandboxBackendSchema] as const;
+export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema, KubernetesBackendSchema, OpenSandboxBackendSchema, DaytonaBackendSchema] as const;
 
 type SpecOf<K extends BackendKind> = Extract<BackendSpec, { kind: K }>;
 
@@ -25,6 +26,7 @@ const MODULES: { [K in BackendKind]: () => Promise<{ backend: BackendModule<Spec
   docker: () => import("./docker/index.js"),
   kubernetes: () => import("./kubernetes/index.js"),
   opensandbox: () => import("./opensandbox/index.js"),
+  daytona: () => import("./daytona/index.js"),
 };
 
 /** Every registered kind, in registry order. */

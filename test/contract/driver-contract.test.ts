@@ -10,6 +10,7 @@ import { sandboxContract } from "./driver/sandbox.contract.js";
 import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
 import { k8sCluster } from "../support/k8s-cluster.js";
 import { openSandboxServer } from "../support/opensandbox-server.js";
+import { EMULATOR_API_KEY, emulatorSpec, startDaytonaEmulator } from "../support/daytona-emulator.js";
 
 /**
  * How each backend runs here: why it cannot (a missing engine, cluster, server or emulator), and its
@@ -28,6 +29,7 @@ const basedir = (extra: Record<string, unknown> = {}) => (dir: string) => ({ bas
 const engine = has("docker") ? await dockerEngine() : null;
 const cluster = has("kubernetes") ? await k8sCluster() : null;
 const osb = has("opensandbox") && process.env.AGENTWS_SKIP_OPENSANDBOX !== "1" ? await openSandboxServer() : null;
+const daytona = has("daytona") ? await startDaytonaEmulator() : null;
 const targets: Partial<Record<BackendKind, Target>> = {
   docker: { unavailable: !engine && "no Docker engine", options: basedir({ baseImage: BASE_IMAGE, network: "none" }) },
   kubernetes: {
@@ -35,6 +37,13 @@ const targets: Partial<Record<BackendKind, Target>> = {
     options: (_dir, main) => ({ kubeconfig: cluster?.kubeconfig, image: cluster?.image, namespace: main ? cluster?.namespace : cluster?.otherNamespace }),
   },
   opensandbox: { unavailable: !osb && "no OpenSandbox server", options: basedir({ image: BASE_IMAGE }) },
+  // Cloud backends run on their local emulators; storage of its own there is another account.
+  daytona: {
+    unavailable: !daytona && "no Daytona emulator",
+    options: (_dir, main) => (daytona ? emulatorSpec(daytona, main ? EMULATOR_API_KEY : `${EMULATOR_API_KEY}-other`) : {}),
+    destroyKeepsData: false,
+    close: async () => daytona?.close(),
+  },
 };
 const backends = await Promise.all(BACKEND_KINDS.map(async (kind) => ({ kind, module: await loadBackend(kind) })));
 

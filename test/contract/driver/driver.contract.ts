@@ -14,6 +14,8 @@ export interface DriverFixture {
   name: string;
   driver(): Driver;
   elsewhere(): Driver;
+  /** False where files live in the backend object itself (a cloud sandbox): destroying it removes them. */
+  destroyKeepsData?: boolean;
 }
 
 const ident = (workspaceId: string, extra: Partial<WorkspaceIdentity> = {}): WorkspaceIdentity => ({ workspaceId, managedBy: "runtime", ...extra });
@@ -67,7 +69,8 @@ export function driverContract(fixture: DriverFixture): void {
       expect(await d.find(w)).toBeNull();
       await d.create(ident(w));
       const again = await d.connect(w);
-      expect(new TextDecoder().decode(await again.readFile("keep.txt"))).toBe("kept");
+      if (fixture.destroyKeepsData === false) await expect(again.readFile("keep.txt")).rejects.toMatchObject({ code: "not_found" });
+      else expect(new TextDecoder().decode(await again.readFile("keep.txt"))).toBe("kept");
       await again.close?.();
       await d.destroy(w, { deleteData: true });
       await d.create(ident(w));

@@ -1,0 +1,364 @@
+// Size: the whole Sandbox contract over Daytona's toolbox (exec wrapper, file API plus confining scripts, sessions for spawn).
+import { randomBytes } from "node:crypto";
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import { PassThrough, Writable } from "node:stream";
+import { StringDecoder } from "node:string_decoder";
+import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
+import tar from "tar-stream";
+import { ClosedError, ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
+import type { ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import { checkRelativePath } from "../../paths.js";
+import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
+import { daytonaError, daytonaFailure } from "./errors.js";
+import { EXEC_WRAPPER, EXIT, SCRIPTS, prelude, q, shLine } from "./scripts.js";
+
+/** Stdin up to this size travels inside the command (base64); more goes through the file API first. */
+const INLINE_STDIN = 48 * 1024;
+/** Seconds a file transfer may take. */
+const TRANSFER_TIMEOUT_S = 600;
+/** The most a read through the exec wrapper (non-ASCII paths) carries without a caller's cap. */
+const MAX_EXEC_READ = 256 * 1024 * 1024;
+
+/**
+ * A started Daytona sandbox as a Sandbox. Commands run through the toolbox's `process/execute`
+ * inside a wrapper that keeps stdout, stderr and the exit code apart; file bytes cross through
+ * the file API (upload, download: exact bytes) and every path is resolved and confined by a small
+ * script inside the sandbox; `spawn` is a session command with streamed stdin and logs.
+ */
+export class DaytonaSandbox implements Sandbox {
+  readonly kind = "daytona";
+  readonly persistent = true;
+  readonly workdir: string;
+  readonly #sb: DaytonaSdkSandbox;
+  readonly #spawned = new Set<SandboxProcess>();
+  #closed = false;
+
+  constructor(sb: DaytonaSdkSandbox, workdir: string) {
+    this.#sb = sb;
+    this.workdir = workdir;
+  }
+
+  get sandboxId(): string {
+    return this.#sb.id;
+  }
+
+  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    this.#open();
+    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "argv: must not be empty", { field: "argv" });
+    const cwd = checkRelativePath(options.cwd ?? "", "cwd");
+    const cap = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
+    const marker = randomBytes(8).toString("hex");
+    const stdin = options.stdin === undefined ? undefined : Buffer.from(options.stdin);
+    let stdinFile = "-";
+    let inline = "";
+    if (stdin && stdin.length > INLINE_STDIN) {
+      stdinFile = `/tmp/.agentws-in-${marker}`;
+      await this.#upload(stdin, stdinFile);
+    } else if (stdin && stdin.length > 0) {
+      stdinFile = `/tmp/.agentws-in-${marker}`;
+      inline = `printf %s ${q(stdin.toString("base64"))} | base64 -d > ${q(stdinFile)} || exit 1\n`;
+    }
+    const envArgv = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
+    const full = envArgv.length ? ["env", "--", ...envArgv, ...argv] : argv;
+    const timeoutS = options.timeoutMs !== undefined ? Math.max(1, Math.ceil(options.timeoutMs / 1000)) : undefined;
+    const script = `W=${q(this.workdir)}\n${inline}${EXEC_WRAPPER}`;
+    const line = shLine(script, [cwd, stdinFile, String(cap), timeoutS === undefined ? "-" : String(timeoutS), marker, ...full]);
+    const onAbort = () => void this.#kill(marker);
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      if (options.signal?.aborted) throw new WorkspaceError("exec_failed", "exec aborted before it started");
+      const r = await this.#execute(line, timeoutS === undefined ? undefined : timeoutS + 30, `exec ${argv[0]}`);
+      return parseWrapped(r, cap, timeoutS !== undefined, cwd);
+    } finally {
+      options.signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
+    this.#open();
+    const proc = new SessionProcess(this.#sb, this.#spawnLine(argv, options));
+    this.#spawned.add(proc);
+    void proc.exited.finally(() => this.#spawned.delete(proc));
+    return proc;
+  }
+
+  async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+    const clean = checkRelativePath(rel);
+    const r = await this.#op("resolveRead", [clean, options.maxBytes === undefined ? "-" : String(options.maxBytes)]);
+    if (r.exitCode === EXIT.tooLarge) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${options.maxBytes}-byte cap`, { field: clean });
+    if (r.exitCode === EXIT.special) throw new WorkspaceError("invalid_argument", `${clean} is not a regular file`, { field: clean });
+    this.#check(r, "read", clean);
+    const real = r.stdout.toString();
+    // The SDK parses the download's part headers as latin1: a path beyond printable ASCII would not
+    // match its own request, so those bytes come through the exec wrapper (base64, exact) instead.
+    if (!/^[\x20-\x7e]*$/.test(real)) {
+      const viaExec = await this.exec(["cat", "--", real], { maxOutputBytes: options.maxBytes ?? MAX_EXEC_READ });
+      if (viaExec.exitCode !== 0) throw new WorkspaceError("exec_failed", `read ${clean} failed: ${viaExec.stderr.toString().slice(0, 300)}`, { field: clean });
+      if (viaExec.truncated) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: clean });
+      return viaExec.stdout;
+    }
+    try {
+      const data = await this.#sb.fs.downloadFile(real, TRANSFER_TIMEOUT_S);
+      if (options.maxBytes !== undefined && data.length > options.maxBytes) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: clean });
+      return data;
+    } catch (e) {
+      if (e instanceof WorkspaceError) throw e;
+      if (daytonaFailure(e).statusCode === 404 || /not found|no such file/i.test(daytonaFailure(e).message)) throw new NotFoundError(clean, { field: clean });
+      throw this.#map(e, `read ${clean}`);
+    }
+  }
+
+  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
+    const clean = nonRoot(checkRelativePath(rel));
+    const upload = `/tmp/.agentws-up-${randomBytes(8).toString("hex")}`;
+    await this.#upload(Buffer.from(data), upload);
+    const mode = options.mode === undefined ? "-" : (options.mode & 0o7777).toString(8);
+    const r = await this.#op("publish", [clean, mode, options.exclusive ? "x" : "-", upload]);
+    if (r.exitCode === EXIT.exists) throw new ConflictError(`${clean} already exists`, { field: clean });
+    this.#check(r, "write", clean);
+  }
+
+  async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
+    const clean = nonRoot(checkRelativePath(rel));
+    this.#check(await this.#op("append", [clean], Buffer.from(data)), "append to", clean);
+  }
+
+  async list(rel: string): Promise<FileInfo[]> {
+    const clean = checkRelativePath(rel);
+    const r = await this.#op("list", [clean]);
+    this.#check(r, "list", clean);
+    return parseFind(r.stdout);
+  }
+
+  async stat(rel: string): Promise<FileInfo | null> {
+    const clean = checkRelativePath(rel);
+    const r = await this.#op("stat", [clean]);
+    if (r.exitCode === EXIT.missing || r.exitCode === EXIT.notDir) return null;
+    this.#check(r, "stat", clean);
+    return parseFind(r.stdout)[0] ?? null;
+  }
+
+  async remove(rel: string): Promise<void> {
+    const clean = nonRoot(checkRelativePath(rel));
+    this.#check(await this.#op("remove", [clean]), "remove", clean);
+  }
+
+  async mkdir(rel: string): Promise<void> {
+    const clean = checkRelativePath(rel);
+    this.#check(await this.#op("mkdir", [clean]), "mkdir", clean);
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    const a = nonRoot(checkRelativePath(from, "from"));
+    const b = nonRoot(checkRelativePath(to, "to"));
+    const r = await this.#op("rename", [a, b]);
+    if (r.exitCode === EXIT.exists) throw new ConflictError(`${b} already exists`, { field: b });
+    this.#check(r, "rename", a);
+  }
+
+  async copyIn(hostPath: string, to: string): Promise<void> {
+    const clean = nonRoot(checkRelativePath(to, "to"));
+    const archive = await packTree(hostPath);
+    const upload = `/tmp/.agentws-tar-${randomBytes(8).toString("hex")}`;
+    await this.#upload(archive, upload);
+    const r = await this.#op("unpack", [clean, upload]);
+    if (r.exitCode === EXIT.exists) throw new ConflictError(`${clean} already exists`, { field: clean });
+    this.#check(r, "copy into", clean);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const p of this.#spawned) p.kill();
+    await Promise.all([...this.#spawned].map((p) => p.exited.catch(() => null)));
+  }
+
+  #open(): void {
+    if (this.#closed) throw new ClosedError("the Daytona sandbox handle is closed");
+  }
+
+  #spawnLine(argv: string[], options: SpawnOptions): string {
+    const cwd = checkRelativePath(options.cwd ?? "", "cwd");
+    const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
+    const script = `W=${q(this.workdir)}
+c=$(realpath -m -- "$W/$1"); case "$c" in "$W"|"$W"/*) ;; *) echo "cwd leaves the workspace" >&2; exit 65;; esac
+shift; cd -- "$c" || exit 66
+exec "$@"`;
+    return shLine(script, [cwd, ...(env.length ? ["env", "--", ...env] : []), ...argv]);
+  }
+
+  async #upload(data: Buffer, dest: string): Promise<void> {
+    this.#open();
+    try {
+      await this.#sb.fs.uploadFile(data, dest, TRANSFER_TIMEOUT_S);
+    } catch (e) {
+      throw this.#map(e, "upload a file");
+    }
+  }
+
+  async #execute(line: string, timeoutS: number | undefined, what: string): Promise<string> {
+    this.#open();
+    try {
+      const r = await this.#sb.process.executeCommand(line, undefined, undefined, timeoutS);
+      return r.result ?? "";
+    } catch (e) {
+      throw this.#map(e, what);
+    }
+  }
+
+  /** One confined file script, run through the exec wrapper (its output stays byte-exact). */
+  #op(name: keyof typeof SCRIPTS, args: string[], stdin?: Buffer): Promise<ExecResult> {
+    return this.exec(["sh", "-c", prelude(this.workdir) + SCRIPTS[name], "sh", ...args], stdin ? { stdin } : {});
+  }
+
+  async #kill(marker: string): Promise<void> {
+    await this.#sb.process.executeCommand(shLine(SCRIPTS.kill, [marker])).catch(() => undefined);
+  }
+
+  #check(r: ExecResult, verb: string, rel: string): void {
+    switch (r.exitCode) {
+      case 0:
+        return;
+      case EXIT.escape:
+      case EXIT.symlink:
+        throw new PathEscapeError(rel, r.exitCode === EXIT.symlink ? "is a symlink; writes never follow a final symlink" : "resolves outside the workspace");
+      case EXIT.missing:
+        throw new NotFoundError(rel, { field: rel });
+      case EXIT.isDir:
+        throw new WorkspaceError("invalid_argument", `${rel} is a directory`, { field: rel });
+      case EXIT.notDir:
+        throw new WorkspaceError("invalid_argument", `${rel}: a parent is not a directory`, { field: rel });
+      default:
+        throw new WorkspaceError("exec_failed", `${verb} ${rel || "(root)"} failed (${r.exitCode}): ${r.stderr.toString().trim().slice(0, 500)}`, { field: rel });
+    }
+  }
+
+  /** Toolbox failures: a sandbox that is not started (stopped, gone) is `unavailable`, so the workspace resumes it. */
+  #map(e: unknown, what: string): WorkspaceError {
+    const f = daytonaFailure(e);
+    if (f.statusCode === 409 || f.statusCode === 502 || f.statusCode === 503 || (f.statusCode === 404 && !/file|path|director/i.test(f.message)))
+      return new UnavailableError(`${what}: the Daytona sandbox is not running (${f.statusCode}); initialize the workspace to start it`, { details: { statusCode: f.statusCode } });
+    return daytonaError(e, what);
+  }
+}
+
+/** A session command as a process: stdin through `sendSessionCommandInput`, stdout and stderr from the followed logs. */
+class SessionProcess implements SandboxProcess {
+  readonly stdin: Writable;
+  readonly stdout = new PassThrough();
+  readonly stderr = new PassThrough();
+  readonly exited: Promise<number | null>;
+  readonly #sb: DaytonaSdkSandbox;
+  readonly #session = `agentws-${randomBytes(8).toString("hex")}`;
+  readonly #started: Promise<string>;
+  #killed = false;
+
+  constructor(sb: DaytonaSdkSandbox, line: string) {
+    this.#sb = sb;
+    const p = sb.process;
+    const session = this.#session;
+    const started = (async () => {
+      await p.createSession(session);
+      const { cmdId } = await p.executeSessionCommand(session, { command: line, runAsync: true, suppressInputEcho: true });
+      if (!cmdId) throw new Error("the toolbox gave no command id");
+      return cmdId;
+    })();
+    started.catch(() => undefined);
+    this.#started = started;
+    const decoder = new StringDecoder("utf8");
+    this.stdin = new Writable({
+      write: (chunk: Buffer, _enc, done) => {
+        const text = decoder.write(chunk);
+        if (!text) return done();
+        started.then((cmd) => p.sendSessionCommandInput(session, cmd, text)).then(
+          () => done(),
+          (e: unknown) => done(new UnavailableError(`stdin of a Daytona session command: ${daytonaFailure(e).message}`)),
+        );
+      },
+    });
+    this.stdin.on("error", () => undefined);
+    this.exited = (async () => {
+      let cmd: string;
+      try {
+        cmd = await started;
+      } catch (e) {
+        this.stderr.end(`could not start the command in a Daytona session: ${daytonaFailure(e).message}\n`);
+        this.stdout.end();
+        return 127;
+      }
+      await p
+        .getSessionCommandLogs(session, cmd, (s) => void this.stdout.write(s), (s) => void this.stderr.write(s))
+        .catch(() => undefined);
+      const code = this.#killed ? null : await p.getSessionCommand(session, cmd).then((c) => c.exitCode ?? null, () => null);
+      this.stdout.end();
+      this.stderr.end();
+      if (!this.#killed) await p.deleteSession(session).catch(() => undefined);
+      return code;
+    })();
+  }
+
+  kill(): void {
+    if (this.#killed) return;
+    this.#killed = true;
+    void this.#started.then(
+      () => this.#sb.process.deleteSession(this.#session).catch(() => undefined),
+      () => undefined,
+    );
+  }
+}
+
+function parseWrapped(out: string, cap: number, timed: boolean, cwd: string): ExecResult {
+  const at = out.lastIndexOf("AGENTWS-RESULT ");
+  if (at < 0) throw new WorkspaceError("exec_failed", `the sandbox gave no result for the command: ${out.slice(0, 300)}`);
+  const lines = out.slice(at).split("\n");
+  const head = (lines[0] ?? "").split(" ");
+  if (head[1] === "escape") throw new PathEscapeError(cwd, "(cwd) resolves outside the workspace");
+  if (head[1] === "nocwd") throw new NotFoundError(`cwd '${cwd}'`, { field: "cwd" });
+  const rc = Number(head[1]);
+  const stdout = Buffer.from(lines[1] ?? "", "base64");
+  const stderr = Buffer.from(lines[2] ?? "", "base64");
+  const timedOut = timed && (rc === 124 || rc === 137);
+  const truncated = stdout.length > cap || stderr.length > cap;
+  return { exitCode: timedOut ? -1 : rc, stdout: stdout.subarray(0, cap), stderr: stderr.subarray(0, cap), timedOut, truncated };
+}
+
+function parseFind(out: Buffer): FileInfo[] {
+  const rows = out.toString("utf8").split("\0").filter(Boolean);
+  return rows.map((row) => {
+    const [t, size, mtime, ...rest] = row.split("\t");
+    const type: FileInfo["type"] = t === "f" ? "file" : t === "d" ? "dir" : t === "l" ? "symlink" : "other";
+    return { name: rest.join("\t"), type, size: Number(size), mtimeMs: Math.round(Number(mtime) * 1000) };
+  });
+}
+
+/** A host file or tree as a tar whose top entry is `x` (regular files and folders; links skipped). */
+async function packTree(source: string): Promise<Buffer> {
+  const pack = tar.pack();
+  const chunks: Buffer[] = [];
+  pack.on("data", (c: unknown) => void chunks.push(c as Buffer));
+  const done = new Promise<void>((resolve, reject) => {
+    pack.on("end", resolve);
+    pack.on("error", reject);
+  });
+  const walk = async (p: string, name: string): Promise<void> => {
+    const st = await fs.lstat(p).catch((e: unknown) => {
+      throw new NotFoundError(`host path '${p}'`, { cause: e, field: "hostPath" });
+    });
+    if (st.isDirectory()) {
+      pack.entry({ name: `${name}/`, type: "directory", mode: 0o755 });
+      for (const child of (await fs.readdir(p)).sort()) await walk(path.join(p, child), `${name}/${child}`);
+    } else if (st.isFile()) {
+      const data = await fs.readFile(p);
+      await new Promise<void>((resolve, reject) => pack.entry({ name, mode: st.mode & 0o777, size: data.length }, data, (e) => (e ? reject(e) : resolve())));
+    }
+  };
+  await walk(source, "x");
+  pack.finalize();
+  await done;
+  return Buffer.concat(chunks);
+}
+
+function nonRoot(rel: string): string {
+  if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
+  return rel;
+}

@@ -1,0 +1,93 @@
+/**
+ * Shell scripts the Daytona sandbox runs through the toolbox's `process/execute`. Paths resolve as
+ * the sandbox sees them (`realpath -m`), and anything leaving the workspace root is refused, so no
+ * host-side code ever decides on a sandbox path. Exit codes: 65 escape, 66 missing, 67 is a
+ * directory, 68 not a directory, 69 exists, 70 final symlink, 71 too large, 72 not a regular file.
+ */
+export const EXIT = { escape: 65, missing: 66, isDir: 67, notDir: 68, exists: 69, symlink: 70, tooLarge: 71, special: 72 } as const;
+
+/** Single-quoted for sh: safe for any string (NUL excluded, which no argv can hold). */
+export function q(s: string): string {
+  return `'${s.replaceAll("'", `'\\''`)}'`;
+}
+
+/** `sh -c <script> sh <args...>` as one command line for the toolbox. */
+export function shLine(script: string, args: string[]): string {
+  return ["sh", "-c", q(script), "sh", ...args.map(q)].join(" ");
+}
+
+export const prelude = (root: string): string => `set -u
+W=${q(root)}
+res() { p=$(realpath -m -- "$W/$1") || exit 65; case "$p" in "$W"|"$W"/*) ;; *) exit 65;; esac; }
+resp() { case "$1" in */*) res "\${1%/*}";; *) res "";; esac; d=$p; b=\${1##*/}; p="$d/$b"; }
+exists() { [ -e "$1" ] || [ -L "$1" ]; }
+`;
+
+export const SCRIPTS = {
+  /** Prints the resolved path of a regular file no bigger than $2 bytes ("-": no cap). */
+  resolveRead: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] && exit 67; [ -f "$p" ] || exit 72
+if [ "$2" != "-" ]; then s=$(stat -c %s -- "$p"); [ "$s" -le "$2" ] || { printf %s "$s" >&2; exit 71; }; fi
+printf %s "$p"`,
+  /** Publishes the uploaded file $4 at $1 with mode $2 ("-": keep a replaced file's bits, else 644); $3 = x: exclusive. */
+  publish: `u=$4; trap 'rm -f -- "$u"' EXIT
+resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
+mkdir -p -- "$d" 2>/dev/null || exit 68
+t="$d/.$b.agentws-tmp-$$"
+m=$2; [ "$m" = - ] && { m=644; [ -f "$p" ] && m=$(stat -c %a -- "$p"); }
+mv -fT -- "$u" "$t" && chmod "$m" -- "$t" || { rm -f -- "$t"; exit 1; }
+if [ "$3" = x ]; then
+  if ln -T -- "$t" "$p" 2>/dev/null; then rm -f -- "$t"; exit 0; fi
+  rm -f -- "$t"; exists "$p" && exit 69; exit 1
+fi
+mv -fT -- "$t" "$p" && exit 0
+rm -f -- "$t"; exit 1`,
+  append: `resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
+mkdir -p -- "$d" 2>/dev/null || exit 68
+cat >> "$p"`,
+  list: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68
+exec find "$p" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
+  stat: `if [ -z "$1" ]; then p=$W; else resp "$1"; fi
+exists "$p" || exit 0
+exec find "$p" -maxdepth 0 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
+  remove: `resp "$1"; [ "$p" = "$W" ] && exit 65
+rm -rf -- "$p"`,
+  mkdir: `res "$1"; mkdir -p -- "$p" 2>/dev/null || exit 68`,
+  rename: `resp "$1"; s=$p; resp "$2"; t=$p; td=$d
+exists "$s" || exit 66; exists "$t" && exit 69
+mkdir -p -- "$td" 2>/dev/null || exit 68
+mv -T -- "$s" "$t"`,
+  /** Unpacks the uploaded tar $2 (one top folder or file named x) at $1, which must not exist. */
+  unpack: `u=$2; trap 'rm -f -- "$u"' EXIT
+resp "$1"; exists "$p" && exit 69
+mkdir -p -- "$d" 2>/dev/null || exit 68
+x=$(mktemp -d -- "$d/.agentws-copy-XXXXXX") || exit 1
+tar -xf "$u" -C "$x" --no-same-owner --no-same-permissions || { rm -rf -- "$x"; exit 1; }
+if exists "$p"; then rm -rf -- "$x"; exit 69; fi
+mv -T -- "$x/x" "$p"; r=$?; rm -rf -- "$x"; exit $r`,
+  /** Kills every process carrying the exec marker $1 (a timed-out or aborted command's tree). */
+  kill: `for d in /proc/[0-9]*; do
+  if grep -qsxz "AGENTWS_EXEC=$1" "$d/environ" 2>/dev/null; then kill -9 "\${d#/proc/}" 2>/dev/null; fi
+done; exit 0`,
+} as const;
+
+/**
+ * The wrapper every exec runs in: the command's stdin from a file, stdout and stderr into files,
+ * then one line `AGENTWS-RESULT <rc>` and both streams in base64, each cut at the cap + 1 byte (the
+ * toolbox answers with one combined text, so the streams travel apart and byte-exact this way).
+ * Few processes: empty streams cost none, the root as cwd needs no realpath.
+ * $1 root-relative cwd, $2 stdin file or "-", $3 output cap, $4 timeout seconds or "-", $5 marker, then argv.
+ */
+export const EXEC_WRAPPER = `c=$W
+if [ -n "$1" ]; then c=$(realpath -m -- "$W/$1") || exit 65
+  case "$c" in "$W"|"$W"/*) ;; *) echo "AGENTWS-RESULT escape"; exit 0;; esac
+  [ -d "$c" ] || { echo "AGENTWS-RESULT nocwd"; exit 0; }
+fi
+i=$2; [ "$i" = - ] && i=/dev/null
+n=$(($3 + 1)); to=$4; export AGENTWS_EXEC="$5"; o=/tmp/.agentws-$5.o; e=/tmp/.agentws-$5.e; shift 5
+cd -- "$c" || { echo "AGENTWS-RESULT nocwd"; exit 0; }
+if [ "$to" = - ]; then "$@" < "$i" > "$o" 2> "$e"; else timeout -k 2 "$to" "$@" < "$i" > "$o" 2> "$e"; fi
+rc=$?
+printf '\nAGENTWS-RESULT %s\n' "$rc"
+[ -s "$o" ] && head -c "$n" -- "$o" | base64 -w0; printf '\n'
+[ -s "$e" ] && head -c "$n" -- "$e" | base64 -w0; printf '\n'
+if [ "$i" = /dev/null ]; then rm -f -- "$o" "$e"; else rm -f -- "$o" "$e" "$i"; fi`;
