@@ -15,7 +15,8 @@ import { rememberSecret } from "../sdk/util/secret-values.js";
 export type SecretValue = string | SecretRef | pulumi.Output<string>;
 
 type SecretMap = Record<string, SecretValue>;
-type WithSecretEnv<B> = B extends { env?: unknown } ? Omit<B, "env"> & { env?: SecretMap } : B;
+type WithSecretApiKey<B> = B extends { apiKey?: unknown } ? Omit<B, "apiKey"> & { apiKey?: SecretValue } : B;
+type WithSecretEnv<B> = WithSecretApiKey<B extends { env?: unknown } ? Omit<B, "env"> & { env?: SecretMap } : B>;
 type WithSecretTransport<T> = T extends { type: "http" }
   ? Omit<T, "headers"> & { headers?: SecretMap }
   : T extends { type: "stdio" }

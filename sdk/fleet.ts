@@ -64,8 +64,8 @@ export type SecretRef = z.infer<typeof SecretRefSchema>;
 export type SecretPath = (string | number)[];
 
 /**
- * Where a workspace spec holds secrets: every value of `backend.env` and of each default MCP
- * server's `transport.headers` and `transport.env`. Works on raw input as well as parsed specs;
+ * Where a workspace spec holds secrets: every value of `backend.env`, a backend credential
+ * (`backend.apiKey`), and each default MCP server's `transport.headers` and `transport.env`. Works on raw input as well as parsed specs;
  * shapes that do not match are skipped (schema validation reports them).
  */
 export function secretFieldPaths(spec: unknown): SecretPath[] {
@@ -75,6 +75,7 @@ export function secretFieldPaths(spec: unknown): SecretPath[] {
   };
   if (!isObject(spec)) return paths;
   if (isObject(spec.backend)) leaves(["backend", "env"], spec.backend.env);
+  if (isObject(spec.backend) && spec.backend.apiKey !== undefined) paths.push(["backend", "apiKey"]);
   if (Array.isArray(spec.defaultMcps))
     spec.defaultMcps.forEach((mcp: unknown, i) => {
       if (!isObject(mcp) || !isObject(mcp.transport)) return;

@@ -4,6 +4,7 @@ import type { BackendCommand, BackendModule } from "./module.js";
 import type { BackendKind, BackendSpec, BackendSpecInput } from "./spec.js";
 import { BubblewrapBackendSchema } from "./bubblewrap/schema.js";
 import { DockerBackendSchema } from "./docker/schema.js";
+import { E2BBackendSchema } from "./e2b/schema.js";
 import { LocalBackendSchema } from "./local/schema.js";
 
 /**
@@ -12,7 +13,7 @@ import { LocalBackendSchema } from "./local/schema.js";
  * never loads Docker's code and Pulumi provider methods capture nothing. Adding a backend is a
  * folder plus one line in each list below.
  */
-export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema] as const;
+export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema, E2BBackendSchema] as const;
 
 type SpecOf<K extends BackendKind> = Extract<BackendSpec, { kind: K }>;
 
@@ -20,6 +21,7 @@ const MODULES: { [K in BackendKind]: () => Promise<{ backend: BackendModule<Spec
   local: () => import("./local/index.js"),
   bubblewrap: () => import("./bubblewrap/index.js"),
   docker: () => import("./docker/index.js"),
+  e2b: () => import("./e2b/index.js"),
 };
 
 /** Every registered kind, in registry order. */

@@ -1,4 +1,6 @@
 import { dockerClient } from "../../sdk/backends/docker/client.js";
+import { E2BWorkspace } from "../../sdk/backends/e2b/workspace.js";
+import { uniqueId, type WorkspaceFixture } from "../contract/fixture.js";
 import { startE2BEmulator, type E2BEmulator } from "../emulators/e2b/server.js";
 import { BASE_IMAGE, dockerEngine } from "./docker-engine.js";
 
@@ -17,4 +19,20 @@ export async function e2bEmulator(): Promise<E2BEmulator | null> {
 /** Connection options pointing the unchanged e2b SDK at an emulator, for one team (api key). */
 export function e2bConnection(emu: E2BEmulator, apiKey = "e2b_emulator_team_a"): { apiKey: string; apiUrl: string; sandboxUrl: string } {
   return { apiKey, apiUrl: emu.url, sandboxUrl: emu.url };
+}
+
+/** A contract-suite fixture: E2B workspaces on the emulator through the real SDK (MCP servers run from a bundle, with the sandbox's node). */
+export function e2bFixture(env: () => { emu: E2BEmulator; apiKey?: string }): WorkspaceFixture {
+  return {
+    name: "e2b",
+    async create(opts = {}) {
+      const { emu, apiKey } = env();
+      return new E2BWorkspace({
+        workspaceId: opts.workspaceId ?? uniqueId("e2b"),
+        ...e2bConnection(emu, apiKey),
+        ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
+        ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),
+      });
+    },
+  };
 }

@@ -225,7 +225,7 @@ export class Envd {
             }, timeoutMs)
           : undefined;
       const ping = setInterval(() => stream.send({ event: { keepalive: {} } }), 50_000);
-      req.socket.once("close", () => finish());
+      stream.res.once("close", () => finish());
       if (!this.#procs.has(proc.pid)) void proc.done.then(() => finish());
     });
   }

@@ -5,7 +5,7 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type Docker from "dockerode";
 import { readBody } from "./connect.js";
-import { SANDBOX_LABEL, createSandboxContainer, templateImage } from "./containers.js";
+import { createSandboxContainer, templateImage } from "./containers.js";
 import { Envd } from "./envd.js";
 
 /** What the tests can break, each a switch on the running emulator. */
@@ -279,8 +279,6 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await Promise.all([...sandboxes.values()].map(kill));
-      const leftovers = await docker.listContainers({ all: true, filters: { label: [SANDBOX_LABEL] } }).catch(() => []);
-      void leftovers;
       await Promise.all([...snapshots.values()].map((x) => docker.getImage(x.image).remove({ force: true }).catch(() => undefined)));
     },
   };
