@@ -221,9 +221,11 @@ export class E2BSandbox implements Sandbox {
   /** Uploads bytes to a fresh name in the staging folder (exact bytes, through the files API). */
   async #stage(data: Uint8Array | string, rel: string): Promise<string> {
     const staged = `${E2B_STAGING}/${randomBytes(8).toString("hex")}`;
+    // An ArrayBuffer of exactly these bytes (a Buffer may be a view of a shared pool).
     const bytes = typeof data === "string" ? Buffer.from(data) : data;
-    const body = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes.buffer : bytes.slice().buffer;
-    await this.#call("write", rel, () => this.#sbx.files.write(staged, body as ArrayBuffer));
+    const body = new Uint8Array(bytes.byteLength);
+    body.set(bytes);
+    await this.#call("write", rel, () => this.#sbx.files.write(staged, body.buffer));
     return staged;
   }
 
