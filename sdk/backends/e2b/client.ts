@@ -55,7 +55,10 @@ export function e2bError(e: unknown, what: string, secret?: string): unknown {
     return new RateLimitedError(`${text} (${hint})`, { cause: e, retryAfterMs });
   }
   if (name === "AuthenticationError" || err?.statusCode === 401) return new UnauthenticatedError(`${text} (check backend.apiKey / E2B_API_KEY)`, { cause: e });
-  if (name === "SandboxNotFoundError" || name === "FileNotFoundError" || name === "NotFoundError" || err?.statusCode === 404) return new NotFoundError(text, { cause: e });
+  if (name === "SandboxNotFoundError" || name === "FileNotFoundError" || name === "NotFoundError" || err?.statusCode === 404) {
+    const gone = name === "SandboxNotFoundError" || /not running anymore/i.test(message);
+    return new NotFoundError(gone ? `${text} (the e2b sandbox is gone: killed or expired; initialize the workspace again to recreate it)` : text, { cause: e });
+  }
   if (name === "InvalidArgumentError" || err?.statusCode === 400) return new WorkspaceError("invalid_argument", text, { cause: e });
   if (name === "TimeoutError" || name === "ServiceBusyError" || (err?.statusCode ?? 0) >= 500 || /fetch failed|ECONNREFUSED|ECONNRESET|socket hang up/i.test(message))
     return new UnavailableError(text, { cause: e });

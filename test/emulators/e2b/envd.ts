@@ -55,8 +55,8 @@ export class Envd {
         const stream = new ServerStream(res);
         const timeout = Number(req.headers["connect-timeout-ms"] ?? 0);
         try {
-          if (method === "process.Process/Start") await this.#start(msg, stream, user, timeout, req);
-          else if (method === "process.Process/Connect") await this.#connect(msg, stream, timeout, req);
+          if (method === "process.Process/Start") await this.#start(msg, stream, user, timeout);
+          else if (method === "process.Process/Connect") await this.#connect(msg, stream, timeout);
           else throw new RpcError("unimplemented", `${method} is not emulated`);
         } catch (e) {
           stream.end(e instanceof RpcError ? e : new RpcError("internal", String(e)));
@@ -152,7 +152,7 @@ export class Envd {
     return path.posix.resolve(user === "root" ? "/root" : USER_HOME, p);
   }
 
-  async #start(msg: Json, stream: ServerStream, user: string, timeoutMs: number, req: IncomingMessage): Promise<void> {
+  async #start(msg: Json, stream: ServerStream, user: string, timeoutMs: number): Promise<void> {
     const cfg = (msg.process ?? {}) as { cmd?: string; args?: string[]; envs?: Record<string, string>; cwd?: string };
     if (!cfg.cmd) throw new RpcError("invalid_argument", "process.cmd is required");
     const marker = randomBytes(8).toString("hex");
@@ -196,17 +196,17 @@ export class Envd {
       emit(END);
     })();
     stream.send({ event: { start: { pid } } });
-    await this.#follow(proc, stream, timeoutMs, req);
+    await this.#follow(proc, stream, timeoutMs);
   }
 
-  async #connect(msg: Json, stream: ServerStream, timeoutMs: number, req: IncomingMessage): Promise<void> {
+  async #connect(msg: Json, stream: ServerStream, timeoutMs: number): Promise<void> {
     const proc = this.#proc(msg);
     stream.send({ event: { start: { pid: proc.pid } } });
-    await this.#follow(proc, stream, timeoutMs, req);
+    await this.#follow(proc, stream, timeoutMs);
   }
 
   /** Relays a process's events to one stream until it ends, the client goes away, or its deadline passes (then the process is killed). */
-  async #follow(proc: Proc, stream: ServerStream, timeoutMs: number, req: IncomingMessage): Promise<void> {
+  async #follow(proc: Proc, stream: ServerStream, timeoutMs: number): Promise<void> {
     await new Promise<void>((resolve) => {
       const finish = (error?: RpcError) => {
         proc.listeners.delete(listener);
