@@ -5,6 +5,7 @@ import type { BackendKind, BackendSpec, BackendSpecInput } from "./spec.js";
 import { BubblewrapBackendSchema } from "./bubblewrap/schema.js";
 import { DaytonaBackendSchema } from "./daytona/schema.js";
 import { DockerBackendSchema } from "./docker/schema.js";
+import { E2BBackendSchema } from "./e2b/schema.js";
 import { KubernetesBackendSchema } from "./kubernetes/schema.js";
 import { LocalBackendSchema } from "./local/schema.js";
 import { OpenSandboxBackendSchema } from "./opensandbox/schema.js";
@@ -16,7 +17,7 @@ import { attachedChangePolicy, type ChangePolicy } from "./shared/schema.js";
  * never loads Docker's code and Pulumi provider methods capture nothing. Adding a backend is a
  * folder plus one line in each list below.
  */
-export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema, KubernetesBackendSchema, OpenSandboxBackendSchema, DaytonaBackendSchema] as const;
+export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema, KubernetesBackendSchema, OpenSandboxBackendSchema, DaytonaBackendSchema, E2BBackendSchema] as const;
 
 type SpecOf<K extends BackendKind> = Extract<BackendSpec, { kind: K }>;
 
@@ -27,6 +28,7 @@ const MODULES: { [K in BackendKind]: () => Promise<{ backend: BackendModule<Spec
   kubernetes: () => import("./kubernetes/index.js"),
   opensandbox: () => import("./opensandbox/index.js"),
   daytona: () => import("./daytona/index.js"),
+  e2b: () => import("./e2b/index.js"),
 };
 
 /** Every registered kind, in registry order. */

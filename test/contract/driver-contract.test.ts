@@ -11,6 +11,7 @@ import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
 import { k8sCluster } from "../support/k8s-cluster.js";
 import { openSandboxServer } from "../support/opensandbox-server.js";
 import { EMULATOR_API_KEY, emulatorSpec, startDaytonaEmulator } from "../support/daytona-emulator.js";
+import { e2bConnection, e2bEmulator } from "../support/e2b-emulator.js";
 
 /**
  * How each backend runs here: why it cannot (a missing engine, cluster, server or emulator), and its
@@ -30,6 +31,7 @@ const engine = has("docker") ? await dockerEngine() : null;
 const cluster = has("kubernetes") ? await k8sCluster() : null;
 const osb = has("opensandbox") && process.env.AGENTWS_SKIP_OPENSANDBOX !== "1" ? await openSandboxServer() : null;
 const daytona = has("daytona") ? await startDaytonaEmulator() : null;
+const e2b = has("e2b") && engine ? await e2bEmulator() : null;
 const targets: Partial<Record<BackendKind, Target>> = {
   docker: { unavailable: !engine && "no Docker engine", options: basedir({ baseImage: BASE_IMAGE, network: "none" }) },
   kubernetes: {
@@ -43,6 +45,11 @@ const targets: Partial<Record<BackendKind, Target>> = {
     options: (_dir, main) => (daytona ? emulatorSpec(daytona, main ? EMULATOR_API_KEY : `${EMULATOR_API_KEY}-other`) : {}),
     destroyKeepsData: false,
     close: async () => daytona?.close(),
+  },
+  e2b: {
+    unavailable: !e2b && "no Docker engine for the E2B emulator",
+    options: (_dir, main) => (e2b ? e2bConnection(e2b, `e2b_team_${main ? "base" : "other"}`) : {}),
+    close: async () => e2b?.close(),
   },
 };
 const backends = await Promise.all(BACKEND_KINDS.map(async (kind) => ({ kind, module: await loadBackend(kind) })));
