@@ -8,7 +8,7 @@ import { k8sCluster, objectsFor } from "../support/k8s-cluster.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "./pulumi-helpers.js";
 
 // The real engine and a real cluster on a shared 2-core machine: operations take seconds each.
-vi.setConfig({ testTimeout: 400_000 });
+vi.setConfig({ testTimeout: 400_000, hookTimeout: 900_000 });
 
 /** The kubernetes stack's resources on the real engine and the real cluster (the same driver the runtime uses). */
 const cluster = await k8sCluster();
