@@ -196,7 +196,10 @@ function fleetProgram(round: number): PulumiFn {
   };
 }
 async function upOnce(binDir: string, name: string, program: PulumiFn): Promise<number> {
-  const dir = mkdtempSync(join(tmp, `${name}-`));
+  // Under the project, so the dynamic-provider host resolves @pulumi/pulumi from its node_modules.
+  const base = join(ROOT, ".cache", "k8s-bench");
+  mkdirSync(base, { recursive: true });
+  const dir = mkdtempSync(join(base, `${name}-`));
   for (const d of ["project", "state", "home"]) mkdirSync(join(dir, d));
   const stack = await openStack({
     workDir: join(dir, "project"),
@@ -216,6 +219,7 @@ async function upOnce(binDir: string, name: string, program: PulumiFn): Promise<
     return took;
   } finally {
     await stack.destroy({ color: "never" }).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from "node:crypto";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { K8sDriver } from "../../../sdk/backends/kubernetes/driver.js";
 import { K8sWorkspaceManager } from "../../../sdk/backends/kubernetes/manager.js";
 import { objectName } from "../../../sdk/backends/kubernetes/names.js";
@@ -18,6 +18,8 @@ import { ECHO_SERVER_IN_WORKSPACE, echoServerBundle } from "../../fixtures/mcp/b
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const run = promisify(execFile);
 const cluster = await k8sCluster();
+// Child processes (tsx) and Pod starts on a loaded 2-core machine take a while.
+vi.setConfig({ testTimeout: 300_000 });
 const sha = (b: Uint8Array | string) => createHash("sha256").update(b).digest("hex");
 
 /** Runs test/support/k8s-child.ts: a manager in a process of its own, which exits without disposing. */
