@@ -94,15 +94,19 @@ case "${1:-}" in
     build_execd_image
     write_config
     if running; then kill "$(cat "$PIDFILE")" 2>/dev/null || true; sleep 1; fi
-    log "starting the server on 127.0.0.1:$PORT (execd image $EXECD_IMAGE)"
-    HOME="$STATE/home" OPENSANDBOX_INSECURE_SERVER=YES DOCKER_HOST="$DOCKER_HOST" \
-      setsid "$VENV/bin/opensandbox-server" --config "$STATE/sandbox.toml" >"$STATE/server.log" 2>&1 </dev/null 9>&- &
-    echo $! >"$PIDFILE"
-    # 3-6 s on an idle machine; much longer on a loaded one (the imports alone).
-    for _ in $(seq 1 480); do
-      if ready; then log "ready"; env_line; exit 0; fi
-      running || break
-      sleep 0.5
+    # Twice: at start the server inspects every sandbox container, and a busy engine can time that out.
+    for attempt in 1 2; do
+      log "starting the server on 127.0.0.1:$PORT (execd image $EXECD_IMAGE, attempt $attempt)"
+      HOME="$STATE/home" OPENSANDBOX_INSECURE_SERVER=YES DOCKER_HOST="$DOCKER_HOST" \
+        setsid "$VENV/bin/opensandbox-server" --config "$STATE/sandbox.toml" >"$STATE/server.log" 2>&1 </dev/null 9>&- &
+      echo $! >"$PIDFILE"
+      # 3-6 s on an idle machine; much longer on a loaded one (the imports alone).
+      for _ in $(seq 1 480); do
+        if ready; then log "ready"; env_line; exit 0; fi
+        running || break
+        sleep 0.5
+      done
+      running && break
     done
     log "the server did not become ready; last log lines:"; tail -n 30 "$STATE/server.log" >&2; exit 1
     ;;

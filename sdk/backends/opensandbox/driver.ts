@@ -162,7 +162,7 @@ export class OpenSandboxDriver implements Driver {
   }
 
   async pause(workspaceId: string): Promise<void> {
-    const d = await this.find(workspaceId);
+    const d = await this.#current(parseWorkspaceId(workspaceId));
     if (!d || d.state !== "running") return;
     try {
       await this.#sandboxes.pauseSandbox(d.location.sandboxId!);
@@ -195,7 +195,8 @@ export class OpenSandboxDriver implements Driver {
         throw new UnavailableError(`opensandbox workspace '${workspaceId}' is ${info.status.state} (${info.status.reason ?? "no reason given"})`);
       await sleep(delay);
     }
-    await this.renew(sid);
+    // The keep-alive restarts from now; off the resume's path (the handle renews again while in use).
+    void this.renew(sid).catch(() => undefined);
   }
 
   /** Pushes the sandbox's expiry `timeoutSeconds` ahead (the keep-alive). */

@@ -17,7 +17,7 @@ export const OPENSANDBOX_WORKDIR = "/workspace";
 /** Markers our exec prelude prints before exiting when the cwd is unusable (never a program's output: the program has not started). */
 const CWD_MISSING = "agentws: cwd is missing";
 const CWD_ESCAPES = "agentws: cwd escapes the workspace";
-/** The line our exec wrapper ends execd's stream with: the sizes of the command's stdout and stderr files. */
+/** The line our exec wrapper ends execd's stream with: whether the command's stdout and stderr files have bytes (1) or not (0). */
 const SIZES = "agentws-exec-sizes";
 /** Reads up to this size are fetched alongside their confinement check (one round trip instead of two). */
 const OPTIMISTIC_READ = 1024 * 1024;
@@ -127,8 +127,8 @@ export class OpenSandboxSandbox implements Sandbox {
       // back through the file API; only the sizes travel on execd's stream (empty files are not fetched).
       `umask 077; exec 3>&1 1>${q(outFile)} 2>${q(errFile)}`,
       `${argv.map(q).join(" ")} 3>&-`,
-      `c=$?; o=$(wc -c <${q(outFile)}); e=$(wc -c <${q(errFile)})`,
-      `[ "$o" = 0 ] && rm -f -- ${q(outFile)}; [ "$e" = 0 ] && rm -f -- ${q(errFile)}`,
+      // Shell builtins only (no fork): 1 when the file has bytes; empty files are removed here.
+      `c=$?; o=0; e=0; if [ -s ${q(outFile)} ]; then o=1; else rm -f -- ${q(outFile)}; fi; if [ -s ${q(errFile)} ]; then e=1; else rm -f -- ${q(errFile)}; fi`,
       `printf '\\n${SIZES} %s %s\\n' "$o" "$e" >&3; exit $c`,
     ].join("\n");
     const max = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
@@ -177,8 +177,8 @@ export class OpenSandboxSandbox implements Sandbox {
     const said = prelude.buffer().toString();
     if (exitCode === 65 && said === `${CWD_ESCAPES}\n`) throw new PathEscapeError(rel, "the working directory resolves outside the workspace");
     if (exitCode === 66 && said === `${CWD_MISSING}\n`) throw new NotFoundError(`working directory '${rel}'`, { field: "cwd" });
-    // Sizes from the stream when the command ran to its end; otherwise (killed, timed out) whatever the files hold.
-    const [stdout, stderr] = await Promise.all([this.#output(outFile, max, sizes?.[0]), this.#output(errFile, max, sizes?.[1])]);
+    // Which files have bytes, from the stream when the command ran to its end; otherwise (killed, timed out) whatever the files hold.
+    const [stdout, stderr] = await Promise.all([this.#output(outFile, max, sizes?.[0] === 0), this.#output(errFile, max, sizes?.[1] === 0)]);
     if (!sizes || sizes[0] > 0 || sizes[1] > 0 || options.stdin !== undefined) this.#discard([inFile, outFile, errFile]);
     const timedOut = controller.signal.aborted || (exitCode === -1 && (options.timeoutMs !== undefined || /timeout/i.test(ename)));
     const truncated = stdout.truncated || stderr.truncated;
@@ -186,16 +186,14 @@ export class OpenSandboxSandbox implements Sandbox {
     return { exitCode: exitCode ?? -1, stdout: stdout.bytes, stderr: stderr.bytes, timedOut: false, truncated };
   }
 
-  /** A command's output file, its first `max` bytes through the file API; missing (the command never started) or empty is empty. */
-  async #output(file: string, max: number, size: number | undefined): Promise<{ bytes: Buffer; truncated: boolean }> {
-    if (size === 0) return { bytes: Buffer.alloc(0), truncated: false };
-    const limit = size === undefined ? max + 1 : Math.min(size, max);
-    const got = await this.sbx.files.readBytes(file, { offset: 0, limit }).then(
+  /** A command's output file, its first `max` bytes through the file API; missing (the command never started) or known empty is empty. */
+  async #output(file: string, max: number, empty: boolean): Promise<{ bytes: Buffer; truncated: boolean }> {
+    if (empty) return { bytes: Buffer.alloc(0), truncated: false };
+    const got = await this.sbx.files.readBytes(file, { offset: 0, limit: max + 1 }).then(
       (b) => Buffer.from(b),
       () => Buffer.alloc(0),
     );
-    const truncated = size === undefined ? got.length > max : size > max;
-    return { bytes: got.length > max ? got.subarray(0, max) : got, truncated };
+    return { bytes: got.length > max ? got.subarray(0, max) : got, truncated: got.length > max };
   }
 
   #discard(files: string[]): void {

@@ -142,7 +142,7 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
       AGENTWS_OPENSANDBOX_PORTS: "48000-48999",
     };
     const script = path.join(ROOT, "scripts/opensandbox-server.sh");
-    await run(script, ["start"], { env, timeout: 180_000 });
+    await run(script, ["start"], { env, timeout: 600_000 });
     const w = id("restart");
     const d = new OpenSandboxDriver({ ...spec(), domain: "127.0.0.1:38090" });
     try {
@@ -152,7 +152,7 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
       );
       await new Promise((r) => setTimeout(r, 400));
       await run(script, ["stop"], { env, timeout: 60_000 });
-      await run(script, ["start"], { env, timeout: 180_000 });
+      await run(script, ["start"], { env, timeout: 600_000 });
       expect(await creating).toMatch(/^(created|failed)/);
       expect((await sandboxesOf(w)).length).toBeLessThanOrEqual(1);
       await d.create({ workspaceId: w, managedBy: "runtime" });
@@ -163,7 +163,7 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
       await d.close();
       await run(script, ["stop"], { env, timeout: 60_000 }).catch(() => undefined);
     }
-  });
+  }, 900_000);
 
   it("finds a sandbox the Python reference tagged, so a service moving from it keeps its sandboxes", async () => {
     const w = uniqueId("ref");
