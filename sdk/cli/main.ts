@@ -12,6 +12,7 @@ import type { BackendCommand } from "../backends/module.js";
 import { BACKEND_KINDS, backendCommands, loadBackend } from "../backends/registry.js";
 import type { BackendKind } from "../backends/spec.js";
 import { collectGarbage } from "../backends/gc.js";
+import { openSessionStore } from "../service/index.js";
 import { serveCommand, tokenCommand } from "./serve.js";
 import { execCommand, statusCommand } from "./workspaces.js";
 
@@ -27,7 +28,7 @@ Usage:
   agentws refresh   [--stack local]
   agentws destroy   [--stack local] --yes
   agentws outputs   [--stack local]                    (stack outputs as JSON; secrets masked)
-  agentws gc        [--kind K]... [--basedir DIR] [--yes] (list runtime workspaces nobody owns; --yes removes them with their files)
+  agentws gc        [--kind K]... [--basedir DIR] [--store FILE|URL] [--yes] (runtime workspaces nobody owns, or with --store no session names; --yes removes them with their files)
   agentws serve     [--stack local] [--backend local] [--store FILE|postgres://URL] [--tokens FILE] [--port 8787] [--host 127.0.0.1]
   agentws token     <userId> [--store FILE|postgres://URL]   (a new bearer token; only its hash is stored)
   agentws status    [--kind K]... [--basedir DIR] [--json]  (workspaces on every backend: state, owner, idle time)
@@ -171,8 +172,10 @@ async function gcCommand(argv: string[]): Promise<number> {
   try {
     const { values } = parseArgs({
       args: argv,
-      options: { kind: { type: "string", multiple: true }, basedir: { type: "string" }, yes: { type: "boolean", short: "y" }, "dry-run": { type: "boolean" } },
+      options: { kind: { type: "string", multiple: true }, basedir: { type: "string" }, yes: { type: "boolean", short: "y" }, "dry-run": { type: "boolean" }, store: { type: "string" } },
     });
+    // With a session store: owned runtime workspaces whose sessions are all gone are collected too.
+    const referenced = values.store ? await referencedWorkspaces(values.store) : undefined;
     const remove = values.yes === true && values["dry-run"] !== true;
     const kinds = values.kind ?? [...BACKEND_KINDS];
     const results: unknown[] = [];
@@ -186,7 +189,7 @@ async function gcCommand(argv: string[]): Promise<number> {
           err(`${kind}: skipped (${why})`);
           continue;
         }
-        const r = await collectGarbage(backend.createDriver(spec as never), { remove });
+        const r = await collectGarbage(backend.createDriver(spec as never), { remove, ...(referenced ? { referenced } : {}) });
         for (const o of r.orphans) err(`${kind}: ${r.removed.includes(o.workspaceId) ? "removed" : remove ? "kept" : "would remove"} ${o.workspaceId}`);
         for (const k of r.kept) err(`${kind}: kept ${k.workspaceId}: ${k.reason}`);
         results.push({ ...r, orphans: r.orphans.map((o) => ({ workspaceId: o.workspaceId, state: o.state, location: o.location })) });
@@ -202,6 +205,15 @@ async function gcCommand(argv: string[]): Promise<number> {
   } catch (e) {
     err(`agentws gc failed: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
+  }
+}
+
+async function referencedWorkspaces(location: string): Promise<Set<string>> {
+  const store = await openSessionStore(location);
+  try {
+    return await store.workspaceIds();
+  } finally {
+    await store.close();
   }
 }
 

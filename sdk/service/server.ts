@@ -43,8 +43,10 @@ export async function startService(options: StartServiceOptions): Promise<Runnin
     const s = serve({ fetch, port: options.port ?? 0, hostname: options.hostname ?? "127.0.0.1" }, () => ok(s as Server));
     (s as Server).once("error", fail);
   });
-  // Keep-alive sockets must not hold the shutdown open.
-  server.keepAliveTimeout = 5000;
+  // Long keep-alive: a client reusing a socket just as the server times it out gets ECONNRESET (a
+  // race that shows under load). Shutdown closes idle sockets itself, so this never delays it.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
   const port = (server.address() as AddressInfo).port;
   const host = options.hostname ?? "127.0.0.1";
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;

@@ -80,5 +80,5 @@ describe("agentws serve, token, status, exec", () => {
     expect(exec).toMatchObject({ code: 0, stdout: "hi from the host" });
     const failing = await agentws(["exec", workspaceId, "--kind", "local", "--basedir", basedir, "--", "sh", "-c", "exit 3"]).done;
     expect(failing.code).toBe(3);
-  }, 120_000);
+  }, 300_000);
 });
