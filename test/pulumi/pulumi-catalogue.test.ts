@@ -12,7 +12,7 @@ import { StepCollector, upWithPreview, withPlanEnv } from "../../sdk/cli/engine.
 import type { PreviewModel, WorkspaceOp } from "../../sdk/cli/preview-model.js";
 import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../../sdk/fleet.js";
 import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
-import { ensureBuilt, makeSandbox, pulumiBinDir, stateResources, testStack, type Sandbox } from "./pulumi-helpers.js";
+import { bounded, ensureBuilt, makeSandbox, pulumiBinDir, stateResources, testStack, type Sandbox } from "./pulumi-helpers.js";
 
 // The real engine on a shared 2-core machine: each step is three engine runs (preview, up, preview).
 vi.setConfig({ testTimeout: 600_000 });
@@ -175,13 +175,13 @@ afterAll(async () => {
   if (stack) await withPlanEnv(stack, { allowDataLoss: true }, () => stack.destroy({ color: "never" })).catch(() => undefined);
   if (engine) {
     const docker = dockerClient();
-    await docker.getImage(ALT_IMAGE).remove().catch(() => undefined);
     // The workspace images built FROM the alternative tag are this test's own.
     for (const img of await docker.listImages({ filters: { label: ["agent-workspaces.image-inputs"] } }))
-      if ((img.Labels?.["agent-workspaces.image-inputs"] ?? "").includes(ALT_IMAGE)) await docker.getImage(img.Id).remove().catch(() => undefined);
+      if ((img.Labels?.["agent-workspaces.image-inputs"] ?? "").includes(ALT_IMAGE)) await bounded(docker.getImage(img.Id).remove());
+    await bounded(docker.getImage(ALT_IMAGE).remove());
   }
   sb?.dispose();
-});
+}, 600_000);
 
 // The catalogue. Entries whose backend cannot run here are dropped (printed above; CI requires both).
 const has = (ws: string) => (ws.startsWith("bw-") ? bwrap : ws.startsWith("dk-") ? engine !== null : true);

@@ -9,7 +9,7 @@ import { StepCollector, upWithPreview, withPlanEnv } from "../../sdk/cli/engine.
 import { renderPreviewMarkdown } from "../../sdk/cli/preview-markdown.js";
 import type { PreviewModel } from "../../sdk/cli/preview-model.js";
 import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
-import { ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "./pulumi-helpers.js";
+import { bounded, ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "./pulumi-helpers.js";
 
 // The real engine on a shared 2-core machine: operations take seconds each, more under load.
 vi.setConfig({ testTimeout: 300_000 });
@@ -61,11 +61,11 @@ describe.skipIf(!engine).sequential("docker workspaces on the real Pulumi engine
   afterAll(async () => {
     await stackA?.destroy({ color: "never" }).catch(() => undefined);
     await stackB?.destroy({ color: "never" }).catch(() => undefined);
-    for (const img of engine ? await imagesFrom(OWN_IMAGE) : []) await docker().getImage(img.Id).remove().catch(() => undefined);
-    await docker().getImage(OWN_IMAGE).remove().catch(() => undefined);
+    for (const img of engine ? await imagesFrom(OWN_IMAGE) : []) await bounded(docker().getImage(img.Id).remove());
+    await bounded(docker().getImage(OWN_IMAGE).remove());
     sbA?.dispose();
     sbB?.dispose();
-  });
+  }, 600_000);
 
   it("a base image that does not exist fails preview and up; the old container keeps running with its files", async () => {
     const upA = fleetOf((await upWithPreview(stackA, { color: "never" })).outputs);

@@ -90,3 +90,9 @@ export function stateResources(sb: Sandbox, projectName: string): { type: string
   const doc = JSON.parse(readFileSync(file, "utf8")) as { checkpoint: { latest?: { resources?: { type: string; id?: string; outputs?: Record<string, unknown> }[] } } };
   return doc.checkpoint.latest?.resources ?? [];
 }
+
+/** Waits for `p` at most `ms` (a busy shared engine can hold an image removal for minutes); cleanup only. */
+export async function bounded(p: Promise<unknown>, ms = 20_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p.catch(() => undefined), new Promise((r) => (timer = setTimeout(r, ms)))]).finally(() => clearTimeout(timer));
+}
