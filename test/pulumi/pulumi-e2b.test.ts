@@ -34,7 +34,8 @@ describe.skipIf(!emu).sequential("e2b workspace on the real Pulumi engine (emula
       },
       bin,
     );
-  });
+    // The provider build (tsc) and the engine's first start take minutes on a loaded 2-core machine.
+  }, 900_000);
 
   afterAll(async () => {
     await stack?.destroy({ color: "never" }).catch(() => undefined);
