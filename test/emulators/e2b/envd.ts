@@ -13,6 +13,8 @@ const MARKER = "E2B_EMU_PROC";
 interface Proc {
   pid: number;
   marker: string;
+  /** Who runs it: the kill runs as the same user, since only they (or CAP_SYS_PTRACE) may read its environ. */
+  user: string;
   tag?: string | undefined;
   config: { cmd: string; args: string[]; envs: Record<string, string>; cwd?: string | undefined };
   stream: Duplex;
@@ -92,7 +94,7 @@ export class Envd {
       case "process.Process/SendSignal": {
         const p = this.#proc(msg);
         const sig = msg.signal === "SIGNAL_SIGTERM" || msg.signal === 15 ? "TERM" : "KILL";
-        await this.#killMarker(p.marker, sig);
+        await this.#killMarker(p, sig);
         return {};
       }
       case "filesystem.Filesystem/Stat":
@@ -177,6 +179,7 @@ export class Envd {
     const proc: Proc = {
       pid,
       marker,
+      user,
       tag: typeof msg.tag === "string" ? msg.tag : undefined,
       config: { cmd: cfg.cmd, args: cfg.args ?? [], envs: cfg.envs ?? {}, ...(cfg.cwd ? { cwd: cfg.cwd } : {}) },
       stream: s.stream,
@@ -220,7 +223,7 @@ export class Envd {
       const timer =
         timeoutMs > 0
           ? setTimeout(() => {
-              void this.#killMarker(proc.marker, "KILL");
+              void this.#killMarker(proc, "KILL");
               finish(new RpcError("deadline_exceeded", "the operation timed out"));
             }, timeoutMs)
           : undefined;
@@ -230,9 +233,9 @@ export class Envd {
     });
   }
 
-  async #killMarker(marker: string, sig: "KILL" | "TERM"): Promise<void> {
+  async #killMarker({ marker, user }: Proc, sig: "KILL" | "TERM"): Promise<void> {
     const script = `for d in /proc/[0-9]*; do grep -qsxz "${MARKER}=$1" "$d/environ" 2>/dev/null && kill -${sig} "\${d#/proc/}" 2>/dev/null; done; exit 0`;
-    await run(this.docker, this.container, ["sh", "-c", script, "sh", marker], { user: "root" }).catch(() => undefined);
+    await run(this.docker, this.container, ["sh", "-c", script, "sh", marker], { user }).catch(() => undefined);
   }
 
   async #download(res: ServerResponse, url: URL, user: string): Promise<void> {
