@@ -147,8 +147,9 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     expect(existsSync(folderOf(basedir, "alpha"))).toBe(false);
     expect(existsSync(META(folderOf(moved, "alpha")))).toBe(true);
     basedir = moved;
+    // The other workspace moves too (it deletes its old folder as well, so it needs the same opt-in).
     specs[1] = { ...specs[1]!, backend: { kind: "local", basedir: moved } };
-    await stack.up({ color: "never" });
+    await upWithPreview(stack, { color: "never", allowDataLoss: true });
   });
 
   it("a workspace deleted out of band: refresh reports it, up recreates it", async () => {
@@ -168,7 +169,8 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
   it("removing a workspace from the fleet deletes it; destroy leaves nothing behind", async () => {
     specs = [specs[0]!];
     const p = await preview();
-    expect(p.model.changes).toEqual([{ op: "delete", workspaceId: "4bf1218b645ff727", kind: "local", fields: [] }]);
+    // The preview names the owner and says the files go with it (deleteData is on).
+    expect(p.model.changes).toEqual([{ op: "delete", workspaceId: "4bf1218b645ff727", userId: "u1", agentId: "a1", kind: "local", data: "deleted", fields: [] }]);
     await stack.up({ color: "never" });
     expect(existsSync(folderOf(basedir, "4bf1218b645ff727"))).toBe(false);
 
