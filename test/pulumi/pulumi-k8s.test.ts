@@ -57,10 +57,18 @@ describe.skipIf(!cluster).sequential("kubernetes workspace on the real Pulumi en
     expect(await podUid()).toBe(uid);
 
     backend = { ...backend, storageSize: "2Gi" };
+    // A new PVC with deleteData on deletes the files: refused without the opt-in, then applied with it.
+    await expect(stack.up({ color: "never" })).rejects.toThrow(/deletes its files/);
+    process.env.AGENTWS_ALLOW_DATA_LOSS = "1";
     const col = new StepCollector();
-    await stack.preview({ onEvent: col.onEvent, color: "never" });
-    expect(col.model().changes).toEqual([{ op: "replace", workspaceId: ID, kind: "kubernetes", fields: [{ path: "backend.storageSize", replace: true }] }]);
-    const r = await stack.up({ color: "never" });
+    let r: Awaited<ReturnType<typeof stack.up>>;
+    try {
+      await stack.preview({ onEvent: col.onEvent, color: "never" });
+      expect(col.model().changes).toMatchObject([{ op: "replace", workspaceId: ID, kind: "kubernetes", data: "deleted", fields: [{ path: "backend.storageSize", replace: true }] }]);
+      r = await stack.up({ color: "never" });
+    } finally {
+      delete process.env.AGENTWS_ALLOW_DATA_LOSS;
+    }
     expect(r.summary.resourceChanges).toMatchObject({ replace: 1 });
     expect((await pvc()).spec!.resources!.requests!.storage).toBe("2Gi");
     expect(await podUid()).not.toBe(uid);

@@ -79,7 +79,10 @@ describe.sequential("secrets never appear in plain text", () => {
     const rotate = new StepCollector();
     const p2 = await stack.preview({ onEvent: rotate.onEvent, diff: true, color: "never" });
     seen.push(p2.stdout);
-    expect(rotate.model().changes).toEqual([{ op: "update", workspaceId: "vault", kind: "local", fields: [{ path: "credentials", replace: false }] }]);
+    // A rotated secret shows as a change of a masked value on both sides, files kept.
+    expect(rotate.model().changes).toEqual([
+      { op: "update", workspaceId: "vault", kind: "local", data: "kept", fields: [{ path: "credentials", replace: false, from: '"[secret]"', to: '"[secret]"' }] },
+    ]);
     const md2 = renderPreviewMarkdown(rotate.model());
     expectClean(md2);
     await stack.up({ ...record, diff: true, color: "never" });
