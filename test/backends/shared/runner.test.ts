@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -83,6 +83,23 @@ describe("runner protocol (host process over a folder)", () => {
     expect(done.stdout.toString()).toBe("started\n");
     expect(await goneSoon(`sleep\0${later}`)).toEqual([]);
     expect(await goneSoon(`sleep ${later}`)).toEqual([]);
+  });
+
+  it("kills escapees that keep forking and exec'ing while the sweep runs", async () => {
+    // A loop that forks a new setsid'd sleeper as fast as it can: children born after one listing of /proc, or
+    // caught half-way through execve (an empty environ), must still die.
+    const secs = uniqueSecs();
+    try {
+      const r = await client.exec({
+        argv: ["sh", "-c", `setsid sh -c 'while :; do (setsid sh -c "exec sleep ${secs}" &); done' >/dev/null 2>&1 </dev/null & sleep 0.3; echo started`],
+        cwd: "", env: {}, maxOutputBytes: 1024,
+      });
+      expect(r.stdout.toString()).toBe("started\n");
+      await pause(300);
+      expect(await processesWith(`sleep\0${secs}`)).toEqual([]);
+    } finally {
+      spawnSync("pkill", ["-9", "-f", `sleep ${secs}`]); // only when the sweep failed: exits 1 on no match
+    }
   });
 
   it("round-trips big files in chunks and caps reads by bytes", async () => {

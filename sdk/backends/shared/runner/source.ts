@@ -54,7 +54,7 @@
  * descendants and every process carrying its environment marker are killed (setsid does not escape that).
  */
 export const RUNNER_SOURCE = String.raw`
-import errno, os, selectors, signal, stat, struct, subprocess, sys
+import errno, os, selectors, signal, stat, struct, subprocess, sys, time
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "/workspace"
 IN, OUT = 0, 1
@@ -951,32 +951,77 @@ class Spawned:
 
 
 def kill_marked(mark, root_pid):
-    """SIGKILLs every process carrying the job's marker, and every descendant of root_pid still found."""
+    """SIGKILLs every process carrying the job's marker, and every descendant of root_pid still found.
+    One pass is not enough: a victim may fork after the listing (its child carries the marker too), and a
+    process in the middle of execve reads an empty environ for a moment. So passes repeat while the last one
+    killed something, and a live process with an empty environ is read again a few times before it is let be."""
+    for _ in range(8):
+        killed, unsure = kill_pass(mark, root_pid)
+        for _ in range(10):
+            if not unsure:
+                break
+            time.sleep(0.005)
+            still = []
+            for pid in unsure:
+                env, _, _ = read_proc(pid)
+                if env is None:
+                    still.append(pid)
+                elif mark in env.split(b"\0"):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        killed = True
+                    except OSError:
+                        pass
+            unsure = still
+        if not killed:
+            return
+
+
+def read_proc(pid):
+    """(environ, parent pid, dead) of a process; environ is None while it cannot be told (a live user process,
+    not a kernel thread or a zombie, whose environ reads empty: it is between the two halves of an execve)."""
+    env, ppid = b"", None
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            s = f.read(4096)
+        rest = s[s.rindex(b")") + 2 :].split(b" ", 8)
+        ppid, state, flags = int(rest[1]), rest[0], int(rest[6])
+    except (OSError, ValueError, IndexError):
+        return b"", None, True
+    dead = state in (b"Z", b"X")
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = f.read(1 << 20)
+    except OSError:
+        return b"", ppid, dead
+    if not env and not dead and not flags & 0x00200000:  # PF_KTHREAD
+        return None, ppid, dead
+    return env, ppid, dead
+
+
+def kill_pass(mark, root_pid):
     parents = {}
-    victims = []
+    victims = set()
+    unsure = []
+    dead = set()
     try:
         names = os.listdir("/proc")
     except OSError:
-        return
+        return False, []
+    me = os.getpid()
     for p in names:
-        if not p.isdigit():
+        if not p.isdigit() or int(p) == me:
             continue
         pid = int(p)
-        if pid == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/environ" % p, "rb") as f:
-                env = f.read(1 << 20)
-            if mark in env.split(b"\0"):
-                victims.append(pid)
-        except OSError:
-            pass
-        try:
-            with open("/proc/%s/stat" % p, "rb") as f:
-                s = f.read(4096)
-            parents[pid] = int(s[s.rindex(b")") + 2 :].split(b" ", 2)[1])
-        except (OSError, ValueError, IndexError):
-            pass
+        env, ppid, gone = read_proc(pid)
+        if ppid is not None:
+            parents[pid] = ppid
+        if gone:
+            dead.add(pid)
+        if env is None:
+            unsure.append(pid)
+        elif mark in env.split(b"\0"):
+            victims.add(pid)
     tree = {root_pid}
     grew = True
     while grew:
@@ -985,11 +1030,15 @@ def kill_marked(mark, root_pid):
             if pp in tree and pid not in tree:
                 tree.add(pid)
                 grew = True
-    for pid in set(victims) | (tree - {root_pid}):
+    killed = False
+    # A zombie takes a signal without complaint; counting it would only repeat the passes.
+    for pid in (victims | (tree - {root_pid})) - dead:
         try:
             os.kill(pid, signal.SIGKILL)
+            killed = True
         except OSError:
             pass
+    return killed, [p for p in unsure if p not in victims and p not in tree]
 
 
 def start(f, payload, spawn=False):
