@@ -14,6 +14,22 @@ log() { echo "[dockerd] $*" >&2; }
 running() { [ -f "$PIDFILE" ] && [ "$(cat "/proc/$(cat "$PIDFILE")/comm" 2>/dev/null)" = dockerd ]; }
 ready() { DOCKER_HOST="unix://$SOCK" docker version >/dev/null 2>&1; }
 
+# A container the engine does not call paused but whose cgroup is still frozen (an engine stopped or
+# killed while containers were paused) cannot die: removing it hangs the engine's lock for it, and every
+# later removal of an image it uses. Thaw those; a container the engine paused stays paused.
+thaw_strays() {
+  local f id paused
+  for f in /sys/fs/cgroup/freezer/docker/*/freezer.state /sys/fs/cgroup/docker/*/cgroup.freeze; do
+    [ -f "$f" ] || continue
+    case "$(cat "$f" 2>/dev/null)" in FROZEN|FREEZING|1) ;; *) continue ;; esac
+    id="$(basename "$(dirname "$f")")"
+    paused="$(DOCKER_HOST="unix://$SOCK" timeout 10 docker inspect -f '{{.State.Paused}}' "$id" 2>/dev/null || echo unknown)"
+    [ "$paused" = true ] && continue
+    log "thawing container ${id:0:12} (frozen, engine says paused=$paused)"
+    case "$f" in *freezer.state) echo THAWED >"$f" ;; *) echo 0 >"$f" ;; esac 2>/dev/null || true
+  done
+}
+
 case "${1:-}" in
   start)
     # Concurrent starters (parallel test files) wait for one another instead of racing two engines.
@@ -43,7 +59,7 @@ case "${1:-}" in
       --pidfile "$PIDFILE" \
       >"$STATE/dockerd.log" 2>&1 </dev/null 9>&- &
     for _ in $(seq 1 120); do
-      if ready; then log "ready on unix://$SOCK"; echo "export DOCKER_HOST=unix://$SOCK"; exit 0; fi
+      if ready; then thaw_strays; log "ready on unix://$SOCK"; echo "export DOCKER_HOST=unix://$SOCK"; exit 0; fi
       sleep 0.5
     done
     log "dockerd did not become ready; last log lines:"; tail -n 30 "$STATE/dockerd.log" >&2; exit 1
