@@ -24,6 +24,7 @@ vi.setConfig({ testTimeout: 300_000 });
 const engine = await dockerEngine();
 const OWN_IMAGE = `agentws-base:pulumi-docker-${process.pid}`;
 const MISSING_IMAGE = `agentws-base:missing-${process.pid}`;
+const SECOND_IMAGE = `agentws-base:pulumi-docker-second-${process.pid}`;
 const A = `pulumi-docker-a-${process.pid}`;
 const B = `pulumi-docker-b-${process.pid}`;
 let sbA: Sandbox;
@@ -37,14 +38,26 @@ const containerOf = async (id: string) => (await docker().listContainers({ all: 
 /** Workspace images whose recorded inputs name `base`. */
 const imagesFrom = async (base: string) =>
   (await docker().listImages({ filters: { label: ["agent-workspaces.image-inputs"] } })).filter((i) => JSON.parse(i.Labels?.["agent-workspaces.image-inputs"] ?? "{}").baseImage === base);
+/** Workspace images from these bases still on the engine, once none is left or after 60 s (a removal on a busy engine may outlast the driver's 30 s bound and finish on the engine's side). */
+async function imagesLeft(...bases: string[]) {
+  let left: Awaited<ReturnType<typeof imagesFrom>> = [];
+  for (let i = 0; i < 60; i++) {
+    left = (await Promise.all(bases.map(imagesFrom))).flat();
+    if (!left.length) break;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  return left.map((i) => i.RepoTags);
+}
 const fleetOf = (o: Record<string, { value: unknown }>): FleetOutputs => FleetOutputsSchema.parse(o[FLEET_OUTPUT_NAME]!.value);
 
 describe.skipIf(!engine).sequential("docker workspaces on the real Pulumi engine", () => {
   beforeAll(async () => {
     const bin = pulumiBinDir();
     ensureBuilt();
-    const [repo, tag] = OWN_IMAGE.split(":");
-    await docker().getImage(BASE_IMAGE).tag({ repo: repo!, tag: tag! });
+    for (const name of [OWN_IMAGE, SECOND_IMAGE]) {
+      const [repo, tag] = name.split(":");
+      await docker().getImage(BASE_IMAGE).tag({ repo: repo!, tag: tag! });
+    }
     sbA = makeSandbox("docker-a");
     sbB = makeSandbox("docker-b");
     const program = (id: string, sb: Sandbox, image: () => string, deleteData: boolean) => async () => {
@@ -61,8 +74,10 @@ describe.skipIf(!engine).sequential("docker workspaces on the real Pulumi engine
   afterAll(async () => {
     await stackA?.destroy({ color: "never" }).catch(() => undefined);
     await stackB?.destroy({ color: "never" }).catch(() => undefined);
-    for (const img of engine ? await imagesFrom(OWN_IMAGE) : []) await bounded(docker().getImage(img.Id).remove());
-    await bounded(docker().getImage(OWN_IMAGE).remove());
+    for (const base of [OWN_IMAGE, SECOND_IMAGE]) {
+      for (const img of engine ? await imagesFrom(base) : []) await bounded(docker().getImage(img.Id).remove());
+      await bounded(docker().getImage(base).remove());
+    }
     sbA?.dispose();
     sbB?.dispose();
   }, 600_000);
@@ -108,14 +123,27 @@ describe.skipIf(!engine).sequential("docker workspaces on the real Pulumi engine
     expect(clean.model().changes).toEqual([]);
   });
 
-  it("destroy with deleteData leaves no container or folder of the stack, and nothing of the other stack is touched", async () => {
+  it("a changed base image re-creates the container on a new workspace image and drops the old one", async () => {
+    const before = await containerOf(A);
     expect(await imagesFrom(OWN_IMAGE)).toHaveLength(1);
+    imageA = SECOND_IMAGE;
+    await upWithPreview(stackA, { color: "never" });
+    const after = await containerOf(A);
+    expect(after?.Id).not.toBe(before!.Id);
+    expect(after?.State).toBe("running");
+    expect(await imagesFrom(SECOND_IMAGE)).toHaveLength(1);
+    expect(await imagesLeft(OWN_IMAGE)).toEqual([]);
+  });
+
+  it("destroy with deleteData leaves no container, folder or image of the stack, and nothing of the other stack is touched", async () => {
+    expect(await imagesFrom(SECOND_IMAGE)).toHaveLength(1);
     const other = await containerOf(B);
     const otherImage = other!.ImageID;
     await stackA.destroy({ color: "never" });
     expect(await containerOf(A)).toBeUndefined();
     expect(readdirSync(join(sbA.dir, "data"))).toEqual([]);
-    // The stack's own image is removed best-effort (bounded): on a busy shared engine it may stay; not asserted yet.
+    // Every workspace image the stack built is gone (the first by the update above, the second by the destroy).
+    expect(await imagesLeft(OWN_IMAGE, SECOND_IMAGE)).toEqual([]);
     // The other stack: its container still runs on its image, its folder is there.
     const still = await containerOf(B);
     expect(still?.Id).toBe(other!.Id);

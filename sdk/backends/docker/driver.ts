@@ -160,7 +160,11 @@ export class DockerDriver implements Driver {
     if (old) await this.destroy(identity.workspaceId);
     const created = await this.create(identity, ctx);
     if (wasPaused) await this.pause(identity.workspaceId);
-    return (await this.find(identity.workspaceId)) ?? created;
+    const now = (await this.find(identity.workspaceId)) ?? created;
+    // The image the old container ran on is this workspace's leftover once nothing uses it: a stack
+    // whose image inputs changed ten times must not keep ten images after its destroy.
+    if (old?.location.image && old.location.image !== now.location.image) await this.#dropImage(old.location.image);
+    return now;
   }
 
   /** Applies the caps (tasks, memory, cpus) to the running container: `docker update`, same container. */
@@ -320,11 +324,19 @@ export class DockerDriver implements Driver {
     // With deleteData the workspace's image goes too unless another container uses it (the engine
     // refuses to remove an image in use: never forced, so no other stack's container is touched).
     // Best effort and bounded: a busy engine must not hold up the destroy.
-    if (options.deleteData && found?.location.image?.startsWith(`${IMAGE_REPO}:`)) {
-      const removal = this.docker.getImage(found.location.image).remove().catch(() => undefined);
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([removal, new Promise((r) => (timer = setTimeout(r, 30_000)))]).finally(() => clearTimeout(timer));
-    }
+    if (options.deleteData) await this.#dropImage(found?.location.image);
+  }
+
+  /**
+   * Removes one of our workspace images unless a container uses it (never forced: the engine refuses
+   * an image in use, so no other stack's container is touched). Best effort and bounded: a busy
+   * engine must not hold up a destroy or an update.
+   */
+  async #dropImage(tag: string | undefined): Promise<void> {
+    if (!tag?.startsWith(`${IMAGE_REPO}:`)) return;
+    const removal = this.docker.getImage(tag).remove().catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([removal, new Promise((r) => (timer = setTimeout(r, 30_000)))]).finally(() => clearTimeout(timer));
   }
 
   /**
