@@ -78,7 +78,7 @@ export class DockerDriver implements Driver {
     const id = parseWorkspaceId(identity.workspaceId);
     const found = await this.find(id);
     if (found) return this.#startIfNeeded(found);
-    const image = await ensureImage(this.docker, this.imageInputs, ctx);
+    let image = await ensureImage(this.docker, this.imageInputs, ctx);
     const binds: string[] = [];
     const host = await this.#prepareHostFolder(id);
     if (host) binds.push(`${host}:${DOCKER_WORKDIR}:rw`);
@@ -101,7 +101,7 @@ export class DockerDriver implements Driver {
       throw this.#mapLifecycleError(e, `create the network of ${containerName(id)}`);
     });
     try {
-      const c = await this.docker.createContainer({
+      const spec = (): Docker.ContainerCreateOptions => ({
         name: containerName(id),
         Image: image,
         Cmd: ["sleep", "infinity"],
@@ -112,6 +112,18 @@ export class DockerDriver implements Driver {
         ...(this.#user() ? { User: this.#user() } : {}),
         HostConfig: { Binds: binds, NetworkMode: networkMode, Init: true, ...this.#limits() },
       });
+      let c: Docker.Container | undefined;
+      for (let attempt = 0; !c; attempt++) {
+        try {
+          c = await this.docker.createContainer(spec());
+        } catch (e) {
+          // Another workspace's update or destroy removed the image between our check and the create
+          // (it was unused for that moment): build it again rather than fail this one.
+          if (statusCode(e) !== 404 || attempt >= 2) throw e;
+          ctx.logger?.info("workspace image went away during create; ensuring it again", { workspaceId: id, image });
+          image = await ensureImage(this.docker, this.imageInputs, ctx);
+        }
+      }
       await c.start().catch((e: unknown) => {
         // 304: a racing replica that adopted it started it first.
         if (statusCode(e) !== 304) throw e;

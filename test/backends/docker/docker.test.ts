@@ -127,6 +127,36 @@ describe.skipIf(!engine)("Docker backend", () => {
       }
     });
 
+    it("a create whose image another workspace's update removed after the check builds it again and succeeds", async () => {
+      const docker = dockerClient();
+      const repo = "agentws-race-test";
+      const label = uniqueId("b");
+      const base = `${repo}:${label}`;
+      await docker.getImage(BASE_IMAGE).tag({ repo, tag: label });
+      const d = new DockerDriver({ basedir, baseImage: base });
+      const w = id("imgrace");
+      try {
+        const tag = await ensureImage(docker, { baseImage: base });
+        // The engine really removes the image between the driver's check and its container create, as a
+        // re-create or destroy elsewhere on the engine does when nothing uses it at that moment.
+        const real = d.docker.createContainer.bind(d.docker);
+        let raced = 0;
+        d.docker.createContainer = (async (opts: Parameters<typeof real>[0]) => {
+          if (raced++ === 0) await docker.getImage(tag).remove();
+          return real(opts);
+        }) as typeof real;
+        const made = await d.create({ workspaceId: w, managedBy: "runtime" });
+        expect(raced).toBe(2);
+        expect(made.state).toBe("running");
+        expect(await imageExists(docker, tag)).toBe(true);
+      } finally {
+        await d.destroy(w, { deleteData: true }).catch(() => undefined);
+        for (const img of await docker.listImages({ filters: { label: ["agent-workspaces.image-inputs"] } }))
+          if ((img.Labels?.["agent-workspaces.image-inputs"] ?? "").includes(base)) await docker.getImage(img.Id).remove().catch(() => undefined);
+        await docker.getImage(base).remove().catch(() => undefined);
+      }
+    });
+
     it("fails a build whose Node version does not match, saying which", async () => {
       const err = await expectCode(ensureImage(dockerClient(), { baseImage: BASE_IMAGE, nodeVersion: "99" }), "provision_failed");
       expect(err.message).toMatch(/has Node 18, nodeVersion asks for 99/);
