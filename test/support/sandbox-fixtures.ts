@@ -42,7 +42,7 @@ export function bubblewrapFixture(env: () => { basedir: string }): WorkspaceFixt
   };
 }
 
-export function dockerFixture(env: () => { basedir: string; track: (workspaceId: string) => void }): WorkspaceFixture {
+export function dockerFixture(env: () => { basedir: string; track: (workspaceId: string) => void; baseImage?: string }): WorkspaceFixture {
   return {
     name: "docker",
     async create(opts = {}) {
@@ -51,7 +51,7 @@ export function dockerFixture(env: () => { basedir: string; track: (workspaceId:
       return new DockerWorkspace({
         workspaceId,
         basedir: env().basedir,
-        baseImage: BASE_IMAGE,
+        baseImage: env().baseImage ?? BASE_IMAGE,
         readOnlyPaths: [ROOT],
         ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
         ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),

@@ -1,6 +1,5 @@
 // Size: the runner path plus the plain-exec fallback (confined sh scripts) for images without python3.
 import { randomBytes } from "node:crypto";
-import { promises as fs } from "node:fs";
 import path from "node:path";
 import { PassThrough, Writable, type Duplex, type Readable } from "node:stream";
 import type Docker from "dockerode";
@@ -10,6 +9,7 @@ import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProce
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
+import { nonRoot, packTree, parseFind, shellFileError, shellKillScript, shellPrelude, SHELL_SCRIPTS } from "../shared/shell-files.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
 import { dockerError } from "./errors.js";
 import { startDockerRunner, type DockerRunnerTransport } from "./runner.js";
@@ -19,17 +19,12 @@ export const DOCKER_WORKDIR = "/workspace";
 const MARKER = "AGENTWS_EXEC";
 
 /**
- * Fallback for images without python3 (no runner): file operations run as small sh scripts inside the
- * container, so symlinks resolve as the container sees them (`realpath -m`) and anything leaving /workspace is refused. Exit codes:
- * 65 escape, 66 missing, 67 is a directory, 68 not a directory, 69 exists, 70 final symlink, 71 too large.
+ * Fallback for images without python3 (no runner): the shared confined sh scripts (shared/shell-files.ts),
+ * plus the two whose bytes travel on the exec's own stdin and stdout here.
  */
-const PRELUDE = `set -u
-W=${DOCKER_WORKDIR}
-res() { p=$(realpath -m -- "$W/$1") || exit 65; case "$p" in "$W"|"$W"/*) ;; *) exit 65;; esac; }
-resp() { case "$1" in */*) res "\${1%/*}";; *) res "";; esac; d=$p; b=\${1##*/}; p="$d/$b"; }
-exists() { [ -e "$1" ] || [ -L "$1" ]; }
-`;
+const PRELUDE = shellPrelude(DOCKER_WORKDIR);
 const SCRIPTS = {
+  ...SHELL_SCRIPTS,
   read: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] && exit 67
 if [ "$2" != "-" ]; then s=$(stat -c %s -- "$p"); [ "$s" -le "$2" ] || { printf %s "$s" >&2; exit 71; }; fi
 exec cat -- "$p"`,
@@ -46,29 +41,12 @@ if [ "$3" = x ]; then
 fi
 mv -fT -- "$t" "$p" && exit 0
 rm -f -- "$t"; exit 1`,
-  append: `resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
-mkdir -p -- "$d" 2>/dev/null || exit 68
-cat >> "$p"`,
-  list: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68
-exec find "$p" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
-  stat: `if [ -z "$1" ]; then p=$W; else resp "$1"; fi
-exists "$p" || exit 0
-exec find "$p" -maxdepth 0 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
-  remove: `resp "$1"; [ "$p" = "$W" ] && exit 65; [ "$d" = "$W" ] && [ -z "$b" ] && exit 65
-rm -rf -- "$p"`,
-  mkdir: `res "$1"; mkdir -p -- "$p" 2>/dev/null || exit 68`,
-  rename: `resp "$1"; s=$p; resp "$2"; t=$p; td=$d
-exists "$s" || exit 66; exists "$t" && exit 69
-mkdir -p -- "$td" 2>/dev/null || exit 68
-mv -T -- "$s" "$t"`,
   copyPrepare: `resp "$1"; exists "$p" && exit 69
 mkdir -p -- "$d" 2>/dev/null || exit 68
 printf %s "$d"`,
   copyFinish: `resp "$1"; exists "$p" && { rm -rf -- "$2"; exit 69; }
 mv -T -- "$2" "$p" || { rm -rf -- "$2"; exit 1; }`,
-  kill: `for d in /proc/[0-9]*; do
-  if grep -qsxz "${MARKER}=$1" "$d/environ" 2>/dev/null; then kill -9 "\${d#/proc/}" 2>/dev/null; fi
-done; exit 0`,
+  kill: shellKillScript(MARKER),
 } as const;
 
 export interface DockerSandboxOptions {
@@ -510,7 +488,7 @@ export class DockerSandbox implements Sandbox {
   async #resolveCwd(cwd: string): Promise<string> {
     const clean = checkRelativePath(cwd, "cwd");
     if (clean === "") return DOCKER_WORKDIR;
-    const r = await this.#run(["sh", "-c", `${PRELUDE}res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68; printf %s "$p"`, "sh", clean], { workdir: "/" });
+    const r = await this.#run(["sh", "-c", PRELUDE + SCRIPTS.cwd, "sh", clean], { workdir: "/" });
     this.#check(r, "use as working directory", clean);
     return r.stdout.toString();
   }
@@ -524,24 +502,8 @@ export class DockerSandbox implements Sandbox {
   }
 
   #check(r: ExecResult, verb: string, rel: string): void {
-    if (r.exitCode === 0) return;
-    switch (r.exitCode) {
-      case 65:
-        throw new PathEscapeError(rel, "resolves outside the workspace (through a symlink)");
-      case 66:
-        throw new NotFoundError(`'${rel}'`, { field: rel });
-      case 67:
-        throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel });
-      case 68:
-        throw new WorkspaceError("invalid_argument", `'${rel}' (or a parent) is not a directory`, { field: rel });
-      case 69:
-        throw new ConflictError(`${rel} already exists`, { field: rel });
-      case 70:
-        throw new PathEscapeError(rel, "is a symlink; refusing to write through it");
-    }
-    throw new WorkspaceError("exec_failed", `could not ${verb} '${rel}' in the container (exit ${r.exitCode}): ${r.stderr.toString().trim().slice(0, 500)}`, {
-      field: rel,
-    });
+    const e = shellFileError(r, verb, rel, "the container");
+    if (e) throw e;
   }
 
   async #killMarker(marker: string): Promise<void> {
@@ -646,38 +608,8 @@ async function exitCodeOf(exec: Docker.Exec): Promise<number | null> {
   return null;
 }
 
-function parseFind(out: Buffer): FileInfo[] {
-  const infos: FileInfo[] = [];
-  for (const rec of out.toString("utf8").split("\0")) {
-    if (!rec) continue;
-    const [y, size, mtime, ...rest] = rec.split("\t");
-    const type = y === "f" ? "file" : y === "d" ? "dir" : y === "l" ? "symlink" : "other";
-    infos.push({ name: rest.join("\t"), type, size: Number(size), mtimeMs: Math.round(Number(mtime) * 1000) });
-  }
-  return infos;
-}
-
-async function packTree(pack: tar.Pack, source: string, name: string): Promise<void> {
-  const st = await fs.lstat(source).catch((e: unknown) => {
-    throw new NotFoundError(`host path '${source}'`, { cause: e, field: "hostPath" });
-  });
-  if (st.isSymbolicLink()) return;
-  if (st.isDirectory()) {
-    pack.entry({ name: `${name}/`, type: "directory", mode: st.mode & 0o777 });
-    for (const child of (await fs.readdir(source)).sort()) await packTree(pack, path.join(source, child), `${name}/${child}`);
-  } else if (st.isFile()) {
-    const data = await fs.readFile(source);
-    await new Promise<void>((resolve, reject) => pack.entry({ name, mode: st.mode & 0o777, size: data.length }, data, (e) => (e ? reject(e) : resolve())));
-  }
-}
-
 function envList(env: Record<string, string> | undefined): string[] {
   return Object.entries(env ?? {}).map(([k, v]) => `${k}=${v}`);
-}
-
-function nonRoot(rel: string): string {
-  if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
-  return rel;
 }
 
 function sleep(ms: number): Promise<void> {

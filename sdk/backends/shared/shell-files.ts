@@ -1,0 +1,121 @@
+/**
+ * The plain-exec fallback for file operations, written once for every container backend whose image
+ * cannot run the runner (no python3): small sh scripts run inside the sandbox, so every path resolves as
+ * the sandbox sees it (`realpath -m`) and anything leaving the workspace root is refused; the host never
+ * decides on a sandbox path. A backend adds only how its bytes travel (stdin, a staged upload) and the
+ * command that runs a script. Exit codes are SHELL_EXIT; `shellFileError` turns them into the same typed
+ * errors the runner gives.
+ */
+import { promises as fs } from "node:fs";
+import path from "node:path";
+import type tar from "tar-stream";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
+import type { ExecResult, FileInfo } from "../../sandbox.js";
+
+export const SHELL_EXIT = { escape: 65, missing: 66, isDir: 67, notDir: 68, exists: 69, symlink: 70, tooLarge: 71, special: 72 } as const;
+
+/** Single-quoted for sh: safe for any string (NUL excluded, which no argv can hold). */
+export function shQuote(s: string): string {
+  return `'${s.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * Functions every script starts with: `res REL` sets p to REL resolved under the root W (65 when it
+ * leaves it), `resp REL` resolves the parent only (d, b, p = d/b: a final symlink stays itself).
+ */
+export function shellPrelude(root: string): string {
+  return `set -u
+W=${shQuote(root)}
+res() { p=$(realpath -m -- "$W/$1") || exit 65; case "$p" in "$W"|"$W"/*) ;; *) exit 65;; esac; }
+resp() { case "$1" in */*) res "\${1%/*}";; *) res "";; esac; d=$p; b=\${1##*/}; p="$d/$b"; }
+exists() { [ -e "$1" ] || [ -L "$1" ]; }
+`;
+}
+
+/** The scripts whose bytes need no transport of their own (appends read stdin). */
+export const SHELL_SCRIPTS = {
+  /** Appends stdin to $1, creating it (and its parents); never through a final symlink. */
+  append: `resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
+mkdir -p -- "$d" 2>/dev/null || exit 68
+cat >> "$p"`,
+  list: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68
+exec find "$p" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
+  stat: `if [ -z "$1" ]; then p=$W; else resp "$1"; fi
+exists "$p" || exit 0
+exec find "$p" -maxdepth 0 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
+  /** Never the root itself, however it is spelled ("", ".", "a/.."). */
+  remove: `resp "$1"; [ "$p" = "$W" ] && exit 65; [ "$d" = "$W" ] && [ -z "$b" ] && exit 65
+rm -rf -- "$p"`,
+  mkdir: `res "$1"; mkdir -p -- "$p" 2>/dev/null || exit 68`,
+  rename: `resp "$1"; s=$p; resp "$2"; t=$p; td=$d
+exists "$s" || exit 66; exists "$t" && exit 69
+mkdir -p -- "$td" 2>/dev/null || exit 68
+mv -T -- "$s" "$t"`,
+  /** A working directory: prints it resolved, or fails 65/66/68. */
+  cwd: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68; printf %s "$p"`,
+} as const;
+
+/** Kills every process whose environment carries `NAME=$1` (a timed-out or aborted command's whole tree). */
+export function shellKillScript(markerName: string): string {
+  return `for d in /proc/[0-9]*; do
+  if grep -qsxz "${markerName}=$1" "$d/environ" 2>/dev/null; then kill -9 "\${d#/proc/}" 2>/dev/null; fi
+done; exit 0`;
+}
+
+/** The typed error for a script's exit (undefined on success); `where` names the sandbox in the fallback message. */
+export function shellFileError(r: ExecResult, verb: string, rel: string, where: string): WorkspaceError | undefined {
+  switch (r.exitCode) {
+    case 0:
+      return undefined;
+    case SHELL_EXIT.escape:
+      return new PathEscapeError(rel, "resolves outside the workspace (through a symlink)");
+    case SHELL_EXIT.missing:
+      return new NotFoundError(`'${rel}'`, { field: rel });
+    case SHELL_EXIT.isDir:
+      return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel });
+    case SHELL_EXIT.notDir:
+      return new WorkspaceError("invalid_argument", `'${rel}' (or a parent) is not a directory`, { field: rel });
+    case SHELL_EXIT.exists:
+      return new ConflictError(`${rel} already exists`, { field: rel });
+    case SHELL_EXIT.symlink:
+      return new PathEscapeError(rel, "is a symlink; refusing to write through it");
+    case SHELL_EXIT.tooLarge:
+      return new TooLargeError(`'${rel}' is ${r.stderr.toString().trim()} bytes, over the cap`, { field: rel });
+    case SHELL_EXIT.special:
+      return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file`, { field: rel });
+  }
+  return new WorkspaceError("exec_failed", `could not ${verb} '${rel}' in ${where} (exit ${r.exitCode}): ${r.stderr.toString().trim().slice(0, 500)}`, { field: rel });
+}
+
+/** `find -printf '%y\t%s\t%T@\t%f\0'` records as FileInfo. */
+export function parseFind(out: Buffer): FileInfo[] {
+  const infos: FileInfo[] = [];
+  for (const rec of out.toString("utf8").split("\0")) {
+    if (!rec) continue;
+    const [y, size, mtime, ...rest] = rec.split("\t");
+    const type = y === "f" ? "file" : y === "d" ? "dir" : y === "l" ? "symlink" : "other";
+    infos.push({ name: rest.join("\t"), type, size: Number(size), mtimeMs: Math.round(Number(mtime) * 1000) });
+  }
+  return infos;
+}
+
+/** A host file or tree into a tar under `name` (symlinks skipped: a host link never becomes a sandbox one). */
+export async function packTree(pack: tar.Pack, source: string, name: string): Promise<void> {
+  const st = await fs.lstat(source).catch((e: unknown) => {
+    throw new NotFoundError(`host path '${source}'`, { cause: e, field: "hostPath" });
+  });
+  if (st.isSymbolicLink()) return;
+  if (st.isDirectory()) {
+    pack.entry({ name: `${name}/`, type: "directory", mode: st.mode & 0o777 });
+    for (const child of (await fs.readdir(source)).sort()) await packTree(pack, path.join(source, child), `${name}/${child}`);
+  } else if (st.isFile()) {
+    const data = await fs.readFile(source);
+    await new Promise<void>((resolve, reject) => pack.entry({ name, mode: st.mode & 0o777, size: data.length }, data, (e) => (e ? reject(e) : resolve())));
+  }
+}
+
+/** A path that must name something inside the root, not the root itself. */
+export function nonRoot(rel: string): string {
+  if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
+  return rel;
+}
