@@ -184,7 +184,7 @@ export class E2BDriver implements Driver {
     } catch (e) {
       throw this.#err(e, `connect to the e2b sandbox of '${workspaceId}'`);
     }
-    return new E2BSandbox(sbx, { touch: this.#keepAlive(sandboxId, timeoutMs, ctx), secret: this.#c.apiKey });
+    return new E2BSandbox(sbx, { touch: this.#keepAlive(sandboxId, timeoutMs, ctx), secret: this.#c.apiKey, logger: ctx.logger });
   }
 
   /**
