@@ -11,12 +11,19 @@ import { checkRelativePath } from "../../paths.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
-import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
+import { mapRunnerError, RunnerFailure, RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
 import { e2bError } from "./client.js";
 import { startE2BRunner, type E2BRunnerTransport } from "./runner.js";
 import { E2B_STAGING, E2B_WORKDIR, commandIn, quote, scriptCommand, type SCRIPTS } from "./scripts.js";
 
 export { E2B_WORKDIR } from "./scripts.js";
+
+/**
+ * Files over this size cross through E2B's files API as raw bytes, to and from a descriptor the runner
+ * opened (its /proc fd link), rather than over the runner's stdin and stdout: the SDK carries those as
+ * base64 in JSON, encoded by a JavaScript loop (about a second per MiB).
+ */
+const FILES_API_MIN = 64 << 10;
 
 /** Bound on a file read through the files API when the caller gave none. */
 const MAX_READ = 1024 ** 3;
@@ -120,13 +127,16 @@ export class E2BSandbox implements Sandbox {
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
     this.#touch();
-    if (await this.#useRunner()) return this.#files(() => this.#rf.readFile(rel, options));
+    if (await this.#useRunner()) return this.#files(() => this.#readHanded(rel, options));
     return this.#plainReadFile(rel, options);
   }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
     this.#touch();
-    if (await this.#useRunner()) return this.#files(() => this.#rf.writeFile(rel, data, options));
+    if (await this.#useRunner()) {
+      const size = typeof data === "string" ? Buffer.byteLength(data) : data.byteLength;
+      return this.#files(() => (size > FILES_API_MIN ? this.#writeHanded(rel, data, options) : this.#rf.writeFile(rel, data, options)));
+    }
     const clean = nonRoot(checkRelativePath(rel));
     const staged = await this.#stage(data, clean);
     const mode = options.mode === undefined ? "-" : (options.mode & 0o7777).toString(8);
@@ -292,6 +302,100 @@ export class E2BSandbox implements Sandbox {
       throw api !== undefined ? e2bError(api, "start the sandbox runner", this.#secret) : e;
     }
     return lease;
+  }
+
+  /**
+   * A read through the runner: it opens the file (walked under the root, no symlink followed out) and,
+   * when it is big, holds the descriptor while the host reads it through the files API at the runner's
+   * /proc fd link; a small file comes back over the runner's channel in the same call.
+   */
+  async #readHanded(rel: string, options: { maxBytes?: number }): Promise<Buffer> {
+    const clean = checkRelativePath(rel);
+    const max = options.maxBytes;
+    const lease = await this.#lease();
+    try {
+      const t = lease.client.transport as E2BRunnerTransport;
+      const pid = t.runnerPid();
+      if (pid === undefined) return await this.#rf.readFile(rel, options);
+      let handed: string | undefined;
+      let failure: RunnerFailure | undefined;
+      const chunks: Buffer[] = [];
+      const req = t.side(["R", clean, max === undefined ? "-" : String(max)], ({ fields, payload }) => {
+        const kind = fields[0];
+        if (kind === "h") handed = fields[1];
+        else if (kind === "e") failure = new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? "");
+        else if (kind === "d") chunks.push(payload);
+        return kind !== "s" && kind !== "d";
+      });
+      await req.done.catch((e: unknown) => {
+        throw new UnavailableError(`sandbox runner stopped: ${String((e as Error).message)}`, { cause: e });
+      });
+      if (failure) throw mapRunnerError(failure, clean, "read", max);
+      if (handed === undefined) return Buffer.concat(chunks);
+      try {
+        const bytes = await this.#sbx.files.read(`/proc/${pid}/fd/${handed}`, { format: "bytes" });
+        const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+        // Grown since the runner's check: still bounded.
+        if (max !== undefined && buf.length > max) throw new TooLargeError(`${clean} is over the ${max}-byte limit`, { field: clean });
+        return buf;
+      } catch (e) {
+        if (e instanceof WorkspaceError) throw e;
+        // The files API refused the descriptor's link: the bytes come over the runner's channel instead.
+        return await this.#rf.readFile(rel, options);
+      } finally {
+        t.note(["z", String(req.id)]);
+      }
+    } finally {
+      lease.release?.();
+    }
+  }
+
+  /**
+   * A big atomic write: the runner makes an unnamed file in the root (O_TMPFILE), the host fills it
+   * through the files API at the runner's /proc fd link, and the runner names it at `rel` (walked under
+   * the root, replacing atomically or, exclusive, only if the name is free). Anything refused on the way
+   * falls back to the bytes over the runner's channel.
+   */
+  async #writeHanded(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean }): Promise<void> {
+    const clean = nonRoot(checkRelativePath(rel));
+    const lease = await this.#lease();
+    try {
+      const t = lease.client.transport as E2BRunnerTransport;
+      const pid = t.runnerPid();
+      const viaChannel = () => this.#rf.writeFile(rel, data, options);
+      if (pid === undefined) return await viaChannel();
+      let spare: string | undefined;
+      await t.side(["P"], ({ fields }) => {
+        if (fields[0] === "h") spare = fields[1];
+        return true;
+      }).done.catch(() => undefined);
+      if (spare === undefined) return await viaChannel();
+      const bytes = typeof data === "string" ? Buffer.from(data) : data;
+      const body = new Uint8Array(bytes.byteLength);
+      body.set(bytes);
+      const filled = await this.#sbx.files.write(`/proc/${pid}/fd/${spare}`, body.buffer).then(
+        () => true,
+        () => false,
+      );
+      if (!filled) {
+        t.note(["Z", "0", spare]);
+        return await viaChannel();
+      }
+      let failure: RunnerFailure | undefined;
+      const mode = options.mode === undefined ? "-" : options.mode.toString(8);
+      await t.side(["F", clean, options.exclusive ? "x" : "w", mode, spare], ({ fields }) => {
+        if (fields[0] === "e") failure = new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? "");
+        return true;
+      }).done.catch((e: unknown) => {
+        throw new UnavailableError(`sandbox runner stopped: ${String((e as Error).message)}`, { cause: e });
+      });
+      if (!failure) return;
+      // Another file system under the target (EXDEV) and the like: the bytes over the channel still work.
+      if (failure.code === "EXDEV" || failure.code === "EINVAL") return await viaChannel();
+      throw mapRunnerError(failure, clean, "write");
+    } finally {
+      lease.release?.();
+    }
   }
 
   /** A file call through the runner: one the runner's end failed reports why it ended (the sandbox gone or paused). */
