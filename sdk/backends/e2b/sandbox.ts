@@ -100,7 +100,7 @@ export class E2BSandbox implements Sandbox {
         const r = await runnerExec(lease.client, argv, options, {});
         // Stopped under the call because the sandbox went away (or was paused): that, not "runner stopped".
         const api = (lease.client.transport as E2BRunnerTransport).apiError();
-        if (r.exitCode === -1 && !r.timedOut && api !== undefined && !lease.client.alive) throw e2bError(api, "run a command in the e2b sandbox", this.#secret);
+        if (r.exitCode === -1 && !r.timedOut && api !== undefined && !lease.client.alive) throw this.#lost(api);
         return r;
       } finally {
         lease.release?.();
@@ -127,7 +127,7 @@ export class E2BSandbox implements Sandbox {
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
     this.#touch();
-    if (await this.#useRunner()) return this.#files(() => this.#readHanded(rel, options));
+    if (await this.#useRunner()) return this.#files(() => this.#readHanded(rel, options), true);
     return this.#plainReadFile(rel, options);
   }
 
@@ -153,7 +153,7 @@ export class E2BSandbox implements Sandbox {
 
   async list(rel: string): Promise<FileInfo[]> {
     this.#touch();
-    if (await this.#useRunner()) return this.#files(() => this.#rf.list(rel));
+    if (await this.#useRunner()) return this.#files(() => this.#rf.list(rel), true);
     const clean = checkRelativePath(rel);
     const r = await this.#op("list", [clean]);
     this.#check(r, "list", clean);
@@ -162,7 +162,7 @@ export class E2BSandbox implements Sandbox {
 
   async stat(rel: string): Promise<FileInfo | null> {
     this.#touch();
-    if (await this.#useRunner()) return this.#files(() => this.#rf.stat(rel));
+    if (await this.#useRunner()) return this.#files(() => this.#rf.stat(rel), true);
     const clean = checkRelativePath(rel);
     const r = await this.#op("stat", [clean]);
     this.#check(r, "stat", clean);
@@ -172,7 +172,7 @@ export class E2BSandbox implements Sandbox {
 
   async remove(rel: string): Promise<void> {
     this.#touch();
-    if (await this.#useRunner()) return this.#files(() => this.#rf.remove(rel));
+    if (await this.#useRunner()) return this.#files(() => this.#rf.remove(rel), true);
     const clean = checkRelativePath(rel);
     if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
     this.#check(await this.#op("remove", [clean]), "remove", clean);
@@ -180,7 +180,7 @@ export class E2BSandbox implements Sandbox {
 
   async mkdir(rel: string): Promise<void> {
     this.#touch();
-    if (await this.#useRunner()) return this.#files(() => this.#rf.mkdir(rel));
+    if (await this.#useRunner()) return this.#files(() => this.#rf.mkdir(rel), true);
     const clean = checkRelativePath(rel);
     this.#check(await this.#op("mkdir", [clean]), "create directory", clean);
   }
@@ -220,7 +220,7 @@ export class E2BSandbox implements Sandbox {
   /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */
   async readDirTyped(rel: string): Promise<DirEntry[]> {
     this.#touch();
-    if (await this.#useRunner()) return this.#files(() => this.#rf.readDirTyped(rel));
+    if (await this.#useRunner()) return this.#files(() => this.#rf.readDirTyped(rel), true);
     return (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }));
   }
 
@@ -399,14 +399,30 @@ export class E2BSandbox implements Sandbox {
   }
 
   /** A file call through the runner: one the runner's end failed reports why it ended (the sandbox gone or paused). */
-  async #files<T>(fn: () => Promise<T>): Promise<T> {
+  async #files<T>(fn: () => Promise<T>, idempotent = false, again = true): Promise<T> {
     try {
       return await fn();
     } catch (e) {
       const api = this.#apiError;
-      if (e instanceof UnavailableError && api !== undefined && /sandbox runner stopped/.test(e.message)) throw e2bError(api, "use the e2b sandbox", this.#secret);
-      throw e;
+      if (!(e instanceof UnavailableError) || api === undefined || !/sandbox runner stopped/.test(e.message)) throw e;
+      const mapped = this.#lost(api);
+      // A call that only reads (or whose repeat changes nothing) is sent once more, to a fresh runner.
+      if (idempotent && again && mapped instanceof UnavailableError && !this.#closed) return this.#files(fn, idempotent, false);
+      throw mapped;
     }
+  }
+
+  /**
+   * Why the runner's end failed a call: the sandbox gone is not_found; a lost stream (a pause drops every
+   * connection, and a call sent before the loss showed may have run or not) is unavailable, for a retry.
+   */
+  #lost(api: unknown): unknown {
+    const mapped = e2bError(api, "use the e2b sandbox", this.#secret);
+    if (mapped instanceof WorkspaceError && mapped.code === "internal")
+      return new UnavailableError(`the connection to the e2b sandbox's runner was lost (the sandbox paused?); the next call starts a new runner: ${mapped.message}`, {
+        cause: api,
+      });
+    return mapped;
   }
 
   /** Without python3: the workspace and staging folders, made once (the runner makes the root itself). */
