@@ -63,6 +63,8 @@ export class E2BSandbox implements Sandbox {
   /** The SDK error behind the last runner's end (a lost stream, a refused send): what a call it failed reports. */
   #apiError: unknown;
   #plainReady: Promise<void> | undefined;
+  /** Per runner, the spare (an unnamed file it holds) the next big write fills. */
+  readonly #spares = new WeakMap<E2BRunnerTransport, Promise<string | undefined>>();
 
   constructor(sbx: E2BSdkSandbox, options: E2BSandboxOptions = {}) {
     this.#sbx = sbx;
@@ -364,11 +366,7 @@ export class E2BSandbox implements Sandbox {
       const pid = t.runnerPid();
       const viaChannel = () => this.#rf.writeFile(rel, data, options);
       if (pid === undefined) return await viaChannel();
-      let spare: string | undefined;
-      await t.side(["P"], ({ fields }) => {
-        if (fields[0] === "h") spare = fields[1];
-        return true;
-      }).done.catch(() => undefined);
+      const spare = await this.#spare(t);
       if (spare === undefined) return await viaChannel();
       const bytes = typeof data === "string" ? Buffer.from(data) : data;
       const body = new Uint8Array(bytes.byteLength);
@@ -396,6 +394,25 @@ export class E2BSandbox implements Sandbox {
     } finally {
       lease.release?.();
     }
+  }
+
+  /** A spare of the runner's for the next big write, the one after it asked for at once (so a big write costs one runner round trip). */
+  #spare(t: E2BRunnerTransport): Promise<string | undefined> {
+    const ask = () => {
+      let spare: string | undefined;
+      return t
+        .side(["P"], ({ fields }) => {
+          if (fields[0] === "h") spare = fields[1];
+          return true;
+        })
+        .done.then(
+          () => spare,
+          () => undefined,
+        );
+    };
+    const ready = this.#spares.get(t) ?? ask();
+    this.#spares.set(t, ask());
+    return ready;
   }
 
   /** A file call through the runner: one the runner's end failed reports why it ended (the sandbox gone or paused). */
