@@ -87,6 +87,14 @@ describe.skipIf(!emu)("E2B backend: the in-sandbox runner (emulator)", () => {
     expect((await sb.readFile("bin/big.bin")).equals(big)).toBe(true);
     expect((await sb.exec(["sha256sum", "bin/big.bin"])).stdout.toString().split(" ")[0]).toBe((await import("node:crypto")).createHash("sha256").update(big).digest("hex"));
     expect(sb.runnerMode).toBe("runner");
+    // Big files cross through the files API, but the runner still resolves their paths: no symlink leads out.
+    expect((await sb.exec(["ln", "-s", "/tmp", "out"])).exitCode).toBe(0);
+    await expect(sb.writeFile("out/big.bin", big)).rejects.toMatchObject({ code: "path_escape" });
+    expect((await sb.exec(["sh", "-c", "test -e /tmp/big.bin && echo leaked || echo none"])).stdout.toString()).toBe("none\n");
+    expect((await sb.exec(["sh", "-c", "head -c 200000 /dev/zero > /tmp/outside.bin"])).exitCode).toBe(0);
+    await expect(sb.readFile("out/outside.bin")).rejects.toMatchObject({ code: "path_escape" });
+    await expect(sb.writeFile("bin/big.bin", big, { exclusive: true })).rejects.toMatchObject({ code: "conflict" });
+    await expect(sb.readFile("bin/big.bin", { maxBytes: 1000 })).rejects.toMatchObject({ code: "too_large" });
     await sb.close();
     await driver.destroy(id, { deleteData: true });
   });
