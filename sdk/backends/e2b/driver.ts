@@ -3,7 +3,7 @@
 import { createHash } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
-import type { SandboxInfo } from "e2b";
+import type { Sandbox as E2BSdkSandbox, SandboxInfo } from "e2b";
 import { NotFoundError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
 import { LABELS, matchesSelector, type BackendDescription, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { FileLeases } from "../shared/lease.js";
@@ -11,7 +11,7 @@ import { MAX_LISTED } from "../shared/list.js";
 import { parseWorkspaceId } from "../shared/schema.js";
 import { connectionOf, e2bError, loadE2B, type E2BConnection, type E2BModule } from "./client.js";
 import { E2BSandbox } from "./sandbox.js";
-import { E2B_STAGING, E2B_WORKDIR, quote } from "./scripts.js";
+import { E2B_WORKDIR, quote } from "./scripts.js";
 import { E2BBackendSchema, type E2BBackendSpec } from "./schema.js";
 
 /** Metadata marking sandboxes this SDK made; with the identity LABELS. */
@@ -38,6 +38,8 @@ export class E2BDriver implements Driver {
   readonly spec: E2BBackendSpec;
   readonly leases: FileLeases;
   #conn: E2BConnection | undefined;
+  /** Workspace id → the sandbox this driver last found or made for it (pause and resume skip the look-up). */
+  readonly #known = new Map<string, string>();
 
   constructor(spec: Partial<E2BBackendSpec> = {}) {
     const parsed = E2BBackendSchema.safeParse({ kind: "e2b", ...spec });
@@ -74,19 +76,19 @@ export class E2BDriver implements Driver {
     if (identity.userId !== undefined) metadata[LABELS.userId] = identity.userId;
     if (identity.agentId !== undefined) metadata[LABELS.agentId] = identity.agentId;
     ctx.onProgress?.({ phase: "sandbox", message: `creating e2b sandbox for ${id}${snapshot ? " from its snapshot" : ""}` });
-    let sandboxId: string;
+    let sbx: E2BSdkSandbox;
     try {
-      const sbx = await this.#sdk.Sandbox.create(snapshot ?? this.spec.template, {
+      sbx = await this.#sdk.Sandbox.create(snapshot ?? this.spec.template, {
         ...this.#c,
         metadata,
         ...(this.spec.env ? { envs: this.spec.env } : {}),
         timeoutMs: this.spec.timeoutSeconds * 1000,
         lifecycle: { onTimeout: "pause" },
       });
-      sandboxId = sbx.sandboxId;
     } catch (e) {
       throw this.#err(e, `create an e2b sandbox for workspace '${id}'`);
     }
+    const sandboxId = sbx.sandboxId;
     // No unique names on E2B: whoever created a sandbox for this id and is not the oldest removes its own.
     const rows = await this.#rows(id);
     const winner = rows[0];
@@ -96,21 +98,24 @@ export class E2BDriver implements Driver {
       if (winner.state !== "running") await this.resume(id);
       return { ...describe(id, winner), state: "running" };
     }
+    if (!winner) throw new WorkspaceError("provision_failed", `the e2b sandbox of workspace '${id}' vanished right after it was created`);
     try {
-      await this.#bootstrap(sandboxId, ctx);
+      await this.#bootstrap(sbx, ctx);
     } catch (e) {
       await this.#kill(sandboxId);
       throw e;
     }
     ctx.logger?.info("e2b workspace sandbox created", { workspaceId: id, sandboxId });
-    const created = await this.find(id);
-    if (!created) throw new WorkspaceError("provision_failed", `the e2b sandbox of workspace '${id}' vanished right after it was created`);
-    return created;
+    this.#known.set(id, sandboxId);
+    // The converging list's own row: this sandbox, oldest of its id (no second look-up).
+    return describe(id, winner);
   }
 
   async find(workspaceId: string): Promise<BackendDescription | null> {
     const id = parseWorkspaceId(workspaceId);
     const winner = (await this.#rows(id))[0];
+    if (winner) this.#known.set(id, winner.sandboxId);
+    else this.#known.delete(id);
     return winner ? describe(id, winner) : null;
   }
 
@@ -128,6 +133,19 @@ export class E2BDriver implements Driver {
   }
 
   async pause(workspaceId: string): Promise<void> {
+    // The sandbox this driver last saw for the id, paused without a look-up (already paused: nothing to do).
+    const known = this.#known.get(parseWorkspaceId(workspaceId));
+    if (known) {
+      const done = await this.#sdk.Sandbox.pause(known, this.#c).then(
+        () => true,
+        (e: unknown) => {
+          const mapped = this.#err(e, `pause the e2b sandbox of '${workspaceId}'`);
+          if (!(mapped instanceof NotFoundError)) throw mapped;
+          return false;
+        },
+      );
+      if (done) return;
+    }
     const d = await this.find(workspaceId);
     if (!d || d.state !== "running") return;
     try {
@@ -142,6 +160,18 @@ export class E2BDriver implements Driver {
 
   /** `Sandbox.connect` resumes a paused sandbox. A failure is an error and creates nothing (never a second sandbox). */
   async resume(workspaceId: string): Promise<void> {
+    // The sandbox this driver last saw for the id, resumed without a look-up; one gone since is looked up again.
+    const known = this.#known.get(parseWorkspaceId(workspaceId));
+    if (known) {
+      try {
+        await this.#sdk.Sandbox.connect(known, { ...this.#c, timeoutMs: this.spec.timeoutSeconds * 1000 });
+        return;
+      } catch (e) {
+        const mapped = this.#err(e, `resume the e2b sandbox of '${workspaceId}'`);
+        if (!(mapped instanceof NotFoundError)) throw mapped;
+        this.#known.delete(parseWorkspaceId(workspaceId));
+      }
+    }
     const d = await this.find(workspaceId);
     if (!d) throw new NotFoundError(`e2b workspace '${workspaceId}'`, { field: "workspaceId" });
     if (d.state === "running") return;
@@ -162,6 +192,7 @@ export class E2BDriver implements Driver {
         throw this.#err(e, `snapshot the files of '${id}' before removing its e2b sandbox`);
       }
     }
+    this.#known.delete(id);
     for (const r of rows) await this.#kill(r.sandboxId);
     if (options.deleteData) {
       const snap = await this.#snapshot(id);
@@ -184,7 +215,7 @@ export class E2BDriver implements Driver {
     } catch (e) {
       throw this.#err(e, `connect to the e2b sandbox of '${workspaceId}'`);
     }
-    return new E2BSandbox(sbx, { touch: this.#keepAlive(sandboxId, timeoutMs, ctx), secret: this.#c.apiKey });
+    return new E2BSandbox(sbx, { touch: this.#keepAlive(sandboxId, timeoutMs, ctx), secret: this.#c.apiKey, logger: ctx.logger });
   }
 
   /**
@@ -202,12 +233,12 @@ export class E2BDriver implements Driver {
     };
   }
 
-  /** The workspace folder, the staging folder, and the spec's extra Python packages, in a new sandbox. */
-  async #bootstrap(sandboxId: string, ctx: DriverContext): Promise<void> {
-    let sbx;
+  /**
+   * The spec's extra Python packages in a new sandbox. The workspace folder needs no command here: the
+   * runner makes it as it starts (and the no-python3 fallback its folders on first use).
+   */
+  async #bootstrap(sbx: E2BSdkSandbox, ctx: DriverContext): Promise<void> {
     try {
-      sbx = await this.#sdk.Sandbox.connect(sandboxId, this.#c);
-      await sbx.commands.run(`mkdir -p ${quote(E2B_WORKDIR)} ${quote(E2B_STAGING)} && chmod 700 ${quote(E2B_STAGING)}`);
       const pip = this.spec.extraPip ?? [];
       if (pip.length) {
         ctx.onProgress?.({ phase: "bootstrap", message: `pip install ${pip.join(" ")}` });

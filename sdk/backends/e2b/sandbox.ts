@@ -1,19 +1,29 @@
-// Size: the Sandbox over E2B's SDK: commands (exec with stdin, timeouts and output caps; spawn as a
-// background command with stdin) and the file operations, each a files-API transfer plus one confined script.
+// Size: the Sandbox over E2B's SDK: the runner path (one background command per sandbox handle), plus the
+// fallback for sandboxes without python3 (one command per exec, files-API transfers and confined scripts).
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { PassThrough, Writable } from "node:stream";
 import tar from "tar-stream";
 import type { Sandbox as E2BSdkSandbox, CommandHandle } from "e2b";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
 import { checkRelativePath } from "../../paths.js";
-import type { ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
+import { silentLogger, type Logger } from "../../logger.js";
+import { mapRunnerError, RunnerFailure, RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
 import { e2bError } from "./client.js";
-import { E2B_STAGING, E2B_WORKDIR, commandIn, scriptCommand, type SCRIPTS } from "./scripts.js";
+import { startE2BRunner, type E2BRunnerTransport } from "./runner.js";
+import { E2B_STAGING, E2B_WORKDIR, commandIn, quote, scriptCommand, type SCRIPTS } from "./scripts.js";
 
 export { E2B_WORKDIR } from "./scripts.js";
+
+/**
+ * Files over this size cross through E2B's files API as raw bytes, to and from a descriptor the runner
+ * opened (its /proc fd link), rather than over the runner's stdin and stdout: the SDK carries those as
+ * base64 in JSON, encoded by a JavaScript loop (about a second per MiB).
+ */
+const FILES_API_MIN = 64 << 10;
 
 /** Bound on a file read through the files API when the caller gave none. */
 const MAX_READ = 1024 ** 3;
@@ -23,13 +33,17 @@ export interface E2BSandboxOptions {
   touch?: () => void;
   /** The API key, scrubbed from any error text. */
   secret?: string;
+  /** Told once when the sandbox has no python3 and falls back to one command per call. */
+  logger?: Logger | undefined;
 }
 
 /**
- * A running E2B sandbox as a Sandbox: each exec is one E2B command (`bash -l -c`, a checked cwd in the
- * same line), each file operation one files-API transfer and/or one confined script (scripts.ts).
- * Command output arrives from the SDK as UTF-8 text, so exec output is exact for text (binary output
- * is decoded lossily); file contents are exact bytes through the files API.
+ * A running E2B sandbox as a Sandbox. Commands, spawned processes and every file operation go through
+ * one long-lived runner per handle (sdk/backends/shared/runner), an E2B background command with stdin
+ * whose paths are all resolved inside the sandbox, descriptor-relative with O_NOFOLLOW; its output
+ * crosses as base64 text (E2B decodes command output as UTF-8), so bytes are exact both ways. A sandbox
+ * without python3 falls back to one E2B command per exec and files-API transfers plus confined scripts
+ * (scripts.ts), said once in the log.
  */
 export class E2BSandbox implements Sandbox {
   readonly kind = "e2b";
@@ -38,21 +52,411 @@ export class E2BSandbox implements Sandbox {
   readonly #sbx: E2BSdkSandbox;
   readonly #touch: () => void;
   readonly #secret: string | undefined;
+  readonly #logger: Logger;
   readonly #live = new Set<CommandHandle>();
+  readonly #runners: RunnerSupervisor;
+  readonly #rf: RunnerFiles;
+  /** "runner" once a runner answered, "plain" when the sandbox cannot run one (no python3). */
+  #mode: "unknown" | "runner" | "plain" = "unknown";
+  #probing: Promise<boolean> | undefined;
+  #closed = false;
+  /** The SDK error behind the last runner's end (a lost stream, a refused send): what a call it failed reports. */
+  #apiError: unknown;
+  #plainReady: Promise<void> | undefined;
+  /** Per runner, the spare (an unnamed file it holds) the next big write fills. */
+  readonly #spares = new WeakMap<E2BRunnerTransport, Promise<string | undefined>>();
 
   constructor(sbx: E2BSdkSandbox, options: E2BSandboxOptions = {}) {
     this.#sbx = sbx;
     this.#touch = options.touch ?? (() => undefined);
     this.#secret = options.secret;
+    this.#logger = options.logger ?? silentLogger;
+    this.#runners = new RunnerSupervisor(() => {
+      this.#apiError = undefined;
+      return startE2BRunner(this.#sbx, E2B_WORKDIR, (e) => (this.#apiError = e));
+    });
+    this.#rf = new RunnerFiles(() => this.#lease());
   }
 
   get sandboxId(): string {
     return this.#sbx.sandboxId;
   }
 
+  /** Whether calls go through the runner ("plain" after a sandbox without python3 refused it). */
+  get runnerMode(): "unknown" | "runner" | "plain" {
+    return this.#mode;
+  }
+
+  /** The live runner's envd pid (for tests), if one runs. */
+  get runnerPid(): number | undefined {
+    return this.#runners.current?.pid;
+  }
+
   async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
+    this.#touch();
+    if (await this.#useRunner()) {
+      checkRelativePath(options.cwd ?? "", "cwd");
+      const lease = await this.#lease();
+      try {
+        const r = await runnerExec(lease.client, argv, options, {});
+        // Stopped under the call because the sandbox went away (or was paused): that, not "runner stopped".
+        const api = (lease.client.transport as E2BRunnerTransport).apiError();
+        if (r.exitCode === -1 && !r.timedOut && api !== undefined && !lease.client.alive) throw this.#lost(api);
+        return r;
+      } finally {
+        lease.release?.();
+      }
+    }
+    return this.#plainExec(argv, options);
+  }
+
+  /**
+   * Through the runner: the process's stdio streams over the runner's channel (no E2B command of its
+   * own), its cwd resolved inside the sandbox; it dies with the runner at close(). Without python3, one
+   * background E2B command per process.
+   */
+  spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
+    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    const rel = checkRelativePath(options.cwd ?? "", "cwd");
+    this.#touch();
+    const open = async (): Promise<RunnerLease | SandboxProcess> => {
+      if (!(await this.#useRunner())) return this.#plainSpawn(argv, rel, options);
+      return this.#lease();
+    };
+    return spawnThroughRunner(open(), { argv, cwd: rel, env: { ...options.env } });
+  }
+
+  async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#readHanded(rel, options), true);
+    return this.#plainReadFile(rel, options);
+  }
+
+  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
+    this.#touch();
+    if (await this.#useRunner()) {
+      const size = typeof data === "string" ? Buffer.byteLength(data) : data.byteLength;
+      return this.#files(() => (size > FILES_API_MIN ? this.#writeHanded(rel, data, options) : this.#rf.writeFile(rel, data, options)));
+    }
+    const clean = nonRoot(checkRelativePath(rel));
+    const staged = await this.#stage(data, clean);
+    const mode = options.mode === undefined ? "-" : (options.mode & 0o7777).toString(8);
+    this.#check(await this.#op("place", [clean, staged, mode, options.exclusive ? "x" : "-"]), "write", clean);
+  }
+
+  async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.appendFile(rel, data));
+    const clean = nonRoot(checkRelativePath(rel));
+    const staged = await this.#stage(data, clean);
+    this.#check(await this.#op("append", [clean, staged]), "append to", clean);
+  }
+
+  async list(rel: string): Promise<FileInfo[]> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.list(rel), true);
+    const clean = checkRelativePath(rel);
+    const r = await this.#op("list", [clean]);
+    this.#check(r, "list", clean);
+    return parseFind(r.stdout);
+  }
+
+  async stat(rel: string): Promise<FileInfo | null> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.stat(rel), true);
+    const clean = checkRelativePath(rel);
+    const r = await this.#op("stat", [clean]);
+    this.#check(r, "stat", clean);
+    const info = parseFind(r.stdout)[0];
+    return info ? { ...info, name: path.posix.basename(clean) || "." } : null;
+  }
+
+  async remove(rel: string): Promise<void> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.remove(rel), true);
+    const clean = checkRelativePath(rel);
+    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
+    this.#check(await this.#op("remove", [clean]), "remove", clean);
+  }
+
+  async mkdir(rel: string): Promise<void> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.mkdir(rel), true);
+    const clean = checkRelativePath(rel);
+    this.#check(await this.#op("mkdir", [clean]), "create directory", clean);
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.rename(from, to));
+    const a = nonRoot(checkRelativePath(from, "from"));
+    const b = nonRoot(checkRelativePath(to, "to"));
+    const r = await this.#op("rename", [a, b]);
+    if (r.exitCode === 69) throw new ConflictError(`${b} already exists`, { field: b });
+    this.#check(r, "rename", a);
+  }
+
+  /** Through the runner, file by file; without python3, one tar uploaded and unpacked into place in one script. */
+  async copyIn(hostSource: string, to: string): Promise<void> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.copyIn(hostSource, to));
+    const clean = nonRoot(checkRelativePath(to, "to"));
+    const name = `c${randomBytes(6).toString("hex")}`;
+    const pack = tar.pack();
+    const chunks: Buffer[] = [];
+    pack.on("data", (c: unknown) => void chunks.push(c as Buffer));
+    const done = new Promise<void>((resolve, reject) => {
+      pack.on("end", resolve);
+      pack.on("error", reject);
+    });
+    await packTree(pack, hostSource, name);
+    pack.finalize();
+    await done;
+    const staged = await this.#stage(Buffer.concat(chunks), clean);
+    const r = await this.#op("unpack", [clean, staged, name]);
+    if (r.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: clean });
+    this.#check(r, "copy into", clean);
+  }
+
+  /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */
+  async readDirTyped(rel: string): Promise<DirEntry[]> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.readDirTyped(rel), true);
+    return (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }));
+  }
+
+  /** Copies a workspace folder in two runner calls (without python3: file by file). */
+  async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.copyTree(from, to, options));
+    const exclude = options.exclude ?? (() => false);
+    if (await this.stat(nonRoot(checkRelativePath(to, "to")))) throw new ConflictError(`${to} already exists`, { field: to });
+    await this.mkdir(to);
+    const walk = async (a: string, b: string): Promise<void> => {
+      const entries = await this.list(a).catch((e: unknown) => {
+        if (e instanceof NotFoundError) return [];
+        throw e;
+      });
+      for (const e of entries) {
+        if (exclude(e.name)) continue;
+        if (e.type === "dir") {
+          await this.mkdir(`${b}/${e.name}`);
+          await walk(`${a}/${e.name}`, `${b}/${e.name}`);
+        } else if (e.type === "file") await this.writeFile(`${b}/${e.name}`, await this.readFile(`${a}/${e.name}`), { mode: 0o644, exclusive: true });
+      }
+    };
+    await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));
+  }
+
+  /** Exclusive create without writeFile's temp file, in one runner call. */
+  async createFile(rel: string, data: Uint8Array | string): Promise<void> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.createFile(rel, data));
+    return this.writeFile(rel, data, { exclusive: true });
+  }
+
+  /** Ends the runner (and with it every command and process it runs) and what this handle spawned without it; the sandbox itself is the driver's. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all([this.#runners.stop(), ...[...this.#live].map((h) => h.kill().catch(() => false))]);
+    this.#live.clear();
+  }
+
+  /** Whether calls go through the runner; the first call finds out (and says so once when it cannot). */
+  async #useRunner(): Promise<boolean> {
+    if (this.#mode !== "unknown") return this.#mode === "runner";
+    this.#probing ??= this.#probe().finally(() => (this.#probing = undefined));
+    return this.#probing;
+  }
+
+  async #probe(): Promise<boolean> {
+    const lease: RunnerLease = this.#closed ? this.#runners.oneShot() : { client: this.#runners.get() };
+    const transport = lease.client.transport as E2BRunnerTransport;
+    try {
+      await lease.client.ready;
+      this.#mode = "runner";
+      return true;
+    } catch (e) {
+      // E2B refused the command itself (a paused or gone sandbox): an error now, another try next call.
+      const code = await transport.exitCode();
+      const api = transport.apiError();
+      if (code === null) throw api !== undefined ? e2bError(api, "start the sandbox runner", this.#secret) : e;
+      this.#mode = "plain";
+      this.#logger.warn("e2b sandbox cannot run the sandbox runner (no python3?); falling back to one command per exec and file operation", {
+        sandboxId: this.#sbx.sandboxId,
+        exitCode: code,
+      });
+      return false;
+    } finally {
+      if (this.#closed) lease.release?.();
+    }
+  }
+
+  /** The live runner for one call (started when there is none); after close() a runner of its own, stopped when the call is done. */
+  async #lease(): Promise<RunnerLease> {
+    const lease: RunnerLease = this.#closed ? this.#runners.oneShot() : { client: this.#runners.get() };
+    try {
+      await lease.client.ready;
+    } catch (e) {
+      lease.release?.();
+      const api = (lease.client.transport as E2BRunnerTransport).apiError();
+      throw api !== undefined ? e2bError(api, "start the sandbox runner", this.#secret) : e;
+    }
+    return lease;
+  }
+
+  /**
+   * A read through the runner: it opens the file (walked under the root, no symlink followed out) and,
+   * when it is big, holds the descriptor while the host reads it through the files API at the runner's
+   * /proc fd link; a small file comes back over the runner's channel in the same call.
+   */
+  async #readHanded(rel: string, options: { maxBytes?: number }): Promise<Buffer> {
+    const clean = checkRelativePath(rel);
+    const max = options.maxBytes;
+    const lease = await this.#lease();
+    try {
+      const t = lease.client.transport as E2BRunnerTransport;
+      const pid = t.runnerPid();
+      if (pid === undefined) return await this.#rf.readFile(rel, options);
+      let handed: string | undefined;
+      let failure: RunnerFailure | undefined;
+      const chunks: Buffer[] = [];
+      const req = t.side(["R", clean, max === undefined ? "-" : String(max)], ({ fields, payload }) => {
+        const kind = fields[0];
+        if (kind === "h") handed = fields[1];
+        else if (kind === "e") failure = new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? "");
+        else if (kind === "d") chunks.push(payload);
+        return kind !== "s" && kind !== "d";
+      });
+      await req.done.catch((e: unknown) => {
+        throw new UnavailableError(`sandbox runner stopped: ${String((e as Error).message)}`, { cause: e });
+      });
+      if (failure) throw mapRunnerError(failure, clean, "read", max);
+      if (handed === undefined) return Buffer.concat(chunks);
+      try {
+        const bytes = await this.#sbx.files.read(`/proc/${pid}/fd/${handed}`, { format: "bytes" });
+        const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+        // Grown since the runner's check: still bounded.
+        if (max !== undefined && buf.length > max) throw new TooLargeError(`${clean} is over the ${max}-byte limit`, { field: clean });
+        return buf;
+      } catch (e) {
+        if (e instanceof WorkspaceError) throw e;
+        // The files API refused the descriptor's link: the bytes come over the runner's channel instead.
+        return await this.#rf.readFile(rel, options);
+      } finally {
+        t.note(["z", String(req.id)]);
+      }
+    } finally {
+      lease.release?.();
+    }
+  }
+
+  /**
+   * A big atomic write: the runner makes an unnamed file in the root (O_TMPFILE), the host fills it
+   * through the files API at the runner's /proc fd link, and the runner names it at `rel` (walked under
+   * the root, replacing atomically or, exclusive, only if the name is free). Anything refused on the way
+   * falls back to the bytes over the runner's channel.
+   */
+  async #writeHanded(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean }): Promise<void> {
+    const clean = nonRoot(checkRelativePath(rel));
+    const lease = await this.#lease();
+    try {
+      const t = lease.client.transport as E2BRunnerTransport;
+      const pid = t.runnerPid();
+      const viaChannel = () => this.#rf.writeFile(rel, data, options);
+      if (pid === undefined) return await viaChannel();
+      const spare = await this.#spare(t);
+      if (spare === undefined) return await viaChannel();
+      const bytes = typeof data === "string" ? Buffer.from(data) : data;
+      const body = new Uint8Array(bytes.byteLength);
+      body.set(bytes);
+      const filled = await this.#sbx.files.write(`/proc/${pid}/fd/${spare}`, body.buffer).then(
+        () => true,
+        () => false,
+      );
+      if (!filled) {
+        t.note(["Z", "0", spare]);
+        return await viaChannel();
+      }
+      let failure: RunnerFailure | undefined;
+      const mode = options.mode === undefined ? "-" : options.mode.toString(8);
+      await t.side(["F", clean, options.exclusive ? "x" : "w", mode, spare], ({ fields }) => {
+        if (fields[0] === "e") failure = new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? "");
+        return true;
+      }).done.catch((e: unknown) => {
+        throw new UnavailableError(`sandbox runner stopped: ${String((e as Error).message)}`, { cause: e });
+      });
+      if (!failure) return;
+      // Another file system under the target (EXDEV) and the like: the bytes over the channel still work.
+      if (failure.code === "EXDEV" || failure.code === "EINVAL") return await viaChannel();
+      throw mapRunnerError(failure, clean, "write");
+    } finally {
+      lease.release?.();
+    }
+  }
+
+  /** A spare of the runner's for the next big write, the one after it asked for at once (so a big write costs one runner round trip). */
+  #spare(t: E2BRunnerTransport): Promise<string | undefined> {
+    const ask = () => {
+      let spare: string | undefined;
+      return t
+        .side(["P"], ({ fields }) => {
+          if (fields[0] === "h") spare = fields[1];
+          return true;
+        })
+        .done.then(
+          () => spare,
+          () => undefined,
+        );
+    };
+    const ready = this.#spares.get(t) ?? ask();
+    this.#spares.set(t, ask());
+    return ready;
+  }
+
+  /** A file call through the runner: one the runner's end failed reports why it ended (the sandbox gone or paused). */
+  async #files<T>(fn: () => Promise<T>, idempotent = false, again = true): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      const api = this.#apiError;
+      if (!(e instanceof UnavailableError) || api === undefined || !/sandbox runner stopped/.test(e.message)) throw e;
+      const mapped = this.#lost(api);
+      // A call that only reads (or whose repeat changes nothing) is sent once more, to a fresh runner.
+      if (idempotent && again && mapped instanceof UnavailableError && !this.#closed) return this.#files(fn, idempotent, false);
+      throw mapped;
+    }
+  }
+
+  /**
+   * Why the runner's end failed a call: the sandbox gone is not_found; a lost stream (a pause drops every
+   * connection, and a call sent before the loss showed may have run or not) is unavailable, for a retry.
+   */
+  #lost(api: unknown): unknown {
+    const mapped = e2bError(api, "use the e2b sandbox", this.#secret);
+    if (mapped instanceof WorkspaceError && mapped.code === "internal")
+      return new UnavailableError(`the connection to the e2b sandbox's runner was lost (the sandbox paused?); the next call starts a new runner: ${mapped.message}`, {
+        cause: api,
+      });
+    return mapped;
+  }
+
+  /** Without python3: the workspace and staging folders, made once (the runner makes the root itself). */
+  #plainSetup(): Promise<void> {
+    this.#plainReady ??= this.#command(`mkdir -p ${quote(E2B_WORKDIR)} ${quote(E2B_STAGING)} && chmod 700 ${quote(E2B_STAGING)}`, {}).then(
+      () => undefined,
+      (e: unknown) => {
+        this.#plainReady = undefined;
+        throw e;
+      },
+    );
+    return this.#plainReady;
+  }
+
+  async #plainExec(argv: string[], options: ExecOptions): Promise<ExecResult> {
     const cwd = checkRelativePath(options.cwd ?? "", "cwd");
+    await this.#plainSetup();
     const r = await this.#command(commandIn(argv, cwd), options);
     if (r.exitCode === 213) {
       const why = r.stderr.toString();
@@ -63,24 +467,25 @@ export class E2BSandbox implements Sandbox {
     return r;
   }
 
-  spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
-    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
-    const cwd = checkRelativePath(options.cwd ?? "", "cwd");
-    this.#touch();
+  /** One background E2B command with stdin per process (sandboxes without python3). */
+  #plainSpawn(argv: string[], cwd: string, options: SpawnOptions): SandboxProcess {
     const stdout = new PassThrough();
     const stderr = new PassThrough();
     let handle: CommandHandle | undefined;
     let killed = false;
     // Each sendStdin is one unary call: chained so chunks arrive in order.
     let sending: Promise<unknown> = Promise.resolve();
-    const started = this.#sbx.commands.run(commandIn(argv, cwd), {
-      background: true,
-      stdin: true,
-      timeoutMs: 0,
-      envs: options.env ?? {},
-      onStdout: (s) => void stdout.write(s),
-      onStderr: (s) => void stderr.write(s),
-    });
+    const started = this.#plainSetup().then(() =>
+      this.#sbx.commands.run(commandIn(argv, cwd), {
+        background: true,
+        stdin: true,
+        timeoutMs: 0,
+        envs: options.env ?? {},
+        onStdout: (s) => void stdout.write(s),
+        onStderr: (s) => void stderr.write(s),
+      }),
+    );
+    started.catch(() => undefined);
     const stdin = new Writable({
       write: (chunk: Buffer, _enc, cb) => {
         sending = sending.then(async () => {
@@ -130,7 +535,7 @@ export class E2BSandbox implements Sandbox {
     };
   }
 
-  async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+  async #plainReadFile(rel: string, options: { maxBytes?: number }): Promise<Buffer> {
     const clean = checkRelativePath(rel);
     const max = options.maxBytes;
     const r = await this.#op("locate", [clean, max === undefined ? "-" : String(max)]);
@@ -145,81 +550,9 @@ export class E2BSandbox implements Sandbox {
     return buf;
   }
 
-  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
-    const clean = nonRoot(checkRelativePath(rel));
-    const staged = await this.#stage(data, clean);
-    const mode = options.mode === undefined ? "-" : (options.mode & 0o7777).toString(8);
-    this.#check(await this.#op("place", [clean, staged, mode, options.exclusive ? "x" : "-"]), "write", clean);
-  }
-
-  async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
-    const clean = nonRoot(checkRelativePath(rel));
-    const staged = await this.#stage(data, clean);
-    this.#check(await this.#op("append", [clean, staged]), "append to", clean);
-  }
-
-  async list(rel: string): Promise<FileInfo[]> {
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("list", [clean]);
-    this.#check(r, "list", clean);
-    return parseFind(r.stdout);
-  }
-
-  async stat(rel: string): Promise<FileInfo | null> {
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("stat", [clean]);
-    this.#check(r, "stat", clean);
-    const info = parseFind(r.stdout)[0];
-    return info ? { ...info, name: path.posix.basename(clean) || "." } : null;
-  }
-
-  async remove(rel: string): Promise<void> {
-    const clean = checkRelativePath(rel);
-    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
-    this.#check(await this.#op("remove", [clean]), "remove", clean);
-  }
-
-  async mkdir(rel: string): Promise<void> {
-    const clean = checkRelativePath(rel);
-    this.#check(await this.#op("mkdir", [clean]), "create directory", clean);
-  }
-
-  async rename(from: string, to: string): Promise<void> {
-    const a = nonRoot(checkRelativePath(from, "from"));
-    const b = nonRoot(checkRelativePath(to, "to"));
-    const r = await this.#op("rename", [a, b]);
-    if (r.exitCode === 69) throw new ConflictError(`${b} already exists`, { field: b });
-    this.#check(r, "rename", a);
-  }
-
-  /** Packs a host file or tree (symlinks skipped) as one tar, uploads it, and unpacks it into place in one script. */
-  async copyIn(hostSource: string, to: string): Promise<void> {
-    const clean = nonRoot(checkRelativePath(to, "to"));
-    const name = `c${randomBytes(6).toString("hex")}`;
-    const pack = tar.pack();
-    const chunks: Buffer[] = [];
-    pack.on("data", (c: unknown) => void chunks.push(c as Buffer));
-    const done = new Promise<void>((resolve, reject) => {
-      pack.on("end", resolve);
-      pack.on("error", reject);
-    });
-    await packTree(pack, hostSource, name);
-    pack.finalize();
-    await done;
-    const staged = await this.#stage(Buffer.concat(chunks), clean);
-    const r = await this.#op("unpack", [clean, staged, name]);
-    if (r.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: clean });
-    this.#check(r, "copy into", clean);
-  }
-
-  /** Ends the processes this handle spawned (MCP servers); the sandbox itself is the driver's. */
-  async close(): Promise<void> {
-    await Promise.all([...this.#live].map((h) => h.kill().catch(() => false)));
-    this.#live.clear();
-  }
-
   /** Uploads bytes to a fresh name in the staging folder (exact bytes, through the files API). */
   async #stage(data: Uint8Array | string, rel: string): Promise<string> {
+    await this.#plainSetup();
     const staged = `${E2B_STAGING}/${randomBytes(8).toString("hex")}`;
     // An ArrayBuffer of exactly these bytes (a Buffer may be a view of a shared pool).
     const bytes = typeof data === "string" ? Buffer.from(data) : data;
@@ -229,7 +562,8 @@ export class E2BSandbox implements Sandbox {
     return staged;
   }
 
-  #op(name: keyof typeof SCRIPTS, args: string[]): Promise<ExecResult> {
+  async #op(name: keyof typeof SCRIPTS, args: string[]): Promise<ExecResult> {
+    await this.#plainSetup();
     return this.#command(scriptCommand(name, args), {});
   }
 

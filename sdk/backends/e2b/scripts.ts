@@ -1,5 +1,6 @@
 /**
- * File operations that must resolve paths as the sandbox sees them run as small bash scripts inside
+ * The fallback for sandboxes without python3 (the runner, sdk/backends/shared/runner, does all of this
+ * otherwise). File operations that must resolve paths as the sandbox sees them run as small bash scripts inside
  * the E2B sandbox: `realpath -m` resolves every symlink and anything leaving the workspace is refused,
  * so a link the agent planted never leads a file call out of the root. Bytes travel through E2B's
  * files API to a private staging folder outside the workspace; a script then moves them into place.

@@ -28,6 +28,8 @@ type Json = Record<string, unknown>;
 /** envd of one sandbox: processes started through it, and the RPCs and file routes the SDK calls. */
 export class Envd {
   readonly #procs = new Map<number, Proc>();
+  /** Open Start/Connect streams: a pause drops them all, as E2B drops every connection (the processes live on). */
+  readonly #streams = new Set<ServerStream>();
   #nextPid = 1000;
 
   constructor(
@@ -69,6 +71,12 @@ export class Envd {
     } catch (e) {
       sendUnaryError(res, e instanceof RpcError ? e : new RpcError("internal", String((e as Error)?.message ?? e)));
     }
+  }
+
+  /** Drops every open process stream without an end (the sandbox is being paused: its processes keep running). */
+  dropStreams(): void {
+    for (const s of this.#streams) s.res.destroy();
+    this.#streams.clear();
   }
 
   /** Kills every process of this sandbox (the sandbox is being removed). */
@@ -211,7 +219,9 @@ export class Envd {
   /** Relays a process's events to one stream until it ends, the client goes away, or its deadline passes (then the process is killed). */
   async #follow(proc: Proc, stream: ServerStream, timeoutMs: number): Promise<void> {
     await new Promise<void>((resolve) => {
+      this.#streams.add(stream);
       const finish = (error?: RpcError) => {
+        this.#streams.delete(stream);
         proc.listeners.delete(listener);
         clearTimeout(timer);
         clearInterval(ping);

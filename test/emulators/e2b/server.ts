@@ -87,6 +87,8 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
     clearTimeout(s.timer);
     await s.container.pause();
     s.state = "paused";
+    // External connections drop on a pause; the processes are frozen with the sandbox and live on after a resume.
+    s.envd.dropStreams();
   };
   const listed = (s: Record_) => ({
     sandboxID: s.sandboxID,
