@@ -1,7 +1,6 @@
 // Size: the Sandbox over E2B's SDK: the runner path (one background command per sandbox handle), plus the
 // fallback for sandboxes without python3 (one command per exec, files-API transfers and confined scripts).
 import { randomBytes } from "node:crypto";
-import { promises as fs } from "node:fs";
 import path from "node:path";
 import { PassThrough, Writable } from "node:stream";
 import tar from "tar-stream";
@@ -12,6 +11,7 @@ import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProce
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { mapRunnerError, RunnerFailure, RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
+import { nonRoot, packTree, parseFind, shellFileError } from "../shared/shell-files.js";
 import { e2bError } from "./client.js";
 import { startE2BRunner, type E2BRunnerTransport } from "./runner.js";
 import { E2B_STAGING, E2B_WORKDIR, commandIn, quote, scriptCommand, type SCRIPTS } from "./scripts.js";
@@ -626,23 +626,10 @@ export class E2BSandbox implements Sandbox {
   }
 
   #check(r: ExecResult, verb: string, rel: string): void {
-    if (r.exitCode === 0) return;
-    switch (r.exitCode) {
-      case 65:
-        throw new PathEscapeError(rel, "resolves outside the workspace (through a symlink)");
-      case 66:
-        throw new NotFoundError(`'${rel}'`, { field: rel });
-      case 67:
-        throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel });
-      case 68:
-        throw new WorkspaceError("invalid_argument", `'${rel}' (or a parent) is not a directory`, { field: rel });
-      case 69:
-        throw new ConflictError(`${rel} already exists`, { field: rel });
-      case 70:
-        throw new PathEscapeError(rel, "is a symlink; refusing to write through it");
-    }
-    throw new WorkspaceError("exec_failed", `could not ${verb} '${rel}' in the e2b sandbox (exit ${r.exitCode}): ${r.stderr.toString().trim().slice(0, 500)}`, { field: rel });
+    const e = shellFileError(r, verb, rel, "the e2b sandbox");
+    if (e) throw e;
   }
+
 }
 
 /** Text chunks kept up to `max` bytes. */
@@ -670,32 +657,3 @@ function splitOnce(s: string, sep: string): [string, string] {
   return i < 0 ? [s, ""] : [s.slice(0, i), s.slice(i + 1)];
 }
 
-function parseFind(out: Buffer): FileInfo[] {
-  const infos: FileInfo[] = [];
-  for (const rec of out.toString("utf8").split("\0")) {
-    if (!rec) continue;
-    const [y, size, mtime, ...rest] = rec.split("\t");
-    const type = y === "f" ? "file" : y === "d" ? "dir" : y === "l" ? "symlink" : "other";
-    infos.push({ name: rest.join("\t"), type, size: Number(size), mtimeMs: Math.round(Number(mtime) * 1000) });
-  }
-  return infos;
-}
-
-async function packTree(pack: tar.Pack, source: string, name: string): Promise<void> {
-  const st = await fs.lstat(source).catch((e: unknown) => {
-    throw new NotFoundError(`host path '${source}'`, { cause: e, field: "hostPath" });
-  });
-  if (st.isSymbolicLink()) return;
-  if (st.isDirectory()) {
-    pack.entry({ name: `${name}/`, type: "directory", mode: st.mode & 0o777 });
-    for (const child of (await fs.readdir(source)).sort()) await packTree(pack, path.join(source, child), `${name}/${child}`);
-  } else if (st.isFile()) {
-    const data = await fs.readFile(source);
-    await new Promise<void>((resolve, reject) => pack.entry({ name, mode: st.mode & 0o777, size: data.length }, data, (e) => (e ? reject(e) : resolve())));
-  }
-}
-
-function nonRoot(rel: string): string {
-  if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
-  return rel;
-}

@@ -4,20 +4,19 @@
  * the E2B sandbox: `realpath -m` resolves every symlink and anything leaving the workspace is refused,
  * so a link the agent planted never leads a file call out of the root. Bytes travel through E2B's
  * files API to a private staging folder outside the workspace; a script then moves them into place.
- * Exit codes: 65 escape, 66 missing, 67 is a directory, 68 not a directory, 69 exists, 70 final symlink, 71 too large.
+ * Exit codes and the scripts without a transport of their own: shared/shell-files.ts.
  */
+import { shellPrelude, shQuote as quote, SHELL_SCRIPTS } from "../shared/shell-files.js";
+
 export const E2B_WORKDIR = "/home/user/workspace";
 /** Staging for uploads: outside the workspace (never listed in it), on the same filesystem (rename is atomic). */
 export const E2B_STAGING = "/home/user/.agentws-staging";
 
-const PRELUDE = `set -u
-W=${E2B_WORKDIR}
-res() { p=$(realpath -m -- "$W/$1") || exit 65; case "$p" in "$W"|"$W"/*) ;; *) exit 65;; esac; }
-resp() { case "$1" in */*) res "\${1%/*}";; *) res "";; esac; d=$p; b=\${1##*/}; p="$d/$b"; }
-exists() { [ -e "$1" ] || [ -L "$1" ]; }
-`;
+const PRELUDE = shellPrelude(E2B_WORKDIR);
 
 export const SCRIPTS = {
+  // list, stat, remove, mkdir, rename: the shared ones; the rest take their bytes from a staged upload.
+  ...SHELL_SCRIPTS,
   /** Prints "<size>\\t<resolved path>" of a regular file, or fails 71 with the size when over the limit. */
   locate: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] && exit 67
 s=$(stat -c %s -- "$p"); if [ "$2" != "-" ] && [ "$s" -gt "$2" ]; then printf %s "$s" >&2; exit 71; fi
@@ -37,18 +36,6 @@ mv -fT -- "$t" "$p"`,
 resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
 mkdir -p -- "$d" 2>/dev/null || exit 68
 cat -- "$t" >> "$p"`,
-  list: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68
-exec find "$p" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
-  stat: `if [ -z "$1" ]; then p=$W; else resp "$1"; fi
-exists "$p" || exit 0
-exec find "$p" -maxdepth 0 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
-  remove: `resp "$1"; [ "$p" = "$W" ] && exit 65; [ "$d" = "$W" ] && [ -z "$b" ] && exit 65
-rm -rf -- "$p"`,
-  mkdir: `res "$1"; mkdir -p -- "$p" 2>/dev/null || exit 68`,
-  rename: `resp "$1"; s=$p; resp "$2"; t=$p; td=$d
-exists "$s" || exit 66; exists "$t" && exit 69
-mkdir -p -- "$td" 2>/dev/null || exit 68
-mv -T -- "$s" "$t"`,
   /** Unpacks a staged tar ($2) holding one entry named $3 and moves it to $1, which must not exist. */
   unpack: `a=$2; x=$(mktemp -d "${E2B_STAGING}/x.XXXXXX"); trap 'rm -rf -- "$a" "$x"' EXIT
 resp "$1"; exists "$p" && exit 69
@@ -74,6 +61,4 @@ export function commandIn(argv: string[], cwd: string): string {
   return `__agentws_cwd=$(bash -c ${quote(check)} agentws ${quote(cwd)}); __s=$?; if [ $__s = 65 ]; then printf 'agentws:cwd-escape' >&2; exit 213; fi; [ $__s = 0 ] || exit 213; cd -- "$__agentws_cwd" && ${run}`;
 }
 
-export function quote(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
-}
+export { quote };
