@@ -207,7 +207,7 @@ export class DaytonaDriver implements Driver {
     const w = recent && Date.now() - recent.at < RECENT_MS && recent.sandbox.state === "started" ? recent.sandbox : await this.#winner(id, ctx);
     if (!w) throw new NotFoundError(`daytona workspace '${id}' (no sandbox labelled with it); create it first`, { field: "workspaceId" });
     if (w.state !== "started") throw new UnavailableError(`daytona workspace '${id}' is ${String(w.state)}; resume it first`);
-    return new DaytonaSandbox(w, await this.#workdir(w));
+    return new DaytonaSandbox(w, await this.#workdir(w), { logger: ctx.logger });
   }
 
   /** The workspace root inside the sandbox, `<work dir>/workspace`, made on first connect. */
