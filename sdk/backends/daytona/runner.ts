@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { createRequire } from "node:module";
 import { Writable } from "node:stream";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
 import type { RunnerTransport } from "../shared/runner/index.js";
@@ -54,6 +55,8 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
   };
 
   const command = textRunnerArgv(python, root, true).map(q).join(" ");
+  let follower: LogFollower | undefined;
+  let held = false;
   const started = (async () => {
     await p.createSession(session);
     const { cmdId } = await p.executeSessionCommand(session, { command, runAsync: true, suppressInputEcho: true });
@@ -72,17 +75,15 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
       return finish(daytonaFailure(e).message);
     }
     if (killed) return;
-    await p
-      .getSessionCommandLogs(
-        session,
-        cmd,
-        (s) => {
-          logged += s.length;
-          reader.write(s);
-        },
-        (s) => void (tail = (tail + s).slice(-2000)),
-      )
-      .catch((e: unknown) => void (tail ||= daytonaFailure(e).message));
+    const onOut = (s: string | Buffer) => {
+      logged += s.length;
+      reader.write(s);
+    };
+    const onErr = (s: string | Buffer) => void (tail = (tail + s.toString()).slice(-2000));
+    follower = followLogs(sb, session, cmd, onOut, onErr);
+    if (held) follower?.ref();
+    else follower?.unref();
+    await (follower ? follower.done : p.getSessionCommandLogs(session, cmd, onOut, onErr)).catch((e: unknown) => void (tail ||= daytonaFailure(e).message));
     if (!killed) {
       // The exit code can be recorded a moment after the log closes.
       for (let i = 0; i < 20 && code === null && !killed; i++) {
@@ -164,7 +165,10 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
     void started.then(
       () => p.deleteSession(session).catch(() => undefined),
       () => undefined,
-    ).then(() => finish(tail));
+    ).then(() => {
+      follower?.close();
+      finish(tail);
+    });
   }
 
   return {
@@ -175,9 +179,128 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
     session,
     apiError: () => apiError,
     spent: () => logged > LOG_BUDGET,
+    ref: () => {
+      held = true;
+      follower?.ref();
+    },
+    unref: () => {
+      held = false;
+      follower?.unref();
+    },
     exitCode: async () => {
       await exited;
       return code;
+    },
+  };
+}
+
+interface LogFollower {
+  readonly done: Promise<void>;
+  close(): void;
+  ref(): void;
+  unref(): void;
+}
+
+interface WsLike {
+  binaryType: string;
+  on(event: "message", fn: (data: Buffer) => void): void;
+  on(event: "close" | "open", fn: () => void): void;
+  on(event: "error", fn: (e: Error) => void): void;
+  close(): void;
+  terminate(): void;
+  _socket?: { ref(): void; unref(): void } | null;
+}
+type WsCtor = new (url: string, protocols: string[], options: { headers: Record<string, string> }) => WsLike;
+
+let wsCtor: WsCtor | null | undefined;
+/** `ws`, as the SDK itself loads it (its own dependency); null when it cannot be found. */
+function loadWs(): WsCtor | null {
+  if (wsCtor !== undefined) return wsCtor;
+  try {
+    const sdk = createRequire(import.meta.url).resolve("@daytonaio/sdk");
+    wsCtor = createRequire(sdk)("ws") as WsCtor;
+  } catch {
+    wsCtor = null;
+  }
+  return wsCtor;
+}
+
+const STDOUT_MARK = Buffer.from([1, 1, 1]);
+const STDERR_MARK = Buffer.from([2, 2, 2]);
+
+/**
+ * Follows a session command's log over the toolbox's WebSocket (`.../logs?follow=true`, the SDK's own
+ * call and headers), demultiplexed as bytes: the SDK's follower decodes every byte through a JS array,
+ * far too slow for the runner's traffic, and its socket cannot be let go of. Undefined where the SDK's
+ * configuration is not the one this knows (the caller then uses the SDK's follower).
+ */
+function followLogs(sb: DaytonaSdkSandbox, session: string, cmd: string, onOut: (b: Buffer) => void, onErr: (b: Buffer) => void): LogFollower | undefined {
+  const config = (sb.process as unknown as { clientConfig?: { basePath?: unknown; baseOptions?: { headers?: unknown } } }).clientConfig;
+  const Ws = loadWs();
+  const base = config?.basePath;
+  const headers = config?.baseOptions?.headers;
+  if (!Ws || typeof base !== "string" || !/^https?:/.test(base) || typeof headers !== "object" || headers === null || !("Authorization" in headers)) return undefined;
+  const url = `${base.replace(/^http/, "ws")}/process/session/${encodeURIComponent(session)}/command/${encodeURIComponent(cmd)}/logs?follow=true`;
+  let ws: WsLike;
+  try {
+    ws = new Ws(url, [], { headers: headers as Record<string, string> });
+  } catch {
+    return undefined;
+  }
+  ws.binaryType = "nodebuffer";
+  let held = true;
+  let current: ((b: Buffer) => void) | undefined;
+  let carry = Buffer.alloc(0);
+  const emit = (b: Buffer) => {
+    if (b.length && current) current(b);
+  };
+  ws.on("message", (m: Buffer) => {
+    let data = carry.length ? Buffer.concat([carry, m]) : m;
+    carry = Buffer.alloc(0);
+    let pos = 0;
+    for (;;) {
+      const o = data.indexOf(STDOUT_MARK, pos);
+      const e = data.indexOf(STDERR_MARK, pos);
+      const next = o < 0 ? e : e < 0 ? o : Math.min(o, e);
+      if (next < 0) {
+        // A marker may be cut between messages: its first bytes wait for the next one.
+        let hold = 0;
+        const last = data[data.length - 1];
+        if (data.length - pos >= 1 && (last === 1 || last === 2)) hold = data.length - pos >= 2 && data[data.length - 2] === last ? 2 : 1;
+        emit(data.subarray(pos, data.length - hold));
+        carry = Buffer.from(data.subarray(data.length - hold));
+        break;
+      }
+      emit(data.subarray(pos, next));
+      current = next === o ? onOut : onErr;
+      pos = next + 3;
+    }
+    data = Buffer.alloc(0);
+  });
+  const done = new Promise<void>((resolve, reject) => {
+    ws.on("open", () => (held ? ws._socket?.ref() : ws._socket?.unref()));
+    ws.on("close", () => {
+      emit(carry);
+      resolve();
+    });
+    ws.on("error", (e) => reject(e));
+  });
+  return {
+    done,
+    close: () => {
+      try {
+        ws.terminate();
+      } catch {
+        /* already closed */
+      }
+    },
+    ref: () => {
+      held = true;
+      ws._socket?.ref();
+    },
+    unref: () => {
+      held = false;
+      ws._socket?.unref();
     },
   };
 }
