@@ -210,20 +210,21 @@ export class DaytonaDriver implements Driver {
     return new DaytonaSandbox(w, await this.#workdir(w), { logger: ctx.logger });
   }
 
-  /** The workspace root inside the sandbox, `<work dir>/workspace`, made on first connect. */
+  /**
+   * The workspace root inside the sandbox, `<work dir>/workspace`: the daemon's work dir is one plain
+   * GET (no command), and the folder is made by the runner's start (or by the fallback's first call).
+   */
   async #workdir(w: DaytonaSdkSandbox): Promise<string> {
     const known = WORKDIRS.get(w.id);
     if (known) return known;
-    let dir: string;
+    let base: string | undefined;
     try {
-      const r = await w.process.executeCommand(shLine(`d="$(pwd)/${WORKSPACE_FOLDER}"; mkdir -p -- "$d" && printf 'AGENTWS-DIR %s' "$d"`, []));
-      const m = /AGENTWS-DIR (\/.*)$/.exec(r.result ?? "");
-      if (r.exitCode !== 0 || !m) throw new ProvisionFailedError(`cannot make the workspace folder in the Daytona sandbox: ${(r.result ?? "").slice(0, 300)}`);
-      dir = m[1]!;
+      base = await w.getWorkDir();
     } catch (e) {
-      if (e instanceof WorkspaceError) throw e;
       throw daytonaError(e, "find the work dir of the Daytona sandbox");
     }
+    if (typeof base !== "string" || !base.startsWith("/")) throw new ProvisionFailedError(`the Daytona sandbox gave no absolute work dir (${JSON.stringify(base)?.slice(0, 200)})`);
+    const dir = `${base.replace(/\/+$/, "")}/${WORKSPACE_FOLDER}`;
     if (WORKDIRS.size > 10_000) WORKDIRS.clear();
     WORKDIRS.set(w.id, dir);
     return dir;

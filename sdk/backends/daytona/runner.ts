@@ -54,7 +54,8 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
     settle({ why });
   };
 
-  const command = textRunnerArgv(python, root, true).map(q).join(" ");
+  // The workspace folder is made here, on the runner's start, rather than by a command of its own at connect.
+  const command = `mkdir -p -- ${q(root)} && ${textRunnerArgv(python, root, true).map(q).join(" ")}`;
   let follower: LogFollower | undefined;
   let held = false;
   const started = (async () => {

@@ -314,6 +314,8 @@ export class DaytonaSandbox implements Sandbox {
     }
     if (this.#closed) throw new ClosedError("the Daytona sandbox handle is closed");
     const code = await transport.exitCode();
+    // The runner's start would have made the workspace folder.
+    await this.#execute(shLine("mkdir -p -- \"$1\"", [this.workdir]), undefined, "make the workspace folder");
     this.#mode = "plain";
     this.#logger.warn("daytona sandbox cannot run the sandbox runner (no python3?); falling back to one toolbox call per command and file operation", {
       sandboxId: this.#sb.id,
