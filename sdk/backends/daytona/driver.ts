@@ -1,7 +1,7 @@
 // Size: one driver over Daytona's API: find by label (ours and the Python reference's), create with convergence, the state machine of start / stop / archive, list, tags, owner claims.
 import { createHash } from "node:crypto";
 import type { Daytona, Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
-import { ConflictError, InvalidArgumentError, NotFoundError, ProvisionFailedError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import { ConflictError, InvalidArgumentError, NotFoundError, ProvisionFailedError, TooLargeError, UnavailableError, fromZodError } from "../../errors.js";
 import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { MAX_LISTED } from "../shared/list.js";
 import { parseWorkspaceId } from "../shared/schema.js";
