@@ -11,6 +11,8 @@ import { q } from "./scripts.js";
 export const RUNNER_SESSION_PREFIX = "agentws-runner-";
 /** Raw bytes one input call carries at most (base64 makes it a third more). */
 const MAX_INPUT = 4 << 20;
+/** Raw bytes per base64 line of input (a multiple of 3: no padding inside a call). */
+const LINE = 48 << 10;
 /** Queued stdin bytes over which writers wait for the input calls to catch up. */
 const INPUT_HIGH_WATER = 8 << 20;
 /** Output over which the runner asks to be replaced: the sandbox's daemon keeps every session log (on disk). */
@@ -130,7 +132,10 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
     }
     queued -= n;
     release();
-    const line = `${Buffer.concat(take, n).toString("base64")}\n`;
+    // Lines of LINE bytes: the wrapper decodes and passes on each as it arrives, not once the call's whole body is in.
+    const batch = Buffer.concat(take, n);
+    let line = "";
+    for (let at = 0; at < n; at += LINE) line += `${batch.subarray(at, at + LINE).toString("base64")}\n`;
     started
       .then((cmd) => p.sendSessionCommandInput(session, cmd, line))
       .then(pump, (e: unknown) => {
