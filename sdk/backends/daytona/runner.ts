@@ -28,6 +28,8 @@ export interface DaytonaRunnerTransport extends RunnerTransport {
   readonly session: string;
   /** True once this runner's log has grown past LOG_BUDGET: the sandbox retires it for a fresh one. */
   readonly spent: () => boolean;
+  /** True once `exited` settled (the stream closed, the command ended or it was killed). */
+  readonly ended: () => boolean;
 }
 
 /**
@@ -185,6 +187,7 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
     session,
     apiError: () => apiError,
     spent: () => logged > LOG_BUDGET,
+    ended: () => done,
     ref: () => {
       held = true;
       follower?.ref();

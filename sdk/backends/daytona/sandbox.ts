@@ -52,8 +52,8 @@ export class DaytonaSandbox implements Sandbox {
   /** "runner" once a runner answered, "plain" when the sandbox cannot run one (no python3). */
   #mode: "unknown" | "runner" | "plain" = "unknown";
   #probing: Promise<boolean> | undefined;
-  /** The session of the runner started last: a new runner deletes it, so no old one lingers. */
-  #lastSession: string | undefined;
+  /** The runner started last: a new runner deletes its session if it ended, so no old one lingers. */
+  #last: DaytonaRunnerTransport | undefined;
   /** Bumped when the live runner's log is spent: the supervisor then starts a fresh one. */
   #generation = 0;
   #closed = false;
@@ -64,10 +64,12 @@ export class DaytonaSandbox implements Sandbox {
     this.#logger = options.logger ?? silentLogger;
     const python = options.python ?? "python3";
     this.#runners = new RunnerSupervisor(() => {
-      const old = this.#lastSession;
-      if (old) void this.#sb.process.deleteSession(old).catch(() => undefined);
+      // One that ended (its stream closed) is deleted again in case it lives on; a retired one (its log
+      // spent) is left to finish its calls, then stopped by the supervisor.
+      const old = this.#last;
+      if (old?.ended()) void this.#sb.process.deleteSession(old.session).catch(() => undefined);
       const t = startDaytonaRunner(this.#sb, this.workdir, python);
-      this.#lastSession = t.session;
+      this.#last = t;
       return t;
     });
     this.#rf = new RunnerFiles(() => this.#lease());
