@@ -1,7 +1,7 @@
 // Size: one driver over Daytona's API: find by label (ours and the Python reference's), create with convergence, the state machine of start / stop / archive, list, tags, owner claims.
 import { createHash } from "node:crypto";
 import type { Daytona, Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
-import { ConflictError, InvalidArgumentError, NotFoundError, ProvisionFailedError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import { ConflictError, InvalidArgumentError, NotFoundError, ProvisionFailedError, TooLargeError, UnavailableError, fromZodError } from "../../errors.js";
 import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { MAX_LISTED } from "../shared/list.js";
 import { parseWorkspaceId } from "../shared/schema.js";
@@ -207,23 +207,24 @@ export class DaytonaDriver implements Driver {
     const w = recent && Date.now() - recent.at < RECENT_MS && recent.sandbox.state === "started" ? recent.sandbox : await this.#winner(id, ctx);
     if (!w) throw new NotFoundError(`daytona workspace '${id}' (no sandbox labelled with it); create it first`, { field: "workspaceId" });
     if (w.state !== "started") throw new UnavailableError(`daytona workspace '${id}' is ${String(w.state)}; resume it first`);
-    return new DaytonaSandbox(w, await this.#workdir(w));
+    return new DaytonaSandbox(w, await this.#workdir(w), { logger: ctx.logger });
   }
 
-  /** The workspace root inside the sandbox, `<work dir>/workspace`, made on first connect. */
+  /**
+   * The workspace root inside the sandbox, `<work dir>/workspace`: the daemon's work dir is one plain
+   * GET (no command), and the folder is made by the runner's start (or by the fallback's first call).
+   */
   async #workdir(w: DaytonaSdkSandbox): Promise<string> {
     const known = WORKDIRS.get(w.id);
     if (known) return known;
-    let dir: string;
+    let base: string | undefined;
     try {
-      const r = await w.process.executeCommand(shLine(`d="$(pwd)/${WORKSPACE_FOLDER}"; mkdir -p -- "$d" && printf 'AGENTWS-DIR %s' "$d"`, []));
-      const m = /AGENTWS-DIR (\/.*)$/.exec(r.result ?? "");
-      if (r.exitCode !== 0 || !m) throw new ProvisionFailedError(`cannot make the workspace folder in the Daytona sandbox: ${(r.result ?? "").slice(0, 300)}`);
-      dir = m[1]!;
+      base = await w.getWorkDir();
     } catch (e) {
-      if (e instanceof WorkspaceError) throw e;
       throw daytonaError(e, "find the work dir of the Daytona sandbox");
     }
+    if (typeof base !== "string" || !base.startsWith("/")) throw new ProvisionFailedError(`the Daytona sandbox gave no absolute work dir (${JSON.stringify(base)?.slice(0, 200)})`);
+    const dir = `${base.replace(/\/+$/, "")}/${WORKSPACE_FOLDER}`;
     if (WORKDIRS.size > 10_000) WORKDIRS.clear();
     WORKDIRS.set(w.id, dir);
     return dir;

@@ -1,4 +1,4 @@
-// Size: the whole Sandbox contract over Daytona's toolbox (exec wrapper, file API plus confining scripts, sessions for spawn).
+// Size: the whole Sandbox contract over Daytona's toolbox: the runner path, plus the fallback for sandboxes without python3 (exec wrapper, file API plus confining scripts, sessions for spawn).
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
@@ -7,10 +7,13 @@ import { StringDecoder } from "node:string_decoder";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
 import tar from "tar-stream";
 import { ClosedError, ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
-import type { ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
+import { silentLogger, type Logger } from "../../logger.js";
+import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
 import { daytonaError, daytonaFailure } from "./errors.js";
+import { startDaytonaRunner, type DaytonaRunnerTransport } from "./runner.js";
 import { EXEC_WRAPPER, EXIT, SCRIPTS, prelude, q, shLine } from "./scripts.js";
 
 /** Stdin up to this size travels inside the command (base64); more goes through the file API first. */
@@ -19,12 +22,23 @@ const INLINE_STDIN = 48 * 1024;
 const TRANSFER_TIMEOUT_S = 600;
 /** The most a read through the exec wrapper (non-ASCII paths) carries without a caller's cap. */
 const MAX_EXEC_READ = 256 * 1024 * 1024;
+/** How long a new runner may take to say hello before the sandbox is taken as unable to run one. */
+const READY_TIMEOUT_MS = 60_000;
+
+export interface DaytonaSandboxOptions {
+  /** Told once when the sandbox cannot run the runner (no python3) and falls back to one toolbox call per operation. */
+  logger?: Logger | undefined;
+  /** The interpreter that runs the runner (tests point it at a missing one to exercise the fallback). */
+  python?: string | undefined;
+}
 
 /**
- * A started Daytona sandbox as a Sandbox. Commands run through the toolbox's `process/execute`
- * inside a wrapper that keeps stdout, stderr and the exit code apart; file bytes cross through
- * the file API (upload, download: exact bytes) and every path is resolved and confined by a small
- * script inside the sandbox; `spawn` is a session command with streamed stdin and logs.
+ * A started Daytona sandbox as a Sandbox. Commands, spawned processes and every file operation go
+ * through one long-lived runner per handle (sdk/backends/shared/runner), a session command with
+ * streamed input and logs (./runner.ts): every path is resolved descriptor-relative inside the
+ * sandbox. A sandbox without python3 falls back to the toolbox's `process/execute` inside a wrapper
+ * that keeps stdout, stderr and the exit code apart, the file API (exact bytes) with a confining
+ * script per path, and a session command per spawned process.
  */
 export class DaytonaSandbox implements Sandbox {
   readonly kind = "daytona";
@@ -32,20 +46,57 @@ export class DaytonaSandbox implements Sandbox {
   readonly workdir: string;
   readonly #sb: DaytonaSdkSandbox;
   readonly #spawned = new Set<SandboxProcess>();
+  readonly #logger: Logger;
+  readonly #runners: RunnerSupervisor;
+  readonly #rf: RunnerFiles;
+  /** "runner" once a runner answered, "plain" when the sandbox cannot run one (no python3). */
+  #mode: "unknown" | "runner" | "plain" = "unknown";
+  #probing: Promise<boolean> | undefined;
+  /** The runner started last: a new runner deletes its session if it ended, so no old one lingers. */
+  #last: DaytonaRunnerTransport | undefined;
+  /** Bumped when the live runner's log is spent: the supervisor then starts a fresh one. */
+  #generation = 0;
   #closed = false;
 
-  constructor(sb: DaytonaSdkSandbox, workdir: string) {
+  constructor(sb: DaytonaSdkSandbox, workdir: string, options: DaytonaSandboxOptions = {}) {
     this.#sb = sb;
     this.workdir = workdir;
+    this.#logger = options.logger ?? silentLogger;
+    const python = options.python ?? "python3";
+    this.#runners = new RunnerSupervisor(() => {
+      // One that ended (its stream closed) is deleted again in case it lives on; a retired one (its log
+      // spent) is left to finish its calls, then stopped by the supervisor.
+      const old = this.#last;
+      if (old?.ended()) void this.#sb.process.deleteSession(old.session).catch(() => undefined);
+      const t = startDaytonaRunner(this.#sb, this.workdir, python);
+      this.#last = t;
+      return t;
+    });
+    this.#rf = new RunnerFiles(() => this.#lease());
   }
 
   get sandboxId(): string {
     return this.#sb.id;
   }
 
+  /** Whether calls go through the runner ("plain" after a sandbox without python3 refused it). */
+  get runnerMode(): "unknown" | "runner" | "plain" {
+    return this.#mode;
+  }
+
+  /** The session the live runner runs in (for tests), undefined when none is live. */
+  get runnerSession(): string | undefined {
+    return (this.#runners.current?.transport as DaytonaRunnerTransport | undefined)?.session;
+  }
+
   async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
     this.#open();
     if (argv.length === 0) throw new WorkspaceError("invalid_argument", "argv: must not be empty", { field: "argv" });
+    if (await this.#useRunner()) {
+      checkRelativePath(options.cwd ?? "", "cwd");
+      const lease = await this.#lease();
+      return runnerExec(lease.client, argv, options, {});
+    }
     const cwd = checkRelativePath(options.cwd ?? "", "cwd");
     const cap = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
     const marker = randomBytes(8).toString("hex");
@@ -75,15 +126,32 @@ export class DaytonaSandbox implements Sandbox {
     }
   }
 
+  /**
+   * Through the runner: the process's stdio streams over the runner's session (no session of its own),
+   * its cwd resolved inside the sandbox; it dies with the runner at close(). Without python3, a session
+   * command of its own.
+   */
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
     this.#open();
-    const proc = new SessionProcess(this.#sb, this.#spawnLine(argv, options));
+    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    const rel = checkRelativePath(options.cwd ?? "", "cwd");
+    const open = async (): Promise<RunnerLease | SandboxProcess> => {
+      if (!(await this.#useRunner())) return this.#plainSpawn(argv, options);
+      return this.#lease();
+    };
+    const proc = spawnThroughRunner(open(), { argv, cwd: rel, env: { ...options.env } });
     this.#spawned.add(proc);
     void proc.exited.finally(() => this.#spawned.delete(proc));
     return proc;
   }
 
+  #plainSpawn(argv: string[], options: SpawnOptions): SandboxProcess {
+    this.#open();
+    return new SessionProcess(this.#sb, this.#spawnLine(argv, options));
+  }
+
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+    if (await this.#useRunner()) return this.#rf.readFile(rel, options);
     const clean = checkRelativePath(rel);
     const r = await this.#op("resolveRead", [clean, options.maxBytes === undefined ? "-" : String(options.maxBytes)]);
     if (r.exitCode === EXIT.tooLarge) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${options.maxBytes}-byte cap`, { field: clean });
@@ -110,6 +178,7 @@ export class DaytonaSandbox implements Sandbox {
   }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.writeFile(rel, data, options);
     const clean = nonRoot(checkRelativePath(rel));
     const upload = `/tmp/.agentws-up-${randomBytes(8).toString("hex")}`;
     await this.#upload(Buffer.from(data), upload);
@@ -120,11 +189,13 @@ export class DaytonaSandbox implements Sandbox {
   }
 
   async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.appendFile(rel, data);
     const clean = nonRoot(checkRelativePath(rel));
     this.#check(await this.#op("append", [clean], Buffer.from(data)), "append to", clean);
   }
 
   async list(rel: string): Promise<FileInfo[]> {
+    if (await this.#useRunner()) return this.#rf.list(rel);
     const clean = checkRelativePath(rel);
     const r = await this.#op("list", [clean]);
     this.#check(r, "list", clean);
@@ -132,6 +203,7 @@ export class DaytonaSandbox implements Sandbox {
   }
 
   async stat(rel: string): Promise<FileInfo | null> {
+    if (await this.#useRunner()) return this.#rf.stat(rel);
     const clean = checkRelativePath(rel);
     const r = await this.#op("stat", [clean]);
     if (r.exitCode === EXIT.missing || r.exitCode === EXIT.notDir) return null;
@@ -140,16 +212,19 @@ export class DaytonaSandbox implements Sandbox {
   }
 
   async remove(rel: string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.remove(rel);
     const clean = nonRoot(checkRelativePath(rel));
     this.#check(await this.#op("remove", [clean]), "remove", clean);
   }
 
   async mkdir(rel: string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.mkdir(rel);
     const clean = checkRelativePath(rel);
     this.#check(await this.#op("mkdir", [clean]), "mkdir", clean);
   }
 
   async rename(from: string, to: string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.rename(from, to);
     const a = nonRoot(checkRelativePath(from, "from"));
     const b = nonRoot(checkRelativePath(to, "to"));
     const r = await this.#op("rename", [a, b]);
@@ -158,6 +233,7 @@ export class DaytonaSandbox implements Sandbox {
   }
 
   async copyIn(hostPath: string, to: string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.copyIn(hostPath, to);
     const clean = nonRoot(checkRelativePath(to, "to"));
     const archive = await packTree(hostPath);
     const upload = `/tmp/.agentws-tar-${randomBytes(8).toString("hex")}`;
@@ -167,10 +243,104 @@ export class DaytonaSandbox implements Sandbox {
     this.#check(r, "copy into", clean);
   }
 
+  /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */
+  async readDirTyped(rel: string): Promise<DirEntry[]> {
+    if (await this.#useRunner()) return this.#rf.readDirTyped(rel);
+    return (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }));
+  }
+
+  /** Copies a workspace folder in one runner call (fallback: file by file). */
+  async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.copyTree(from, to, options);
+    const exclude = options.exclude ?? (() => false);
+    if (await this.stat(nonRoot(checkRelativePath(to, "to")))) throw new ConflictError(`${to} already exists`, { field: to });
+    await this.mkdir(to);
+    const walk = async (a: string, b: string): Promise<void> => {
+      const entries = await this.list(a).catch((e: unknown) => {
+        if (e instanceof NotFoundError) return [];
+        throw e;
+      });
+      for (const e of entries) {
+        if (exclude(e.name)) continue;
+        if (e.type === "dir") {
+          await this.mkdir(`${b}/${e.name}`);
+          await walk(`${a}/${e.name}`, `${b}/${e.name}`);
+        } else if (e.type === "file") await this.writeFile(`${b}/${e.name}`, await this.readFile(`${a}/${e.name}`), { mode: 0o644, exclusive: true });
+      }
+    };
+    await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));
+  }
+
+  /** Exclusive create without writeFile's temp file, in one runner call. */
+  async createFile(rel: string, data: Uint8Array | string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.createFile(rel, data);
+    return this.writeFile(rel, data, { exclusive: true });
+  }
+
+  /** Ends the runner (and with it every process spawned through it) and any fallback session. */
   async close(): Promise<void> {
     this.#closed = true;
     for (const p of this.#spawned) p.kill();
-    await Promise.all([...this.#spawned].map((p) => p.exited.catch(() => null)));
+    await Promise.all([this.#runners.stop(), ...[...this.#spawned].map((p) => p.exited.catch(() => null))]);
+  }
+
+  /** Whether calls go through the runner; the first call finds out (and says so once when it cannot). */
+  async #useRunner(): Promise<boolean> {
+    this.#open();
+    if (this.#mode !== "unknown") return this.#mode === "runner";
+    this.#probing ??= this.#probe().finally(() => (this.#probing = undefined));
+    return this.#probing;
+  }
+
+  async #probe(): Promise<boolean> {
+    const client = this.#runners.get(String(this.#generation));
+    const transport = client.transport as DaytonaRunnerTransport;
+    let timer: NodeJS.Timeout | undefined;
+    const hung = new Promise<"hung">((resolve) => {
+      timer = setTimeout(() => resolve("hung"), READY_TIMEOUT_MS);
+      timer.unref();
+    });
+    try {
+      const r = await Promise.race([client.ready, hung]);
+      if (r !== "hung") {
+        this.#mode = "runner";
+        return true;
+      }
+      void client.stop();
+    } catch {
+      // The toolbox refused the session (stopped, gone sandbox): an error now, another try next call.
+      const api = transport.apiError();
+      if (api) throw this.#map(api, "start the sandbox runner");
+    } finally {
+      clearTimeout(timer);
+    }
+    if (this.#closed) throw new ClosedError("the Daytona sandbox handle is closed");
+    const code = await transport.exitCode();
+    // The runner's start would have made the workspace folder.
+    await this.#execute(shLine("mkdir -p -- \"$1\"", [this.workdir]), undefined, "make the workspace folder");
+    this.#mode = "plain";
+    this.#logger.warn("daytona sandbox cannot run the sandbox runner (no python3?); falling back to one toolbox call per command and file operation", {
+      sandboxId: this.#sb.id,
+      exitCode: code,
+    });
+    return false;
+  }
+
+  /** The live runner for one call (a fresh one when the last died or its log is spent). */
+  async #lease(): Promise<RunnerLease> {
+    this.#open();
+    const live = this.#runners.current;
+    if (live && (live.transport as DaytonaRunnerTransport).spent()) this.#generation++;
+    const client = this.#runners.get(String(this.#generation));
+    try {
+      // Settled at once for a live runner; for a fresh one, the toolbox's refusal (a stopped or gone
+      // sandbox) becomes its clear error rather than a "runner stopped".
+      await client.ready;
+    } catch (e) {
+      const api = (client.transport as DaytonaRunnerTransport).apiError();
+      throw api ? this.#map(api, "start the sandbox runner") : e;
+    }
+    return { client };
   }
 
   #open(): void {

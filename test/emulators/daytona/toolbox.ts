@@ -194,9 +194,9 @@ export class Toolbox {
     const cmd: SessionCommand = { id, command: b.command, log: [], proc, followers: new Set(), done: Promise.resolve() };
     let logged = 0;
     const push = (stream: "stdout" | "stderr") => (data: Buffer) => {
+      // Followers get every chunk; only what a later reader replays is bounded (the daemon's log file is on disk).
       logged += data.length;
-      if (logged > MAX_LOG) return;
-      cmd.log.push({ stream, data });
+      if (logged <= MAX_LOG) cmd.log.push({ stream, data });
       for (const ws of cmd.followers) ws.send(frame(stream, data));
     };
     proc.stdout.on("data", push("stdout"));
