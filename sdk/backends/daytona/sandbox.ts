@@ -1,7 +1,5 @@
 // Size: the whole Sandbox contract over Daytona's toolbox: the runner path, plus the fallback for sandboxes without python3 (exec wrapper, file API plus confining scripts, sessions for spawn).
 import { randomBytes } from "node:crypto";
-import { promises as fs } from "node:fs";
-import path from "node:path";
 import { PassThrough, Writable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
@@ -14,6 +12,7 @@ import { silentLogger, type Logger } from "../../logger.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
 import { daytonaError, daytonaFailure } from "./errors.js";
 import { startDaytonaRunner, type DaytonaRunnerTransport } from "./runner.js";
+import { nonRoot, packTree, parseFind, shellFileError } from "../shared/shell-files.js";
 import { EXEC_WRAPPER, EXIT, SCRIPTS, prelude, q, shLine } from "./scripts.js";
 
 /** Stdin up to this size travels inside the command (base64); more goes through the file API first. */
@@ -235,7 +234,7 @@ export class DaytonaSandbox implements Sandbox {
   async copyIn(hostPath: string, to: string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.copyIn(hostPath, to);
     const clean = nonRoot(checkRelativePath(to, "to"));
-    const archive = await packTree(hostPath);
+    const archive = await packArchive(hostPath);
     const upload = `/tmp/.agentws-tar-${randomBytes(8).toString("hex")}`;
     await this.#upload(archive, upload);
     const r = await this.#op("unpack", [clean, upload]);
@@ -386,22 +385,10 @@ exec "$@"`;
   }
 
   #check(r: ExecResult, verb: string, rel: string): void {
-    switch (r.exitCode) {
-      case 0:
-        return;
-      case EXIT.escape:
-      case EXIT.symlink:
-        throw new PathEscapeError(rel, r.exitCode === EXIT.symlink ? "is a symlink; writes never follow a final symlink" : "resolves outside the workspace");
-      case EXIT.missing:
-        throw new NotFoundError(rel, { field: rel });
-      case EXIT.isDir:
-        throw new WorkspaceError("invalid_argument", `${rel} is a directory`, { field: rel });
-      case EXIT.notDir:
-        throw new WorkspaceError("invalid_argument", `${rel}: a parent is not a directory`, { field: rel });
-      default:
-        throw new WorkspaceError("exec_failed", `${verb} ${rel || "(root)"} failed (${r.exitCode}): ${r.stderr.toString().trim().slice(0, 500)}`, { field: rel });
-    }
+    const e = shellFileError(r, verb, rel, "the Daytona sandbox");
+    if (e) throw e;
   }
+
 
   /** Toolbox failures: a sandbox that is not started (stopped, gone) is `unavailable`, so the workspace resumes it. */
   #map(e: unknown, what: string): WorkspaceError {
@@ -492,17 +479,8 @@ function parseWrapped(out: string, cap: number, timed: boolean, cwd: string): Ex
   return { exitCode: timedOut ? -1 : rc, stdout: stdout.subarray(0, cap), stderr: stderr.subarray(0, cap), timedOut, truncated };
 }
 
-function parseFind(out: Buffer): FileInfo[] {
-  const rows = out.toString("utf8").split("\0").filter(Boolean);
-  return rows.map((row) => {
-    const [t, size, mtime, ...rest] = row.split("\t");
-    const type: FileInfo["type"] = t === "f" ? "file" : t === "d" ? "dir" : t === "l" ? "symlink" : "other";
-    return { name: rest.join("\t"), type, size: Number(size), mtimeMs: Math.round(Number(mtime) * 1000) };
-  });
-}
-
 /** A host file or tree as a tar whose top entry is `x` (regular files and folders; links skipped). */
-async function packTree(source: string): Promise<Buffer> {
+async function packArchive(source: string): Promise<Buffer> {
   const pack = tar.pack();
   const chunks: Buffer[] = [];
   pack.on("data", (c: unknown) => void chunks.push(c as Buffer));
@@ -510,25 +488,9 @@ async function packTree(source: string): Promise<Buffer> {
     pack.on("end", resolve);
     pack.on("error", reject);
   });
-  const walk = async (p: string, name: string): Promise<void> => {
-    const st = await fs.lstat(p).catch((e: unknown) => {
-      throw new NotFoundError(`host path '${p}'`, { cause: e, field: "hostPath" });
-    });
-    if (st.isDirectory()) {
-      pack.entry({ name: `${name}/`, type: "directory", mode: 0o755 });
-      for (const child of (await fs.readdir(p)).sort()) await walk(path.join(p, child), `${name}/${child}`);
-    } else if (st.isFile()) {
-      const data = await fs.readFile(p);
-      await new Promise<void>((resolve, reject) => pack.entry({ name, mode: st.mode & 0o777, size: data.length }, data, (e) => (e ? reject(e) : resolve())));
-    }
-  };
-  await walk(source, "x");
+  await packTree(pack, source, "x");
   pack.finalize();
   await done;
   return Buffer.concat(chunks);
 }
 
-function nonRoot(rel: string): string {
-  if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
-  return rel;
-}

@@ -1,29 +1,23 @@
 /**
  * Shell scripts the Daytona sandbox runs through the toolbox's `process/execute`. Paths resolve as
  * the sandbox sees them (`realpath -m`), and anything leaving the workspace root is refused, so no
- * host-side code ever decides on a sandbox path. Exit codes: 65 escape, 66 missing, 67 is a
- * directory, 68 not a directory, 69 exists, 70 final symlink, 71 too large, 72 not a regular file.
+ * host-side code ever decides on a sandbox path. The fallback for sandboxes without python3 (the runner
+ * does all of this otherwise); exit codes and the transport-free scripts are shared/shell-files.ts.
  */
-export const EXIT = { escape: 65, missing: 66, isDir: 67, notDir: 68, exists: 69, symlink: 70, tooLarge: 71, special: 72 } as const;
+import { shellKillScript, shQuote as q, SHELL_SCRIPTS } from "../shared/shell-files.js";
 
-/** Single-quoted for sh: safe for any string (NUL excluded, which no argv can hold). */
-export function q(s: string): string {
-  return `'${s.replaceAll("'", `'\\''`)}'`;
-}
+export { q };
+export { SHELL_EXIT as EXIT, shellPrelude as prelude } from "../shared/shell-files.js";
 
 /** `sh -c <script> sh <args...>` as one command line for the toolbox. */
 export function shLine(script: string, args: string[]): string {
   return ["sh", "-c", q(script), "sh", ...args.map(q)].join(" ");
 }
 
-export const prelude = (root: string): string => `set -u
-W=${q(root)}
-res() { p=$(realpath -m -- "$W/$1") || exit 65; case "$p" in "$W"|"$W"/*) ;; *) exit 65;; esac; }
-resp() { case "$1" in */*) res "\${1%/*}";; *) res "";; esac; d=$p; b=\${1##*/}; p="$d/$b"; }
-exists() { [ -e "$1" ] || [ -L "$1" ]; }
-`;
-
 export const SCRIPTS = {
+  // append, list, stat, remove, mkdir, rename and kill: the shared ones (shared/shell-files.ts).
+  ...SHELL_SCRIPTS,
+  kill: shellKillScript("AGENTWS_EXEC"),
   /** Prints the resolved path of a regular file no bigger than $2 bytes ("-": no cap). */
   resolveRead: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] && exit 67; [ -f "$p" ] || exit 72
 if [ "$2" != "-" ]; then s=$(stat -c %s -- "$p"); [ "$s" -le "$2" ] || { printf %s "$s" >&2; exit 71; }; fi
@@ -41,21 +35,6 @@ if [ "$3" = x ]; then
 fi
 mv -fT -- "$t" "$p" && exit 0
 rm -f -- "$t"; exit 1`,
-  append: `resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
-mkdir -p -- "$d" 2>/dev/null || exit 68
-cat >> "$p"`,
-  list: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68
-exec find "$p" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
-  stat: `if [ -z "$1" ]; then p=$W; else resp "$1"; fi
-exists "$p" || exit 0
-exec find "$p" -maxdepth 0 -printf '%y\\t%s\\t%T@\\t%f\\0'`,
-  remove: `resp "$1"; [ "$p" = "$W" ] && exit 65
-rm -rf -- "$p"`,
-  mkdir: `res "$1"; mkdir -p -- "$p" 2>/dev/null || exit 68`,
-  rename: `resp "$1"; s=$p; resp "$2"; t=$p; td=$d
-exists "$s" || exit 66; exists "$t" && exit 69
-mkdir -p -- "$td" 2>/dev/null || exit 68
-mv -T -- "$s" "$t"`,
   /** Unpacks the uploaded tar $2 (one top folder or file named x) at $1, which must not exist. */
   unpack: `u=$2; trap 'rm -f -- "$u"' EXIT
 resp "$1"; exists "$p" && exit 69
@@ -64,10 +43,6 @@ x=$(mktemp -d -- "$d/.agentws-copy-XXXXXX") || exit 1
 tar -xf "$u" -C "$x" --no-same-owner --no-same-permissions || { rm -rf -- "$x"; exit 1; }
 if exists "$p"; then rm -rf -- "$x"; exit 69; fi
 mv -T -- "$x/x" "$p"; r=$?; rm -rf -- "$x"; exit $r`,
-  /** Kills every process carrying the exec marker $1 (a timed-out or aborted command's tree). */
-  kill: `for d in /proc/[0-9]*; do
-  if grep -qsxz "AGENTWS_EXEC=$1" "$d/environ" 2>/dev/null; then kill -9 "\${d#/proc/}" 2>/dev/null; fi
-done; exit 0`,
 } as const;
 
 /**

@@ -59,19 +59,32 @@ export function textRunnerArgv(python: string, root: string, b64Stdin: boolean, 
   return [python, "-I", "-S", "-c", WRAPPER, source, root, b64Stdin ? "1" : "0"];
 }
 
-/** The wrapper's stdout (text, in whatever chunks the backend delivers) back into the runner's bytes. */
+/**
+ * The wrapper's stdout (text, in whatever chunks the backend delivers) back into the runner's bytes.
+ * A big reply is one long line: only each new chunk is searched for its end, and whole 4-character groups
+ * are decoded as they arrive, so nothing is scanned or held twice.
+ */
 export function textChannelReader(): Transform {
   let pending = "";
   return new Transform({
     readableObjectMode: false,
     writableObjectMode: true,
     transform(chunk: string | Buffer, _enc: BufferEncoding, cb: TransformCallback) {
-      pending += typeof chunk === "string" ? chunk : chunk.toString("latin1");
-      const cut = pending.lastIndexOf("\n");
-      if (cut < 0) return cb();
-      const whole = pending.slice(0, cut);
-      pending = pending.slice(cut + 1);
-      for (const line of whole.split("\n")) if (line) this.push(Buffer.from(line, "base64"));
+      const text = typeof chunk === "string" ? chunk : chunk.toString("latin1");
+      let from = 0;
+      for (let nl = text.indexOf("\n"); nl >= 0; nl = text.indexOf("\n", from)) {
+        const line = pending + text.slice(from, nl);
+        pending = "";
+        if (line) this.push(Buffer.from(line, "base64"));
+        from = nl + 1;
+      }
+      pending += text.slice(from);
+      // A line's whole groups of 4 decode on their own (only the last group of a line carries padding).
+      const whole = pending.length - (pending.length % 4);
+      if (whole >= 65536) {
+        this.push(Buffer.from(pending.slice(0, whole), "base64"));
+        pending = pending.slice(whole);
+      }
       cb();
     },
     flush(cb: TransformCallback) {
