@@ -12,7 +12,7 @@ import { silentLogger, type Logger } from "../../logger.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
 import { daytonaError, daytonaFailure } from "./errors.js";
 import { startDaytonaRunner, type DaytonaRunnerTransport } from "./runner.js";
-import { nonRoot, packTree, parseFind, shellFileError } from "../shared/shell-files.js";
+import { copyTreeFileByFile, nonRoot, packTree, parseFind, shellFileError } from "../shared/shell-files.js";
 import { EXEC_WRAPPER, EXIT, SCRIPTS, prelude, q, shLine } from "./scripts.js";
 
 /** Stdin up to this size travels inside the command (base64); more goes through the file API first. */
@@ -251,23 +251,7 @@ export class DaytonaSandbox implements Sandbox {
   /** Copies a workspace folder in one runner call (fallback: file by file). */
   async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
     if (await this.#useRunner()) return this.#rf.copyTree(from, to, options);
-    const exclude = options.exclude ?? (() => false);
-    if (await this.stat(nonRoot(checkRelativePath(to, "to")))) throw new ConflictError(`${to} already exists`, { field: to });
-    await this.mkdir(to);
-    const walk = async (a: string, b: string): Promise<void> => {
-      const entries = await this.list(a).catch((e: unknown) => {
-        if (e instanceof NotFoundError) return [];
-        throw e;
-      });
-      for (const e of entries) {
-        if (exclude(e.name)) continue;
-        if (e.type === "dir") {
-          await this.mkdir(`${b}/${e.name}`);
-          await walk(`${a}/${e.name}`, `${b}/${e.name}`);
-        } else if (e.type === "file") await this.writeFile(`${b}/${e.name}`, await this.readFile(`${a}/${e.name}`), { mode: 0o644, exclusive: true });
-      }
-    };
-    await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));
+    return copyTreeFileByFile(this, from, to, options);
   }
 
   /** Exclusive create without writeFile's temp file, in one runner call. */

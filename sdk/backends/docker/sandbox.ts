@@ -4,12 +4,12 @@ import path from "node:path";
 import { PassThrough, Writable, type Duplex, type Readable } from "node:stream";
 import type Docker from "dockerode";
 import tar from "tar-stream";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
+import { ConflictError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
-import { nonRoot, packTree, parseFind, shellFileError, shellKillScript, shellPrelude, SHELL_SCRIPTS } from "../shared/shell-files.js";
+import { copyTreeFileByFile, nonRoot, packTree, parseFind, shellFileError, shellKillScript, shellPrelude, SHELL_SCRIPTS } from "../shared/shell-files.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
 import { dockerError } from "./errors.js";
 import { startDockerRunner, type DockerRunnerTransport } from "./runner.js";
@@ -359,23 +359,7 @@ export class DockerSandbox implements Sandbox {
   /** Copies a workspace folder in one runner call (plain mode: file by file through exec). */
   async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
     if (await this.#useRunner()) return this.#rf.copyTree(from, to, options);
-    const exclude = options.exclude ?? (() => false);
-    if (await this.stat(nonRoot(checkRelativePath(to, "to")))) throw new ConflictError(`${to} already exists`, { field: to });
-    await this.mkdir(to);
-    const walk = async (a: string, b: string): Promise<void> => {
-      const entries = await this.list(a).catch((e: unknown) => {
-        if (e instanceof NotFoundError) return [];
-        throw e;
-      });
-      for (const e of entries) {
-        if (exclude(e.name)) continue;
-        if (e.type === "dir") {
-          await this.mkdir(`${b}/${e.name}`);
-          await walk(`${a}/${e.name}`, `${b}/${e.name}`);
-        } else if (e.type === "file") await this.writeFile(`${b}/${e.name}`, await this.readFile(`${a}/${e.name}`), { mode: 0o644, exclusive: true });
-      }
-    };
-    await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));
+    return copyTreeFileByFile(this, from, to, options);
   }
 
   /** Exclusive create without writeFile's temp file, in one runner call. */

@@ -11,7 +11,7 @@ import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProce
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { mapRunnerError, RunnerFailure, RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
-import { nonRoot, packTree, parseFind, shellFileError } from "../shared/shell-files.js";
+import { copyTreeFileByFile, nonRoot, packTree, parseFind, shellFileError } from "../shared/shell-files.js";
 import { e2bError } from "./client.js";
 import { startE2BRunner, type E2BRunnerTransport } from "./runner.js";
 import { E2B_STAGING, E2B_WORKDIR, commandIn, quote, scriptCommand, type SCRIPTS } from "./scripts.js";
@@ -230,23 +230,7 @@ export class E2BSandbox implements Sandbox {
   async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
     this.#touch();
     if (await this.#useRunner()) return this.#files(() => this.#rf.copyTree(from, to, options));
-    const exclude = options.exclude ?? (() => false);
-    if (await this.stat(nonRoot(checkRelativePath(to, "to")))) throw new ConflictError(`${to} already exists`, { field: to });
-    await this.mkdir(to);
-    const walk = async (a: string, b: string): Promise<void> => {
-      const entries = await this.list(a).catch((e: unknown) => {
-        if (e instanceof NotFoundError) return [];
-        throw e;
-      });
-      for (const e of entries) {
-        if (exclude(e.name)) continue;
-        if (e.type === "dir") {
-          await this.mkdir(`${b}/${e.name}`);
-          await walk(`${a}/${e.name}`, `${b}/${e.name}`);
-        } else if (e.type === "file") await this.writeFile(`${b}/${e.name}`, await this.readFile(`${a}/${e.name}`), { mode: 0o644, exclusive: true });
-      }
-    };
-    await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));
+    return copyTreeFileByFile(this, from, to, options);
   }
 
   /** Exclusive create without writeFile's temp file, in one runner call. */

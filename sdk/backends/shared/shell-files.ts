@@ -10,7 +10,8 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import type tar from "tar-stream";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
-import type { ExecResult, FileInfo } from "../../sandbox.js";
+import type { ExecResult, FileInfo, Sandbox } from "../../sandbox.js";
+import { checkRelativePath } from "../../paths.js";
 
 export const SHELL_EXIT = { escape: 65, missing: 66, isDir: 67, notDir: 68, exists: 69, symlink: 70, tooLarge: 71, special: 72 } as const;
 
@@ -118,4 +119,30 @@ export async function packTree(pack: tar.Pack, source: string, name: string): Pr
 export function nonRoot(rel: string): string {
   if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
   return rel;
+}
+
+/** A workspace folder copied file by file through a sandbox's own calls (the fallback's copyTree: no runner to do it in one). */
+export async function copyTreeFileByFile(
+  sb: Pick<Sandbox, "stat" | "mkdir" | "list" | "readFile" | "writeFile">,
+  from: string,
+  to: string,
+  options: { exclude?: (name: string) => boolean } = {},
+): Promise<void> {
+  const exclude = options.exclude ?? (() => false);
+  if (await sb.stat(nonRoot(checkRelativePath(to, "to")))) throw new ConflictError(`${to} already exists`, { field: to });
+  await sb.mkdir(to);
+  const walk = async (a: string, b: string): Promise<void> => {
+    const entries = await sb.list(a).catch((e: unknown) => {
+      if (e instanceof NotFoundError) return [];
+      throw e;
+    });
+    for (const e of entries) {
+      if (exclude(e.name)) continue;
+      if (e.type === "dir") {
+        await sb.mkdir(`${b}/${e.name}`);
+        await walk(`${a}/${e.name}`, `${b}/${e.name}`);
+      } else if (e.type === "file") await sb.writeFile(`${b}/${e.name}`, await sb.readFile(`${a}/${e.name}`), { mode: 0o644, exclusive: true });
+    }
+  };
+  await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));
 }
