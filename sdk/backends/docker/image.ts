@@ -121,6 +121,8 @@ async function build(
     labels: { [IMAGE_LABEL]: JSON.stringify({ ...inputs, caCertificates: inputs.caCertificates ? "(file)" : undefined }) },
   });
   const tail: string[] = [];
+  // Images the (legacy) builder committed step by step: on a failure they are ours to remove.
+  const steps: string[] = [];
   let error: string | undefined;
   const onAbort = () => (stream as unknown as { destroy?: () => void }).destroy?.();
   ctx.signal?.addEventListener("abort", onAbort, { once: true });
@@ -135,23 +137,46 @@ async function build(
           if (!text) return;
           tail.push(text);
           if (tail.length > 200) tail.shift();
+          const committed = /^ ---> ([0-9a-f]{12,64})$/.exec(text);
+          if (committed) steps.push(committed[1]!);
           const step = /^Step (\d+)\/(\d+)/.exec(text);
           ctx.onProgress?.({ phase: "image", message: text, ...(step ? { fraction: (Number(step[1]) - 1) / Number(step[2]) } : {}) });
         },
       );
     });
   } catch (e) {
+    await removeBuildLeftovers(docker, inputs.baseImage, steps);
     throw new WorkspaceError("provision_failed", `docker build of ${context.tag} failed: ${String(e)}`, { cause: e });
   } finally {
     ctx.signal?.removeEventListener("abort", onAbort);
   }
-  if (error || !(await imageExists(docker, context.tag)))
+  if (error || !(await imageExists(docker, context.tag))) {
+    await removeBuildLeftovers(docker, inputs.baseImage, steps);
     throw new WorkspaceError(
       "provision_failed",
       `docker build of ${context.tag} failed: ${error ?? "no image was produced"}\n--- last ${Math.min(tail.length, 30)} build log lines ---\n${tail.slice(-30).join("\n")}`,
     );
+  }
   ctx.onProgress?.({ phase: "image", message: `built ${context.tag}`, fraction: 1 });
   return context.tag;
+}
+
+/**
+ * After a failed build, the step images it committed (untagged, last first) are removed: never forced,
+ * never the base image, never one with a tag or a child (another build's cache), so only what this build
+ * alone made goes. Best effort: a failure here must not hide the build's own error.
+ */
+async function removeBuildLeftovers(docker: Docker, baseImage: string, steps: string[]): Promise<void> {
+  const base = await docker.getImage(baseImage).inspect().then((i) => i.Id, () => undefined);
+  for (const id of [...new Set(steps)].reverse()) {
+    try {
+      const info = await docker.getImage(id).inspect();
+      if (info.Id === base || (info.RepoTags ?? []).some((t) => t !== "<none>:<none>")) continue;
+      await docker.getImage(info.Id).remove();
+    } catch {
+      // In use, a parent of another image, or already gone: it stays, as it should.
+    }
+  }
 }
 
 export async function imageExists(docker: Docker, name: string): Promise<boolean> {

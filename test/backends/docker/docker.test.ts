@@ -162,6 +162,31 @@ describe.skipIf(!engine)("Docker backend", () => {
       expect(err.message).toMatch(/has Node 18, nodeVersion asks for 99/);
     });
 
+    it("a failed build leaves no image of its own behind (the steps it committed go; the base and other builds' cache stay)", async () => {
+      const docker = dockerClient();
+      // A base with an id of its own, so every step image this build commits is a child of it and of nothing else.
+      const holder = await docker.createContainer({ Image: BASE_IMAGE, Cmd: ["true"] });
+      const repo = "agentws-failed-build-test";
+      const tag = uniqueId("b");
+      try {
+        await holder.commit({ repo, tag, changes: [`LABEL agentws.test=${tag}`] });
+      } finally {
+        await holder.remove({ force: true });
+      }
+      const base = `${repo}:${tag}`;
+      const baseId = (await docker.getImage(base).inspect()).Id;
+      const children = async () => (await docker.listImages({ all: true })).filter((i) => i.ParentId === baseId).map((i) => i.Id);
+      try {
+        // The tools check passes (a step image is committed), then the Node version check fails.
+        await expectCode(ensureImage(docker, { baseImage: base, nodeVersion: "99" }), "provision_failed", /nodeVersion asks for 99/);
+        expect(await children()).toEqual([]);
+        expect(await imageExists(docker, base)).toBe(true);
+      } finally {
+        for (const id of await children()) await docker.getImage(id).remove().catch(() => undefined);
+        await docker.getImage(base).remove().catch(() => undefined);
+      }
+    });
+
     it("names a missing base image and how to get it", async () => {
       await expectCode(ensureImage(dockerClient(), { baseImage: "agentws-missing:nope" }), "unavailable", /scripts\/base-image\.sh/);
     });
