@@ -12,6 +12,12 @@ export function hostRunner(root: string): RunnerTransport {
     stdout: child.stdout,
     pid: child.pid,
     exited: new Promise((resolve) => child.once("close", () => resolve({ why: err }))),
-    kill: () => process.kill(-child.pid!, "SIGKILL"),
+    kill: () => {
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        // Already gone (ESRCH): nothing left to kill.
+      }
+    },
   };
 }

@@ -20,7 +20,13 @@ function handingRunner(root: string, hostPid: (child: number, nsPid: number) => 
     stdout: child.stdout!,
     pid: child.pid,
     exited: new Promise((resolve) => child.once("close", () => resolve({ why: "" }))),
-    kill: () => process.kill(-child.pid!, "SIGKILL"),
+    kill: () => {
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        // Already gone (ESRCH): nothing left to kill.
+      }
+    },
     runnerHostPid: (ns) => hostPid(child.pid!, ns),
     relayed,
   };

@@ -29,7 +29,13 @@ function textRunner(root: string, b64Stdin: boolean): RunnerTransport {
     stdin,
     stdout: reader,
     exited: new Promise((resolve) => child.once("close", () => resolve({ why: err }))),
-    kill: () => process.kill(-child.pid!, "SIGKILL"),
+    kill: () => {
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        // Already gone (ESRCH): nothing left to kill.
+      }
+    },
   };
 }
 

@@ -437,9 +437,18 @@ export class RunnerClient {
     if (!this.#dead) {
       // Held while stopping, so a caller awaiting close() is not dropped by an idle event loop.
       this.#t.ref?.();
-      this.#t.kill();
+      this.#killTransport();
     }
     return this.exited;
+  }
+
+  /** Ends the runner's process; one already gone (a kill that finds no process) is what was wanted. */
+  #killTransport(): void {
+    try {
+      this.#t.kill();
+    } catch {
+      // ESRCH and the like: the process ended on its own first; `exited` still settles.
+    }
   }
 
   #request<T>(
@@ -505,7 +514,7 @@ export class RunnerClient {
     const reader = new FrameReader((id, fields, payload, length) => this.#onFrame(id, fields, payload, length));
     side.r.on("data", (c: Buffer) => reader.push(c));
     // The pair breaking while the runner lives would strand the calls on it: the runner is ended instead.
-    const broken = () => !this.#dead && this.#t.kill();
+    const broken = () => !this.#dead && this.#killTransport();
     for (const s of [side.w, side.r]) {
       s.on("error", broken);
       s.on("close", broken);
