@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { createRequire } from "node:module";
-import { PassThrough, Writable } from "node:stream";
+import { Writable } from "node:stream";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
 import type { RunnerTransport } from "../shared/runner/index.js";
-import { textRunnerArgv } from "../shared/runner/text-channel.js";
+import { textChannelReader, textRunnerArgv } from "../shared/runner/text-channel.js";
 import { daytonaFailure } from "./errors.js";
 import { q } from "./scripts.js";
 
@@ -42,7 +42,7 @@ export interface DaytonaRunnerTransport extends RunnerTransport {
 export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python = "python3"): DaytonaRunnerTransport {
   const p = sb.process;
   const session = `${RUNNER_SESSION_PREFIX}${randomBytes(8).toString("hex")}`;
-  const reader = new Base64Lines();
+  const reader = textChannelReader();
   let apiError: unknown;
   let killed = false;
   let tail = "";
@@ -181,7 +181,7 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
 
   return {
     stdin,
-    stdout: reader.out,
+    stdout: reader,
     exited,
     kill,
     session,
@@ -312,38 +312,4 @@ function followLogs(sb: DaytonaSdkSandbox, session: string, cmd: string, onOut: 
       ws._socket?.unref();
     },
   };
-}
-
-/**
- * The wrapper's stdout (base64 lines) back into the runner's bytes, decoded as it comes: within a line
- * every whole group of four characters decodes on its own, so nothing waits for the line's end and no
- * chunk is scanned twice (text-channel.ts's reader joins and rescans the pending line on every chunk).
- */
-class Base64Lines {
-  readonly out = new PassThrough();
-  #carry = "";
-
-  write(chunk: string | Buffer): void {
-    let text = this.#carry + (typeof chunk === "string" ? chunk : chunk.toString("latin1"));
-    this.#carry = "";
-    let at = text.indexOf("\n");
-    while (at >= 0) {
-      this.#decode(text.slice(0, at));
-      text = text.slice(at + 1);
-      at = text.indexOf("\n");
-    }
-    const whole = text.length - (text.length % 4);
-    this.#decode(text.slice(0, whole));
-    this.#carry = text.slice(whole);
-  }
-
-  end(): void {
-    this.#decode(this.#carry);
-    this.#carry = "";
-    this.out.end();
-  }
-
-  #decode(b64: string): void {
-    if (b64) this.out.write(Buffer.from(b64, "base64"));
-  }
 }

@@ -980,7 +980,6 @@ def kill_marked(mark, root_pid):
 def read_proc(pid):
     """(environ, parent pid, dead) of a process; environ is None while it cannot be told (a live user process,
     not a kernel thread or a zombie, whose environ reads empty: it is between the two halves of an execve)."""
-    env, ppid = b"", None
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:
             s = f.read(4096)
