@@ -15,26 +15,9 @@ export function shLine(script: string, args: string[]): string {
 }
 
 export const SCRIPTS = {
-  // append, list, stat, remove, mkdir, rename and kill: the shared ones (shared/shell-files.ts).
+  // append, list, stat, remove, mkdir, rename, resolveRead, publish: the shared ones (shared/shell-files.ts).
   ...SHELL_SCRIPTS,
   kill: shellKillScript("AGENTWS_EXEC"),
-  /** Prints the resolved path of a regular file no bigger than $2 bytes ("-": no cap). */
-  resolveRead: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] && exit 67; [ -f "$p" ] || exit 72
-if [ "$2" != "-" ]; then s=$(stat -c %s -- "$p"); [ "$s" -le "$2" ] || { printf %s "$s" >&2; exit 71; }; fi
-printf %s "$p"`,
-  /** Publishes the uploaded file $4 at $1 with mode $2 ("-": keep a replaced file's bits, else 644); $3 = x: exclusive. */
-  publish: `u=$4; trap 'rm -f -- "$u"' EXIT
-resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
-mkdir -p -- "$d" 2>/dev/null || exit 68
-t="$d/.$b.agentws-tmp-$$"
-m=$2; [ "$m" = - ] && { m=644; [ -f "$p" ] && m=$(stat -c %a -- "$p"); }
-mv -fT -- "$u" "$t" && chmod "$m" -- "$t" || { rm -f -- "$t"; exit 1; }
-if [ "$3" = x ]; then
-  if ln -T -- "$t" "$p" 2>/dev/null; then rm -f -- "$t"; exit 0; fi
-  rm -f -- "$t"; exists "$p" && exit 69; exit 1
-fi
-mv -fT -- "$t" "$p" && exit 0
-rm -f -- "$t"; exit 1`,
   /** Unpacks the uploaded tar $2 (one top folder or file named x) at $1, which must not exist. */
   unpack: `u=$2; trap 'rm -f -- "$u"' EXIT
 resp "$1"; exists "$p" && exit 69

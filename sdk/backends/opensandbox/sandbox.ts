@@ -1,28 +1,29 @@
-// Size: one handle over two in-sandbox services (execd for commands and file bytes, our helper for
-// spawn and confined file metadata), plus the keep-alive renewal every operation drives.
+// Size: one handle over execd (commands, the file API) and the shared runner behind its HTTP gateway,
+// plus the fallback for images without python3 and the keep-alive renewal every operation drives.
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { PassThrough, Writable } from "node:stream";
 import type { Sandbox as OsbSandbox } from "@alibaba-group/opensandbox";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { ClosedError, ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { checkRelativePath } from "../../paths.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
+import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
+import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../shared/runner/http-channel.js";
+import { copyTreeFileByFile, nonRoot, parseFind, shellFileError, shellPrelude, shQuote as q, SHELL_EXIT, SHELL_SCRIPTS } from "../shared/shell-files.js";
 import { openSandboxError } from "./errors.js";
-import { HELPER_PATH, HELPER_PORT, HELPER_SOURCE, HELPER_TOKEN_PATH, HELPER_VERSION } from "./helper-source.js";
 
 export const OPENSANDBOX_WORKDIR = "/workspace";
+/** The port the runner's gateway listens on: the one the server publishes besides execd's. */
+export const GATEWAY_PORT = 8080;
+/** Where the gateway, its token and the runners live in the sandbox (0700). */
+const GATEWAY_HOME = "/opt/agentws";
 /** Markers our exec prelude prints before exiting when the cwd is unusable (never a program's output: the program has not started). */
 const CWD_MISSING = "agentws: cwd is missing";
 const CWD_ESCAPES = "agentws: cwd escapes the workspace";
 /** The line our exec wrapper ends execd's stream with: whether the command's stdout and stderr files have bytes (1) or not (0). */
 const SIZES = "agentws-exec-sizes";
-/** Reads up to this size are fetched alongside their confinement check (one round trip instead of two). */
-const OPTIMISTIC_READ = 1024 * 1024;
-/** Largest helper answer we parse (a directory listing of 100 000 entries fits). */
-const MAX_HELPER_ANSWER = 32 * 1024 * 1024;
 
 export interface OpenSandboxSandboxOptions {
   persistent: boolean;
@@ -30,27 +31,18 @@ export interface OpenSandboxSandboxOptions {
   renew?: () => Promise<void>;
   renewEveryMs?: number | undefined;
   logger?: Logger;
+  /** The interpreter that runs the gateway and runner (tests point it at a missing one to exercise the fallback). */
+  python?: string;
 }
 
-/** Starts the helper once per sandbox, under a lock: concurrent connects from several replicas share one. */
-const START_HELPER = `set -e
-mkdir -p /opt/agentws; chmod 700 /opt/agentws
-exec 9>/opt/agentws/lock; flock 9 2>/dev/null || true
-if [ -s ${HELPER_TOKEN_PATH} ] && [ -f /opt/agentws/helper.pid ] && kill -0 "$(cat /opt/agentws/helper.pid)" 2>/dev/null && [ "$(cat /opt/agentws/helper.version 2>/dev/null)" = "${HELPER_VERSION}" ]; then exit 0; fi
-[ -f /opt/agentws/helper.pid ] && kill "$(cat /opt/agentws/helper.pid)" 2>/dev/null || true
-umask 077
-od -An -N16 -tx1 /dev/urandom | tr -d ' \\n' > ${HELPER_TOKEN_PATH}.new && mv ${HELPER_TOKEN_PATH}.new ${HELPER_TOKEN_PATH}
-mkdir -p ${OPENSANDBOX_WORKDIR}
-nohup python3 ${HELPER_PATH} ${HELPER_PORT} </dev/null >/tmp/agentws-helper.log 2>&1 9>&- &
-echo $! > /opt/agentws/helper.pid
-echo ${HELPER_VERSION} > /opt/agentws/helper.version`;
-
 /**
- * A running OpenSandbox sandbox as a Sandbox. Commands run through execd (`commands.run`), whose
- * stream delivers output as lines with the newline stripped; so exec sends the command's stdout
- * and stderr to files and reads them back through the file API, byte for byte (stdin likewise
- * goes up as a file). File bytes go through execd's upload and download, exactly; file metadata
- * and spawned processes go through the in-sandbox helper (see helper-source.ts).
+ * A running OpenSandbox sandbox as a Sandbox. execd runs commands without stdin and delivers their
+ * output as lines, so commands, files and spawned processes go through the shared runner
+ * (sdk/backends/shared/runner) behind its HTTP gateway (http-channel.ts): a small stdlib daemon on port
+ * 8080 that the first handle starts through execd, reached through the sandbox's endpoint API with a
+ * per-sandbox token, one runner per handle. Every path resolves descriptor-relative inside the sandbox.
+ * An image without python3 falls back to execd: commands with their output through files read back by
+ * the file API (byte-exact), files through the file API plus confining sh scripts; no stdio processes.
  */
 export class OpenSandboxSandbox implements Sandbox {
   readonly kind = "opensandbox";
@@ -60,10 +52,14 @@ export class OpenSandboxSandbox implements Sandbox {
   readonly #logger: Logger;
   readonly #renew: (() => Promise<void>) | undefined;
   readonly #renewEveryMs: number;
+  readonly #python: string;
   #lastRenew = Date.now();
   #renewing: Promise<void> | undefined;
-  #helper: { url: string; headers: Record<string, string> } | undefined;
-  readonly #live = new Set<SandboxProcess>();
+  #gateway: HttpRunnerEndpoint | undefined;
+  readonly #runners: RunnerSupervisor;
+  readonly #rf: RunnerFiles;
+  /** "runner" once the gateway runs, "plain" when the sandbox cannot run it (no python3). */
+  #mode: "unknown" | "runner" | "plain" = "unknown";
   #closed = false;
 
   constructor(sbx: OsbSandbox, options: OpenSandboxSandboxOptions) {
@@ -72,33 +68,80 @@ export class OpenSandboxSandbox implements Sandbox {
     this.#logger = options.logger ?? silentLogger;
     this.#renew = options.renew;
     this.#renewEveryMs = options.renewEveryMs ?? Number.POSITIVE_INFINITY;
+    this.#python = options.python ?? "python3";
+    this.#runners = new RunnerSupervisor(() => startHttpRunner(this.#gateway!));
+    this.#rf = new RunnerFiles(() => this.#lease());
   }
 
   get sandboxId(): string {
     return this.sbx.id;
   }
 
-  /** Makes sure /workspace and the helper are there (uploaded through the file API, started once per sandbox). */
+  /** Whether calls go through the runner ("plain" after a sandbox without python3 refused it). */
+  get runnerMode(): "unknown" | "runner" | "plain" {
+    return this.#mode;
+  }
+
+  /** Starts (or finds) the runner's gateway and opens this handle's runner; without python3, says so once and falls back. */
   async start(): Promise<void> {
+    if (!(await this.#startGateway())) return;
+    await this.#lease();
+  }
+
+  /**
+   * Runs the gateway's start script through execd (it installs the gateway and runner and starts the
+   * gateway unless one of this version runs; replicas share one) and learns its token and endpoint.
+   * False when the sandbox has no python3: the handle then uses the fallback.
+   */
+  async #startGateway(): Promise<boolean> {
+    this.#open();
+    const script = httpGatewayScript({ home: GATEWAY_HOME, port: GATEWAY_PORT, root: OPENSANDBOX_WORKDIR, python: this.#python, stale: [{ pidFile: `${GATEWAY_HOME}/helper.pid`, names: `${GATEWAY_HOME}/helper.py` }] });
+    let run: Awaited<ReturnType<OsbSandbox["commands"]["run"]>>;
+    let endpoint: Awaited<ReturnType<OsbSandbox["getEndpoint"]>>;
     try {
-      await this.sbx.files.writeFiles([{ path: HELPER_PATH, data: HELPER_SOURCE, mode: 700 }]);
-      const r = await this.sbx.commands.run(START_HELPER, { timeoutSeconds: 30 });
-      if (r.exitCode !== 0) throw new UnavailableError(`opensandbox: could not start the in-sandbox helper (exit ${r.exitCode}): ${r.logs.stderr.map((m) => m.text).join("\n").slice(0, 400)}`);
-      const token = new TextDecoder().decode(await this.sbx.files.readBytes(HELPER_TOKEN_PATH)).trim();
-      const ep = await this.sbx.getEndpoint(HELPER_PORT);
-      this.#helper = { url: `${this.sbx.connectionConfig.protocol}://${ep.endpoint}`, headers: { ...ep.headers, "x-agentws-token": token } };
+      [run, endpoint] = await Promise.all([this.sbx.commands.run(script, { timeoutSeconds: 30 }), this.sbx.getEndpoint(GATEWAY_PORT)]);
     } catch (e) {
-      throw openSandboxError(e, "prepare the sandbox (helper)");
+      throw openSandboxError(e, "start the sandbox runner's gateway");
     }
-    for (let i = 0; ; i++) {
-      const ok = await fetch(`${this.#helper.url}/ping`, { headers: this.#helper.headers, signal: AbortSignal.timeout(2000) }).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (ok) return;
-      if (i >= 100) throw new UnavailableError("opensandbox: the in-sandbox helper did not answer (does the image have python3?); see /tmp/agentws-helper.log in the sandbox");
-      await sleep(50);
+    const stderr = run.logs.stderr.map((m) => m.text).join("\n");
+    if (run.exitCode === 127 && /agentws: no /.test(stderr)) {
+      if (this.#mode !== "plain") {
+        this.#logger.warn("opensandbox sandbox cannot run the sandbox runner (no python3); falling back to one execd call per command and file operation, without stdio processes", { sandboxId: this.sbx.id });
+        // The gateway's script would have made the workspace folder.
+        await this.#plainExec(["mkdir", "-p", "--", OPENSANDBOX_WORKDIR], {}, "").catch(() => undefined);
+      }
+      this.#mode = "plain";
+      return false;
     }
+    const token = run.logs.stdout.map((m) => m.text.trim()).find((t) => /^[0-9a-f]{32}$/.test(t));
+    if (run.exitCode !== 0 || !token) throw new UnavailableError(`opensandbox: could not start the sandbox runner's gateway (exit ${run.exitCode}): ${stderr.slice(0, 400)}`);
+    this.#gateway = { url: `${this.sbx.connectionConfig.protocol}://${endpoint.endpoint}`, headers: { ...endpoint.headers }, token };
+    this.#mode = "runner";
+    return true;
+  }
+
+  /** The live runner for one call; when its gateway is gone (killed in the sandbox), the gateway is started again once. */
+  async #lease(): Promise<RunnerLease> {
+    this.#open();
+    this.#touch();
+    if (this.#mode === "unknown") await this.#startGateway();
+    let client = this.#runners.get();
+    try {
+      await client.ready;
+    } catch (e) {
+      if (this.#closed) throw new ClosedError("the OpenSandbox sandbox handle is closed");
+      if (!(await this.#startGateway().catch(() => false))) throw e;
+      client = this.#runners.get();
+      await client.ready;
+    }
+    return { client };
+  }
+
+  async #useRunner(): Promise<boolean> {
+    this.#open();
+    this.#touch();
+    if (this.#mode === "unknown") await this.#startGateway();
+    return this.#mode === "runner";
   }
 
   /** Activity: renews the keep-alive when it is due (one renewal in flight at a time, failures logged). */
@@ -113,7 +156,12 @@ export class OpenSandboxSandbox implements Sandbox {
   async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
-    this.#touch();
+    if (await this.#useRunner()) return runnerExec((await this.#lease()).client, argv, options, {});
+    return this.#plainExec(argv, options, rel);
+  }
+
+  /** The fallback's exec: execd's stream for the exit code, the bytes through files read back by the file API. */
+  async #plainExec(argv: string[], options: ExecOptions, rel: string): Promise<ExecResult> {
     const cwd = rel === "" ? OPENSANDBOX_WORKDIR : `${OPENSANDBOX_WORKDIR}/${rel}`;
     const base = `/tmp/.agentws-exec-${randomBytes(8).toString("hex")}`;
     const [inFile, outFile, errFile] = [`${base}.in`, `${base}.out`, `${base}.err`];
@@ -200,148 +248,108 @@ export class OpenSandboxSandbox implements Sandbox {
     void this.sbx.files.deleteFiles(files).catch(() => undefined);
   }
 
+  /**
+   * Through the runner: the process's stdio streams over this handle's runner channel; it dies with the
+   * runner at close(). Without python3 there is no way to give a process stdin (execd has none).
+   */
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
     if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
-    this.#touch();
-    const stdout = new PassThrough();
-    const stderr = new PassThrough();
-    const idReady = this.#helperJson<{ id: string }>("/spawn", { argv, cwd: rel, env: options.env ?? {} });
-    let chain: Promise<unknown> = idReady;
-    const send = (suffix: string, body?: Buffer) =>
-      (chain = chain.then(async () => {
-        const { id } = await idReady;
-        await this.#helperRaw(`/p/${id}/${suffix}`, { method: "POST", ...(body ? { body } : {}) });
-      }));
-    const stdin = new Writable({
-      write: (chunk: Buffer, _enc, cb) => {
-        this.#touch();
-        send("in", chunk).then(
-          () => cb(),
-          (e: unknown) => cb(e as Error),
-        );
-      },
-      final: (cb) => {
-        send("eof").then(
-          () => cb(),
-          () => cb(),
-        );
-      },
-    });
-    stdin.on("error", () => undefined);
-    const pump = async (which: "out" | "err", into: PassThrough) => {
-      try {
-        const { id } = await idReady;
-        const res = await this.#helperRaw(`/p/${id}/${which}`, { method: "GET", stream: true });
-        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) into.write(Buffer.from(chunk));
-      } catch (e) {
-        if (which === "err") into.write(`spawn failed: ${(e as Error).message ?? String(e)}\n`);
-      } finally {
-        into.end();
-      }
+    this.#open();
+    const open = async (): Promise<RunnerLease> => {
+      if (!(await this.#useRunner()))
+        throw new WorkspaceError("unsupported", "opensandbox: stdio processes (MCP servers) need python3 in the sandbox image; execd gives commands no stdin");
+      return this.#lease();
     };
-    const pumps = Promise.all([pump("out", stdout), pump("err", stderr)]);
-    let killed = false;
-    const exited = (async (): Promise<number | null> => {
-      try {
-        const { id } = await idReady;
-        const { code } = await this.#helperJson<{ code: number | null }>(`/p/${id}/wait`, undefined, { method: "GET", timeoutMs: 0 });
-        await pumps;
-        return killed ? null : code;
-      } catch {
-        await pumps;
-        return killed ? null : 127;
-      }
-    })();
-    const proc: SandboxProcess = {
-      stdin,
-      stdout,
-      stderr,
-      exited,
-      kill: () => {
-        killed = true;
-        void idReady.then(({ id }) => this.#helperRaw(`/p/${id}/kill`, { method: "POST" })).catch(() => undefined);
-      },
-    };
-    this.#live.add(proc);
-    void exited.finally(() => this.#live.delete(proc));
-    return proc;
+    return spawnThroughRunner(open(), { argv, cwd: rel, env: { ...options.env } });
   }
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+    if (await this.#useRunner()) return this.#rf.readFile(rel, options);
     const clean = checkRelativePath(rel);
-    const direct = clean === "" ? OPENSANDBOX_WORKDIR : `${OPENSANDBOX_WORKDIR}/${clean}`;
-    // The confinement check and an optimistic download of up to OPTIMISTIC_READ bytes go out together;
-    // the bytes are used only when the helper says the name is a file of that size at that very path.
-    const optimistic = Math.min(options.maxBytes ?? OPTIMISTIC_READ, OPTIMISTIC_READ);
-    const early = this.sbx.files.readBytes(direct, { offset: 0, limit: optimistic + 1 }).then(
-      (b) => Buffer.from(b),
-      () => null,
-    );
-    const { real, size } = await this.#fs<{ real: string; size: number }>("read", clean, { ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}) }).catch(async (e: unknown) => {
-      await early;
-      throw e;
-    });
-    const got = await early;
-    if (got && real === direct && got.length === size && size <= optimistic) return got;
-    if (size === 0) return Buffer.alloc(0);
-    const limit = options.maxBytes === undefined ? size : Math.min(size, options.maxBytes);
-    return Buffer.from(await this.#files(`read '${clean}'`, () => this.sbx.files.readBytes(real, { offset: 0, limit })));
+    const r = await this.#op("resolveRead", [clean, options.maxBytes === undefined ? "-" : String(options.maxBytes)]);
+    if (r.exitCode === SHELL_EXIT.tooLarge) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${options.maxBytes}-byte cap`, { field: clean });
+    if (r.exitCode === SHELL_EXIT.special) throw new WorkspaceError("invalid_argument", `${clean} is not a regular file`, { field: clean });
+    this.#check(r, "read", clean);
+    const limit = options.maxBytes === undefined ? undefined : options.maxBytes + 1;
+    const got = Buffer.from(await this.#files(`read '${clean}'`, () => this.sbx.files.readBytes(r.stdout.toString(), limit === undefined ? undefined : { offset: 0, limit })));
+    if (options.maxBytes !== undefined && got.length > options.maxBytes) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: clean });
+    return got;
   }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.writeFile(rel, data, options);
     const clean = nonRoot(checkRelativePath(rel));
-    const src = await this.#upload(`write '${clean}'`, data);
-    await this.#fs("commit", clean, { src, exclusive: options.exclusive ?? false, ...(options.mode !== undefined ? { mode: options.mode } : {}) });
+    const upload = await this.#upload(`write '${clean}'`, data);
+    const mode = options.mode === undefined ? "-" : (options.mode & 0o7777).toString(8);
+    const r = await this.#op("publish", [clean, mode, options.exclusive ? "x" : "-", upload]);
+    if (r.exitCode === SHELL_EXIT.exists) throw new ConflictError(`${clean} already exists`, { field: clean });
+    this.#check(r, "write", clean);
   }
 
   async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.appendFile(rel, data);
     const clean = nonRoot(checkRelativePath(rel));
-    const src = await this.#upload(`append to '${clean}'`, data);
-    await this.#fs("append", clean, { src });
-  }
-
-  /** Uploads bytes through execd to an unguessable name in the sandbox's /tmp; the helper moves them into place. */
-  async #upload(what: string, data: Uint8Array | string): Promise<string> {
-    const src = `/tmp/.agentws-up-${randomBytes(16).toString("hex")}`;
-    await this.#files(what, () => this.sbx.files.writeFiles([{ path: src, data: toBytes(data), mode: 600 }]));
-    return src;
+    this.#check(await this.#op("append", [clean], toBytes(data)), "append to", clean);
   }
 
   async createFile(rel: string, data: Uint8Array | string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.createFile(rel, data);
     return this.writeFile(rel, data, { exclusive: true });
   }
 
   async list(rel: string): Promise<FileInfo[]> {
-    return (await this.#fs<{ entries: FileInfo[] }>("list", checkRelativePath(rel), {})).entries;
+    if (await this.#useRunner()) return this.#rf.list(rel);
+    const clean = checkRelativePath(rel);
+    const r = await this.#op("list", [clean]);
+    this.#check(r, "list", clean);
+    return parseFind(r.stdout);
   }
 
   async readDirTyped(rel: string): Promise<DirEntry[]> {
-    return (await this.#fs<{ entries: DirEntry[] }>("list", checkRelativePath(rel), { typed: true })).entries;
+    if (await this.#useRunner()) return this.#rf.readDirTyped(rel);
+    return (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }));
   }
 
   async stat(rel: string): Promise<FileInfo | null> {
-    return (await this.#fs<{ info: FileInfo | null }>("stat", checkRelativePath(rel), {})).info;
+    if (await this.#useRunner()) return this.#rf.stat(rel);
+    const clean = checkRelativePath(rel);
+    const r = await this.#op("stat", [clean]);
+    if (r.exitCode === SHELL_EXIT.missing || r.exitCode === SHELL_EXIT.notDir) return null;
+    this.#check(r, "stat", clean);
+    return parseFind(r.stdout)[0] ?? null;
   }
 
   async remove(rel: string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.remove(rel);
     const clean = checkRelativePath(rel);
     if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
-    await this.#fs("remove", clean, {});
+    this.#check(await this.#op("remove", [clean]), "remove", clean);
   }
 
   async mkdir(rel: string): Promise<void> {
-    await this.#fs("mkdir", checkRelativePath(rel), {});
+    if (await this.#useRunner()) return this.#rf.mkdir(rel);
+    const clean = checkRelativePath(rel);
+    this.#check(await this.#op("mkdir", [clean]), "mkdir", clean);
   }
 
   async rename(from: string, to: string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.rename(from, to);
     const a = nonRoot(checkRelativePath(from, "from"));
     const b = nonRoot(checkRelativePath(to, "to"));
-    await this.#fs("rename", a, { from: a, to: b });
+    const r = await this.#op("rename", [a, b]);
+    if (r.exitCode === SHELL_EXIT.exists) throw new ConflictError(`${b} already exists`, { field: b });
+    this.#check(r, "rename", a);
   }
 
-  /** Copies a host file or tree (symlinks skipped) into a temp folder, then renames it into place (refused when `to` exists). */
+  async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.copyTree(from, to, options);
+    return copyTreeFileByFile(this, from, to, options);
+  }
+
+  /** Copies a host file or tree (symlinks skipped): in one runner call, else file by file into a temp folder renamed into place. */
   async copyIn(hostSource: string, to: string): Promise<void> {
+    if (await this.#useRunner()) return this.#rf.copyIn(hostSource, to);
     const clean = nonRoot(checkRelativePath(to, "to"));
     if (await this.stat(clean)) throw new ConflictError(`${clean} already exists`, { field: clean });
     const st = await fs.lstat(hostSource).catch((e: unknown) => {
@@ -363,13 +371,16 @@ export class OpenSandboxSandbox implements Sandbox {
     }
   }
 
-  /** Kills what this handle spawned and releases the SDK's HTTP agent (not the sandbox). */
+  /** Ends this handle's runner (and with it every process spawned through it) and releases the SDK's HTTP agent (not the sandbox). */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    for (const p of this.#live) p.kill();
-    await Promise.race([Promise.all([...this.#live].map((p) => p.exited.catch(() => null))), sleep(2000)]);
+    await Promise.race([this.#runners.stop(), sleep(5000)]);
     await this.sbx.close().catch(() => undefined);
+  }
+
+  #open(): void {
+    if (this.#closed) throw new ClosedError("the OpenSandbox sandbox handle is closed");
   }
 
   async #files<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -381,80 +392,22 @@ export class OpenSandboxSandbox implements Sandbox {
     }
   }
 
-  /** One confined file-metadata operation in the helper; its refusal codes become our error family. */
-  async #fs<T = Record<string, never>>(op: string, rel: string, args: Record<string, unknown>): Promise<T> {
-    this.#touch();
-    try {
-      return await this.#helperJson<T>("/fs", { op, path: rel, ...args });
-    } catch (e) {
-      throw fsError(e, rel);
-    }
+  /** Uploads bytes through execd to an unguessable name in the sandbox's /tmp; a script publishes them. */
+  async #upload(what: string, data: Uint8Array | string): Promise<string> {
+    const src = `/tmp/.agentws-up-${randomBytes(16).toString("hex")}`;
+    await this.#files(what, () => this.sbx.files.writeFiles([{ path: src, data: toBytes(data), mode: 600 }]));
+    return src;
   }
 
-  async #helperJson<T>(route: string, body?: unknown, o: { method?: string; timeoutMs?: number } = {}): Promise<T> {
-    const res = await this.#helperRaw(route, { method: o.method ?? "POST", ...(body !== undefined ? { body: Buffer.from(JSON.stringify(body)) } : {}), ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}) });
-    const text = await boundedText(res, MAX_HELPER_ANSWER);
-    return JSON.parse(text) as T;
+  /** One confined file script through the fallback's exec (its output stays byte-exact). */
+  #op(name: keyof typeof SHELL_SCRIPTS, args: string[], stdin?: Uint8Array): Promise<ExecResult> {
+    return this.#plainExec(["sh", "-c", shellPrelude(OPENSANDBOX_WORKDIR) + SHELL_SCRIPTS[name], "sh", ...args], stdin ? { stdin } : {}, "");
   }
 
-  async #helperRaw(route: string, o: { method: string; body?: Buffer; stream?: boolean; timeoutMs?: number }): Promise<Response> {
-    const h = this.#helper;
-    if (!h) throw new UnavailableError("opensandbox: the sandbox handle was not started");
-    const timeoutMs = o.stream ? 0 : (o.timeoutMs ?? 60_000);
-    let res: Response;
-    try {
-      res = await fetch(`${h.url}${route}`, {
-        method: o.method,
-        headers: { ...h.headers, "content-type": "application/json" },
-        ...(o.body ? { body: o.body } : {}),
-        ...(timeoutMs > 0 ? { signal: AbortSignal.timeout(timeoutMs) } : {}),
-      });
-    } catch (e) {
-      throw new UnavailableError(`opensandbox: the in-sandbox helper did not answer (paused or gone sandbox?): ${(e as Error).message ?? String(e)}`, { cause: e });
-    }
-    if (!res.ok) {
-      const text = await boundedText(res, 64 * 1024).catch(() => "");
-      let parsed: { code?: string; message?: string } = {};
-      try {
-        parsed = JSON.parse(text) as typeof parsed;
-      } catch {
-        // not JSON: reported as is
-      }
-      throw new HelperRefusal(res.status, parsed.code ?? "http", parsed.message ?? text.slice(0, 300));
-    }
-    return res;
+  #check(r: ExecResult, verb: string, rel: string): void {
+    const e = shellFileError(r, verb, rel, "the OpenSandbox sandbox");
+    if (e) throw e;
   }
-}
-
-class HelperRefusal extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-function fsError(e: unknown, rel: string): unknown {
-  if (!(e instanceof HelperRefusal)) return e;
-  switch (e.code) {
-    case "path_escape":
-      return new PathEscapeError(rel, e.message);
-    case "not_found":
-      return new NotFoundError(`'${rel}'`, { field: rel });
-    case "exists":
-      return new ConflictError(`${rel} already exists`, { field: rel });
-    case "is_dir":
-      return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel });
-    case "not_dir":
-      return new WorkspaceError("invalid_argument", `'${rel}' (or a parent) is not a directory`, { field: rel });
-    case "too_large":
-      return new TooLargeError(`${rel} is ${e.message} bytes, over the limit`, { field: rel });
-    case "invalid_argument":
-      return new WorkspaceError("invalid_argument", `'${rel}': ${e.message}`, { field: rel });
-  }
-  return new WorkspaceError("exec_failed", `opensandbox: file operation on '${rel}' failed (${e.status} ${e.code}): ${e.message}`, { field: rel });
 }
 
 /** Lines as execd's stream sends them ("\n" stands for an empty line), joined back with newlines, capped. */
@@ -477,29 +430,8 @@ class LineCollector {
   }
 }
 
-async function boundedText(res: Response, max: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const c of res.body as unknown as AsyncIterable<Uint8Array>) {
-    n += c.length;
-    if (n > max) throw new TooLargeError(`opensandbox: helper answer over ${max} bytes`);
-    chunks.push(Buffer.from(c));
-  }
-  return Buffer.concat(chunks).toString("utf8");
-}
-
 function toBytes(data: Uint8Array | string): Uint8Array {
   return typeof data === "string" ? Buffer.from(data) : data;
-}
-
-/** Single-quoted for sh. */
-function q(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
-}
-
-function nonRoot(rel: string): string {
-  if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
-  return rel;
 }
 
 function sleep(ms: number): Promise<void> {

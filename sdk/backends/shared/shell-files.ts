@@ -52,6 +52,23 @@ rm -rf -- "$p"`,
 exists "$s" || exit 66; exists "$t" && exit 69
 mkdir -p -- "$td" 2>/dev/null || exit 68
 mv -T -- "$s" "$t"`,
+  /** Prints the resolved path of a regular file no bigger than $2 bytes ("-": no cap). */
+  resolveRead: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] && exit 67; [ -f "$p" ] || exit 72
+if [ "$2" != "-" ]; then s=$(stat -c %s -- "$p"); [ "$s" -le "$2" ] || { printf %s "$s" >&2; exit 71; }; fi
+printf %s "$p"`,
+  /** Publishes a file the backend uploaded to $4 (staged outside the workspace) at $1 with mode $2 ("-": keep a replaced file's bits, else 644); $3 = x: exclusive. */
+  publish: `u=$4; trap 'rm -f -- "$u"' EXIT
+resp "$1"; [ -L "$p" ] && exit 70; [ -d "$p" ] && exit 67
+mkdir -p -- "$d" 2>/dev/null || exit 68
+t="$d/.$b.agentws-tmp-$$"
+m=$2; [ "$m" = - ] && { m=644; [ -f "$p" ] && m=$(stat -c %a -- "$p"); }
+mv -fT -- "$u" "$t" && chmod "$m" -- "$t" || { rm -f -- "$t"; exit 1; }
+if [ "$3" = x ]; then
+  if ln -T -- "$t" "$p" 2>/dev/null; then rm -f -- "$t"; exit 0; fi
+  rm -f -- "$t"; exists "$p" && exit 69; exit 1
+fi
+mv -fT -- "$t" "$p" && exit 0
+rm -f -- "$t"; exit 1`,
   /** A working directory: prints it resolved, or fails 65/66/68. */
   cwd: `res "$1"; [ -e "$p" ] || exit 66; [ -d "$p" ] || exit 68; printf %s "$p"`,
 } as const;

@@ -1,0 +1,135 @@
+import { execFile, spawn } from "node:child_process";
+import { promises as fs } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RunnerClient, RunnerFiles } from "../../../sdk/backends/shared/runner/index.js";
+import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../../../sdk/backends/shared/runner/http-channel.js";
+
+const run = promisify(execFile);
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function until(what: string, ok: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await ok())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The gateway runs on this host as it would in a sandbox: started by its own script, reached over loopback. */
+describe("runner over the HTTP gateway", () => {
+  let home: string;
+  let root: string;
+  let ep: HttpRunnerEndpoint;
+  let gatewayPid: number;
+  const clients: RunnerClient[] = [];
+  const open = async () => {
+    const c = new RunnerClient(startHttpRunner(ep));
+    clients.push(c);
+    await c.ready;
+    return c;
+  };
+
+  beforeAll(async () => {
+    const base = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "agentws-http-")));
+    home = path.join(base, "home");
+    root = path.join(base, "root");
+    const port = await freePort();
+    const script = httpGatewayScript({ home, port, root });
+    const { stdout } = await run("sh", ["-c", script]);
+    const token = stdout.trim();
+    expect(token).toMatch(/^[0-9a-f]{32}$/);
+    ep = { url: `http://127.0.0.1:${port}/proxy/${port}`, token };
+    gatewayPid = Number(await fs.readFile(path.join(home, "gateway.pid"), "utf8"));
+    // A second start (another replica) finds it running and answers the same token.
+    expect((await run("sh", ["-c", script])).stdout.trim()).toBe(token);
+    expect(Number(await fs.readFile(path.join(home, "gateway.pid"), "utf8"))).toBe(gatewayPid);
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.stop()));
+    if (gatewayPid && alive(gatewayPid)) process.kill(gatewayPid, "SIGKILL");
+    await fs.rm(path.dirname(home), { recursive: true, force: true });
+  });
+
+  it("carries every byte value both ways, and big files in one piece", async () => {
+    const client = await open();
+    const files = new RunnerFiles(async () => ({ client }));
+    const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+    const r = await client.exec({ argv: ["cat"], cwd: "", env: {}, stdin: all, maxOutputBytes: 4096 });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.equals(all)).toBe(true);
+    const big = Buffer.alloc(3 * 1024 * 1024 + 7);
+    for (let i = 0; i < big.length; i++) big[i] = (i * 7919) % 256;
+    await files.writeFile("bin/big.bin", big);
+    expect((await fs.readFile(path.join(root, "bin/big.bin"))).equals(big)).toBe(true);
+    expect((await files.readFile("bin/big.bin")).equals(big)).toBe(true);
+  });
+
+  it("multiplexes concurrent calls, on several channels at once", async () => {
+    const [a, b] = await Promise.all([open(), open()]);
+    expect(a.pid).not.toBe(b.pid);
+    const rs = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => (i % 2 ? a : b).exec({ argv: ["sh", "-c", `printf 'out${i}\\377'; printf err${i} >&2`], cwd: "", env: {}, maxOutputBytes: 1024 })),
+    );
+    for (const [i, r] of rs.entries()) expect([r.stdout.toString("latin1"), r.stderr.toString()]).toEqual([`out${i}\xff`, `err${i}`]);
+  });
+
+  it("refuses a wrong token and a forged channel id, and serves the right one after", async () => {
+    const wrong = new RunnerClient(startHttpRunner({ ...ep, token: "0".repeat(32) }));
+    await expect(wrong.ready).rejects.toThrow(/403/);
+    const res = await fetch(`${ep.url}/c/${"a".repeat(32)}/in`, { method: "POST", headers: { "x-agentws-token": ep.token }, body: "x" });
+    expect(res.status).toBe(404);
+    const ok = await open();
+    expect((await ok.exec({ argv: ["true"], cwd: "", env: {}, maxOutputBytes: 10 })).exitCode).toBe(0);
+  });
+
+  it("ends a channel's runner and its commands when the host dies without closing it", async () => {
+    const marker = path.join(root, "sleeper.pid");
+    const child = spawn(process.execPath, ["--import", "tsx", path.resolve("test/support/http-runner-child.ts")], {
+      env: { ...process.env, AGENTWS_HTTP_EP: JSON.stringify(ep), AGENTWS_MARKER: marker },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let said = "";
+    child.stdout.on("data", (c: Buffer) => (said += c.toString()));
+    await until("the child's runner", async () => /^\d+\n/.test(said) && (await fs.readFile(marker, "utf8").catch(() => "")).trim() !== "", 30_000);
+    const runnerPid = Number(said.trim());
+    const sleeper = Number((await fs.readFile(marker, "utf8")).trim());
+    expect(alive(runnerPid) && alive(sleeper)).toBe(true);
+    child.kill("SIGKILL");
+    await until("the runner and its command to end", () => !alive(runnerPid) && !alive(sleeper));
+  });
+
+  it("a runner killed in the middle of a big write leaves the old file whole", async () => {
+    const t = startHttpRunner(ep);
+    const client = new RunnerClient(t);
+    await client.ready;
+    const files = new RunnerFiles(async () => ({ client }));
+    const old = Buffer.alloc(256 * 1024, 1);
+    await files.writeFile("keep.bin", old);
+    const writing = files.writeFile("keep.bin", Buffer.alloc(12 * 1024 * 1024, 2)).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 30));
+    process.kill(t.runnerPid()!, "SIGKILL");
+    expect(await writing).toBeInstanceOf(Error);
+    expect((await fs.readFile(path.join(root, "keep.bin"))).equals(old)).toBe(true);
+    await client.exited;
+  });
+});
