@@ -102,6 +102,23 @@ describe("runner protocol (host process over a folder)", () => {
     }
   });
 
+  it("kills an escapee that cleared its environment (no marker) once its command is done", async () => {
+    const secs = uniqueSecs();
+    try {
+      const r = await client.exec({
+        argv: ["sh", "-c", `setsid env -i /bin/sleep ${secs} >/dev/null 2>&1 </dev/null & sleep 0.2; echo started`],
+        cwd: "", env: {}, maxOutputBytes: 1024,
+      });
+      expect(r.stdout.toString()).toBe("started\n");
+      await pause(300);
+      expect(await processesWith(`sleep\0${secs}`)).toEqual([]);
+      // Commands that leave nothing cost no sweep, and still run as before.
+      expect((await client.exec({ argv: ["true"], cwd: "", env: {}, maxOutputBytes: 10 })).exitCode).toBe(0);
+    } finally {
+      spawnSync("pkill", ["-9", "-f", `sleep ${secs}`]);
+    }
+  });
+
   it("round-trips big files in chunks and caps reads by bytes", async () => {
     const big = Buffer.alloc(40 * 1024 * 1024 + 3);
     for (let i = 0; i < big.length; i += 4096) big[i] = (i / 4096) % 251;

@@ -67,6 +67,21 @@ DIRF = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 NONCE = os.urandom(6).hex()
 sel = selectors.DefaultSelector()
 jobs = {}
+
+
+def become_subreaper():
+    # Orphans of a command (setsid escapees whose parent exited) become the runner's children rather than
+    # init's: then a finished command that left nothing is known without scanning /proc (stray_children).
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        return False
+
+
+SUBREAPER = become_subreaper()
+strays_left = False
+strays_at = 0.0
 writes = {}
 readers = []
 held = {}
@@ -808,18 +823,27 @@ class Job:
             if not drain:
                 return False
 
-    def kill(self):
+    def kill(self, reaped=False):
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except OSError:
             pass
-        kill_marked(self.mark, self.proc.pid)
+        # Once the command's own process is reaped, anything it left alive is a child of the runner (a
+        # subreaper): none besides live commands' own processes means nothing to sweep for.
+        strays = stray_children() if reaped and SUBREAPER else None
+        if strays == set():
+            return
+        # With no other command running, every stray is this one's or an earlier one's: they all go, even one
+        # that cleared its environment (and with it the marker).
+        alone = strays is not None and all(j is self for j in jobs.values())
+        kill_marked(self.mark, self.proc.pid, strays if alone else ())
+        reap_strays()
 
     def finish(self, code):
         code = 128 - code if code < 0 else code
         # What the command left running dies with it; a pipe held open by an escapee must not hold the
         # reply back, so drain what is buffered and stop reading.
-        self.kill()
+        self.kill(reaped=True)
         self.close_stdin()
         for name, f in (("out", self.proc.stdout), ("err", self.proc.stderr)):
             fd = f.fileno()
@@ -950,13 +974,13 @@ class Spawned:
         reply(self.id, ["q", code])
 
 
-def kill_marked(mark, root_pid):
+def kill_marked(mark, root_pid, roots=()):
     """SIGKILLs every process carrying the job's marker, and every descendant of root_pid still found.
     One pass is not enough: a victim may fork after the listing (its child carries the marker too), and a
     process in the middle of execve reads an empty environ for a moment. So passes repeat while the last one
     killed something, and a live process with an empty environ is read again a few times before it is let be."""
     for _ in range(8):
-        killed, unsure = kill_pass(mark, root_pid)
+        killed, unsure = kill_pass(mark, root_pid, roots)
         for _ in range(10):
             if not unsure:
                 break
@@ -998,7 +1022,7 @@ def read_proc(pid):
     return env, ppid, dead
 
 
-def kill_pass(mark, root_pid):
+def kill_pass(mark, root_pid, roots=()):
     parents = {}
     victims = set()
     unsure = []
@@ -1021,7 +1045,7 @@ def kill_pass(mark, root_pid):
             unsure.append(pid)
         elif mark in env.split(b"\0"):
             victims.add(pid)
-    tree = {root_pid}
+    tree = {root_pid, *roots}
     grew = True
     while grew:
         grew = False
@@ -1084,11 +1108,43 @@ def sandbox_dir(rel):
     return "/".join([ROOT] + cur + ([name] if name else []))
 
 
+def stray_children():
+    """The runner's children that are no live command's own process (orphans that came to the subreaper,
+    zombies among them); None when they cannot be listed."""
+    kids = set()
+    try:
+        for t in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/children" % t, "rb") as f:
+                kids.update(int(x) for x in f.read(1 << 20).split())
+    except (OSError, ValueError):
+        return None
+    return kids - {j.proc.pid for j in jobs.values()}
+
+
+def reap_strays():
+    """Reaps the orphans that died (by pid: never a live command's, whose exit status Popen must get)."""
+    global strays_left, strays_at
+    if not SUBREAPER:
+        return
+    strays_at = time.monotonic()
+    left = False
+    for pid in stray_children() or ():
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                left = True
+        except ChildProcessError:
+            pass
+    strays_left = left
+
+
 def reap():
     for job in list(jobs.values()):
         code = job.proc.poll()
         if code is not None:
             job.finish(code)
+    # A live orphan (say, a daemon an MCP server left) is looked at again now and then, not every turn.
+    if strays_left and time.monotonic() - strays_at > 0.05:
+        reap_strays()
 
 
 def handle(f, payload):
