@@ -7,7 +7,7 @@ import { LABELS, matchesSelector, type BackendDescription, type BackendState, ty
 import { MAX_LISTED } from "../shared/list.js";
 import { parseWorkspaceId } from "../shared/schema.js";
 import { isSandboxGone, openSandboxError } from "./errors.js";
-import { OPENSANDBOX_WORKDIR, OpenSandboxSandbox } from "./sandbox.js";
+import { OPENSANDBOX_WORKDIR, OpenSandboxSandbox, startGateway, type GatewayStart } from "./sandbox.js";
 import { OpenSandboxBackendSchema, type OpenSandboxBackendSpec } from "./schema.js";
 
 /** Metadata marking sandboxes this SDK made, and the driver scope (basedir) they belong to. */
@@ -22,6 +22,8 @@ const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const PAGE = 100;
 /** How long a sandbox `find` saw stays the one `connect` re-reads by id. */
 const RECENT_MS = 5_000;
+/** How long a just-created sandbox's SDK handle waits for the connect that usually follows. */
+const FRESH_MS = 30_000;
 
 /**
  * OpenSandbox lifecycle through `@alibaba-group/opensandbox`: one sandbox per workspace, found again
@@ -44,6 +46,7 @@ export class OpenSandboxDriver implements Driver {
    * the server's engine, the slow call on a busy host.
    */
   readonly #recent = new Map<string, { sandboxId: string; at: number }>();
+  readonly #fresh = new Map<string, { sbx: OsbSandbox; gateway: Promise<GatewayStart>; timer: NodeJS.Timeout }>();
 
   constructor(spec: Partial<OpenSandboxBackendSpec> = {}) {
     const parsed = OpenSandboxBackendSchema.safeParse({ kind: "opensandbox", ...spec });
@@ -88,6 +91,7 @@ export class OpenSandboxDriver implements Driver {
     const host = this.hostPath(id);
     ctx.onProgress?.({ phase: "sandbox", message: `creating OpenSandbox sandbox for ${id}` });
     let mine: string;
+    let made: OsbSandbox;
     try {
       const sbx = await OsbSandbox.create({
         connectionConfig: this.connection,
@@ -99,7 +103,7 @@ export class OpenSandboxDriver implements Driver {
         ...(host ? { volumes: [{ name: "workspace", host: { path: host }, mountPath: OPENSANDBOX_WORKDIR }] } : {}),
       });
       mine = sbx.id;
-      await sbx.close();
+      made = sbx;
     } catch (e) {
       // The server may have made the sandbox before failing (say it restarted mid-create): adopt
       // what is there rather than create again; a failure with nothing there is the caller's.
@@ -107,14 +111,22 @@ export class OpenSandboxDriver implements Driver {
       if (after) return after;
       throw openSandboxError(e, `create a sandbox for workspace '${id}'`);
     }
+    // The runner's gateway starts while convergence is checked: a connect that follows finds it up.
+    const gateway = startGateway(made);
+    gateway.catch(() => undefined);
     // Convergence: every creator keeps the oldest sandbox carrying the id; a loser removes its own.
-    const winner = await this.#winner(id);
+    const winner = await this.#winner(id).catch(async (e: unknown) => {
+      await made.close().catch(() => undefined);
+      throw e;
+    });
     if (winner) this.#remember(id, winner.id);
     if (winner && winner.id !== mine) {
+      await made.close().catch(() => undefined);
       await this.#sandboxes.killSandbox(mine).catch(() => undefined);
       ctx.logger?.info("another replica created this workspace's sandbox first; removed ours", { workspaceId: id, kept: winner.id });
       return this.#describe(id, winner);
     }
+    this.#keepFresh(made, gateway);
     ctx.logger?.info("opensandbox workspace sandbox created", { workspaceId: id, sandboxId: mine });
     if (this.spec.extraPip?.length) await this.#installPip(mine, ctx);
     return this.#describe(id, winner ?? (await this.#sandboxes.getSandboxInfo(mine)));
@@ -166,6 +178,8 @@ export class OpenSandboxDriver implements Driver {
     if (!d || d.state !== "running") return;
     try {
       await this.#sandboxes.pauseSandbox(d.location.sandboxId!);
+      // The resume that follows finds the sandbox by id, without a list.
+      this.#remember(d.workspaceId, d.location.sandboxId!);
     } catch (e) {
       // A racing pause: the state decides.
       const now = await this.find(workspaceId).catch(() => undefined);
@@ -195,6 +209,7 @@ export class OpenSandboxDriver implements Driver {
         throw new UnavailableError(`opensandbox workspace '${workspaceId}' is ${info.status.state} (${info.status.reason ?? "no reason given"})`);
       await sleep(delay);
     }
+    this.#remember(d.workspaceId, sid);
     // The keep-alive restarts from now; off the resume's path (the handle renews again while in use).
     void this.renew(sid).catch(() => undefined);
   }
@@ -211,6 +226,7 @@ export class OpenSandboxDriver implements Driver {
     const id = parseWorkspaceId(workspaceId);
     const all = await this.#matching(id);
     for (const info of all) {
+      this.#takeFresh(info.id)?.sbx.close().catch(() => undefined);
       if (options.deleteData && this.persistent) await this.#wipe(id, info).catch(() => undefined);
       await this.#sandboxes.killSandbox(info.id).catch((e: unknown) => {
         if (!isSandboxGone(e)) throw openSandboxError(e, `remove the sandbox of '${id}'`);
@@ -254,13 +270,15 @@ export class OpenSandboxDriver implements Driver {
     if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'; create it first`, { field: "workspaceId" });
     if (d.state !== "running") throw new UnavailableError(`opensandbox workspace '${workspaceId}' is ${d.state}; resume it first`);
     const sid = d.location.sandboxId!;
+    const fresh = this.#takeFresh(sid);
     let sbx: OsbSandbox;
     try {
-      sbx = await OsbSandbox.connect({ sandboxId: sid, connectionConfig: this.connection, readyTimeoutSeconds: 30 });
+      sbx = fresh?.sbx ?? (await OsbSandbox.connect({ sandboxId: sid, connectionConfig: this.connection, readyTimeoutSeconds: 30 }));
     } catch (e) {
       throw openSandboxError(e, `connect to the sandbox of '${workspaceId}'`);
     }
     const sandbox = new OpenSandboxSandbox(sbx, {
+      ...(fresh ? { gateway: fresh.gateway } : {}),
       persistent: this.persistent,
       renew: () => this.renew(sid),
       renewEveryMs: this.spec.timeoutSeconds === null ? undefined : Math.max(10_000, (this.spec.timeoutSeconds * 1000) / 3),
@@ -275,8 +293,25 @@ export class OpenSandboxDriver implements Driver {
     return sandbox;
   }
 
+  /** Holds a just-created sandbox's SDK handle and gateway start for a connect that follows (else let go of soon). */
+  #keepFresh(sbx: OsbSandbox, gateway: Promise<GatewayStart>): void {
+    this.#takeFresh(sbx.id)?.sbx.close().catch(() => undefined);
+    const timer = setTimeout(() => void this.#takeFresh(sbx.id)?.sbx.close().catch(() => undefined), FRESH_MS);
+    timer.unref();
+    this.#fresh.set(sbx.id, { sbx, gateway, timer });
+  }
+
+  #takeFresh(sandboxId: string): { sbx: OsbSandbox; gateway: Promise<GatewayStart> } | undefined {
+    const f = this.#fresh.get(sandboxId);
+    if (!f) return undefined;
+    this.#fresh.delete(sandboxId);
+    clearTimeout(f.timer);
+    return f;
+  }
+
   /** Releases the SDK's HTTP agent. */
   async close(): Promise<void> {
+    await Promise.all([...this.#fresh.keys()].map((k) => this.#takeFresh(k)?.sbx.close().catch(() => undefined)));
     await this.#manager?.close();
     this.#manager = undefined;
   }

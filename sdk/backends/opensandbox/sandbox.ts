@@ -33,6 +33,31 @@ export interface OpenSandboxSandboxOptions {
   logger?: Logger;
   /** The interpreter that runs the gateway and runner (tests point it at a missing one to exercise the fallback). */
   python?: string;
+  /** A gateway start already under way (the driver starts it right after a create). */
+  gateway?: Promise<GatewayStart>;
+}
+
+/** What starting the runner's gateway found: its endpoint, or a sandbox that cannot run it. */
+export type GatewayStart = { mode: "runner"; endpoint: HttpRunnerEndpoint } | { mode: "plain" };
+
+/**
+ * Runs the gateway's start script through execd (it installs the gateway and runner and starts the
+ * gateway unless one of this version runs; replicas share one) and learns its token and endpoint.
+ */
+export async function startGateway(sbx: OsbSandbox, python = "python3"): Promise<GatewayStart> {
+  const script = httpGatewayScript({ home: GATEWAY_HOME, port: GATEWAY_PORT, root: OPENSANDBOX_WORKDIR, python, stale: [{ pidFile: `${GATEWAY_HOME}/helper.pid`, names: `${GATEWAY_HOME}/helper.py` }] });
+  let run: Awaited<ReturnType<OsbSandbox["commands"]["run"]>>;
+  let endpoint: Awaited<ReturnType<OsbSandbox["getEndpoint"]>>;
+  try {
+    [run, endpoint] = await Promise.all([sbx.commands.run(script, { timeoutSeconds: 30 }), sbx.getEndpoint(GATEWAY_PORT)]);
+  } catch (e) {
+    throw openSandboxError(e, "start the sandbox runner's gateway");
+  }
+  const stderr = run.logs.stderr.map((m) => m.text).join("\n");
+  if (run.exitCode === 127 && /agentws: no /.test(stderr)) return { mode: "plain" };
+  const token = run.logs.stdout.map((m) => m.text.trim()).find((t) => /^[0-9a-f]{32}$/.test(t));
+  if (run.exitCode !== 0 || !token) throw new UnavailableError(`opensandbox: could not start the sandbox runner's gateway (exit ${run.exitCode}): ${stderr.slice(0, 400)}`);
+  return { mode: "runner", endpoint: { url: `${sbx.connectionConfig.protocol}://${endpoint.endpoint}`, headers: { ...endpoint.headers }, token } };
 }
 
 /**
@@ -56,6 +81,7 @@ export class OpenSandboxSandbox implements Sandbox {
   #lastRenew = Date.now();
   #renewing: Promise<void> | undefined;
   #gateway: HttpRunnerEndpoint | undefined;
+  #pre: Promise<GatewayStart> | undefined;
   readonly #runners: RunnerSupervisor;
   readonly #rf: RunnerFiles;
   /** "runner" once the gateway runs, "plain" when the sandbox cannot run it (no python3). */
@@ -69,6 +95,7 @@ export class OpenSandboxSandbox implements Sandbox {
     this.#renew = options.renew;
     this.#renewEveryMs = options.renewEveryMs ?? Number.POSITIVE_INFINITY;
     this.#python = options.python ?? "python3";
+    this.#pre = options.gateway;
     this.#runners = new RunnerSupervisor(() => startHttpRunner(this.#gateway!));
     this.#rf = new RunnerFiles(() => this.#lease());
   }
@@ -88,23 +115,14 @@ export class OpenSandboxSandbox implements Sandbox {
     await this.#lease();
   }
 
-  /**
-   * Runs the gateway's start script through execd (it installs the gateway and runner and starts the
-   * gateway unless one of this version runs; replicas share one) and learns its token and endpoint.
-   * False when the sandbox has no python3: the handle then uses the fallback.
-   */
+  /** Starts (or finds) the gateway; false when the sandbox has no python3 (the handle then uses the fallback). */
   async #startGateway(): Promise<boolean> {
     this.#open();
-    const script = httpGatewayScript({ home: GATEWAY_HOME, port: GATEWAY_PORT, root: OPENSANDBOX_WORKDIR, python: this.#python, stale: [{ pidFile: `${GATEWAY_HOME}/helper.pid`, names: `${GATEWAY_HOME}/helper.py` }] });
-    let run: Awaited<ReturnType<OsbSandbox["commands"]["run"]>>;
-    let endpoint: Awaited<ReturnType<OsbSandbox["getEndpoint"]>>;
-    try {
-      [run, endpoint] = await Promise.all([this.sbx.commands.run(script, { timeoutSeconds: 30 }), this.sbx.getEndpoint(GATEWAY_PORT)]);
-    } catch (e) {
-      throw openSandboxError(e, "start the sandbox runner's gateway");
-    }
-    const stderr = run.logs.stderr.map((m) => m.text).join("\n");
-    if (run.exitCode === 127 && /agentws: no /.test(stderr)) {
+    const pre = this.#pre;
+    this.#pre = undefined;
+    // A start begun by the driver that failed is tried again here, once.
+    const g = await (pre ? pre.catch(() => startGateway(this.sbx, this.#python)) : startGateway(this.sbx, this.#python));
+    if (g.mode === "plain") {
       if (this.#mode !== "plain") {
         this.#logger.warn("opensandbox sandbox cannot run the sandbox runner (no python3); falling back to one execd call per command and file operation, without stdio processes", { sandboxId: this.sbx.id });
         // The gateway's script would have made the workspace folder.
@@ -113,9 +131,7 @@ export class OpenSandboxSandbox implements Sandbox {
       this.#mode = "plain";
       return false;
     }
-    const token = run.logs.stdout.map((m) => m.text.trim()).find((t) => /^[0-9a-f]{32}$/.test(t));
-    if (run.exitCode !== 0 || !token) throw new UnavailableError(`opensandbox: could not start the sandbox runner's gateway (exit ${run.exitCode}): ${stderr.slice(0, 400)}`);
-    this.#gateway = { url: `${this.sbx.connectionConfig.protocol}://${endpoint.endpoint}`, headers: { ...endpoint.headers }, token };
+    this.#gateway = g.endpoint;
     this.#mode = "runner";
     return true;
   }

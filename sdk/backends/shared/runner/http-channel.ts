@@ -25,21 +25,29 @@ const MAX_BATCH = 8 << 20;
 const END = 0xffffffff;
 
 export const HTTP_GATEWAY_SOURCE = String.raw`
-import json, os, re, secrets, select, signal, socket, struct, subprocess, sys, threading, time
+import fcntl, json, os, re, secrets, select, signal, socket, struct, subprocess, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-port, root, home = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+port, root, home, first = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 TOKEN = open(os.path.join(home, "gateway.token"), "rb").read().strip()
 MAX_IN = 16 << 20      # bytes one POST may carry (the host sends at most 8 MiB)
 MAX_CHANNELS = 32      # runners alive at once; a host holds one per open handle
 ORPHAN_S = 30          # a channel nobody reads within this long is ended
 BEAT_S = 15            # heartbeat on a silent stream
 chans = {}
+spares = {}            # runner version -> a runner started ahead, so a channel opens without waiting for python
 lock = threading.Lock()
 
 class Chan:
     def __init__(self, runner):
+        self.runner = runner
         self.p = subprocess.Popen([sys.executable, "-I", "-S", runner, root], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+        # Big pipes: a 1 MiB file crosses in a few wake-ups instead of sixteen 64 KiB ones each way.
+        for f in (self.p.stdin, self.p.stdout):
+            try:
+                fcntl.fcntl(f.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ
+            except OSError:
+                pass
         self.err = b""
         self.reader = False
         self.read_done = False
@@ -70,6 +78,18 @@ class Chan:
                 self.p.kill()
                 self.p.wait()
         threading.Thread(target=later, daemon=True).start()
+
+def runner_path(version):
+    return os.path.join(home, "runner-" + version + ".py")
+
+def spare(version):
+    with lock:
+        if version in spares or not os.path.isfile(runner_path(version)):
+            return
+        try:
+            spares[version] = Chan(runner_path(version))
+        except OSError:
+            pass
 
 def reap():
     while True:
@@ -134,16 +154,20 @@ class H(BaseHTTPRequestHandler):
         want = a.get("runner", "") if isinstance(a, dict) else ""
         if not isinstance(want, str) or not re.fullmatch(r"[0-9a-f]{16}", want):
             return self.refuse(400, "runner: not a runner version")
-        runner = os.path.join(home, "runner-" + want + ".py")
+        runner = runner_path(want)
         if not os.path.isfile(runner):
             return self.refuse(409, "runner " + want + " is not installed")
         with lock:
             if len(chans) >= MAX_CHANNELS:
                 return self.refuse(429, "too many open channels")
-            c = Chan(runner)
+            c = spares.pop(want, None)
+            if c is None or c.p.poll() is not None:
+                c = Chan(runner)
+            c.born = time.monotonic()
             k = secrets.token_hex(16)
             chans[k] = c
         self.reply(200, json.dumps({"id": k, "pid": c.p.pid}).encode())
+        spare(want)
     def into(self, c):
         n = int(self.headers.get("Content-Length") or -1)
         if n < 0 or n > MAX_IN:
@@ -224,6 +248,7 @@ os.dup2(fd, 1)
 os.dup2(fd, 2)
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 threading.Thread(target=reap, daemon=True).start()
+spare(first)
 srv.serve_forever()
 `;
 
@@ -262,7 +287,7 @@ export function httpGatewayScript(o: { home: string; port: number; root: string;
     ),
     heredoc(`gateway-${HTTP_GATEWAY_VERSION}.py`, HTTP_GATEWAY_SOURCE),
     `od -An -N16 -tx1 /dev/urandom | tr -d ' \\n' > ${h}/gateway.token`,
-    `${q(py)} -I -S ${h}/gateway-${HTTP_GATEWAY_VERSION}.py ${o.port} ${q(o.root)} ${h} 9>&-`,
+    `${q(py)} -I -S ${h}/gateway-${HTTP_GATEWAY_VERSION}.py ${o.port} ${q(o.root)} ${h} ${HTTP_RUNNER_VERSION} 9>&-`,
     `cat ${h}/gateway.token; echo`,
   ].join("\n");
 }
