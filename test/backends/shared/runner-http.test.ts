@@ -118,6 +118,23 @@ describe("runner over the HTTP gateway", () => {
     await until("the runner and its command to end", () => !alive(runnerPid) && !alive(sleeper));
   });
 
+  it("bounds the connections it serves at once: a flood of idle ones costs no thread each, and service resumes after", async () => {
+    const port = Number(new URL(ep.url).port);
+    const flood = await Promise.all(
+      Array.from({ length: 300 }, () => new Promise<net.Socket>((resolve) => {
+        const s = net.connect(port, "127.0.0.1", () => resolve(s));
+        s.on("error", () => resolve(s));
+      })),
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    const threads = Number(/^Threads:\s+(\d+)/m.exec(await fs.readFile(`/proc/${gatewayPid}/status`, "utf8"))![1]);
+    expect(threads).toBeLessThan(140);
+    for (const s of flood) s.destroy();
+    await until("the gateway to serve again", async () => (await fetch(`${ep.url}/ping`, { headers: { "x-agentws-token": ep.token } }).then((r) => r.status, () => 0)) === 200);
+    const c = await open();
+    expect((await c.exec({ argv: ["true"], cwd: "", env: {}, maxOutputBytes: 10 })).exitCode).toBe(0);
+  });
+
   it("a runner killed in the middle of a big write leaves the old file whole", async () => {
     const t = startHttpRunner(ep);
     const client = new RunnerClient(t);

@@ -31,6 +31,7 @@ port, root, home, first = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4
 TOKEN = open(os.path.join(home, "gateway.token"), "rb").read().strip()
 MAX_IN = 16 << 20      # bytes one POST may carry (the host sends at most 8 MiB)
 MAX_CHANNELS = 32      # runners alive at once; a host holds one per open handle
+MAX_CONNECTIONS = 128  # connections served at once (each a thread)
 ORPHAN_S = 30          # a channel nobody reads within this long is ended
 BEAT_S = 15            # heartbeat on a silent stream
 chans = {}
@@ -103,6 +104,7 @@ def reap():
 
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    timeout = 300          # an idle or stalled connection is dropped (a live stream writes at least every BEAT_S)
     def log_message(self, *a):
         pass
     def reply(self, code, body=b"", ctype="application/json"):
@@ -233,6 +235,18 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 64
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+    def process_request(self, request, client_address):
+        # A thread per connection, but not without bound: beyond it a connection is closed at once.
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        ThreadingHTTPServer.process_request(self, request, client_address)
+    def process_request_thread(self, request, client_address):
+        try:
+            ThreadingHTTPServer.process_request_thread(self, request, client_address)
+        finally:
+            self.slots.release()
 
 srv = Server(("0.0.0.0", port), H)
 # Bound: the starting command may return. The gateway lives on as a daemon of its own session.
