@@ -4,14 +4,14 @@ import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { Sandbox as OsbSandbox } from "@alibaba-group/opensandbox";
-import { ClosedError, ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { ClosedError, ConflictError, NotFoundError, PathEscapeError, UnavailableError, WorkspaceError } from "../../errors.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { checkRelativePath } from "../../paths.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
 import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../shared/runner/http-channel.js";
-import { copyTreeFileByFile, nonRoot, parseFind, shellFileError, shellPrelude, shQuote as q, SHELL_EXIT, SHELL_SCRIPTS } from "../shared/shell-files.js";
+import { copyTreeFileByFile, nonRoot, shellPrelude, shQuote as q, ShellFiles, SHELL_SCRIPTS } from "../shared/shell-files.js";
 import { openSandboxError } from "./errors.js";
 
 export const OPENSANDBOX_WORKDIR = "/workspace";
@@ -84,6 +84,8 @@ export class OpenSandboxSandbox implements Sandbox {
   #pre: Promise<GatewayStart> | undefined;
   readonly #runners: RunnerSupervisor;
   readonly #rf: RunnerFiles;
+  /** The fallback's file operations (no python3 in the image). */
+  readonly #plain: ShellFiles;
   /** "runner" once the gateway runs, "plain" when the sandbox cannot run it (no python3). */
   #mode: "unknown" | "runner" | "plain" = "unknown";
   #closed = false;
@@ -98,6 +100,17 @@ export class OpenSandboxSandbox implements Sandbox {
     this.#pre = options.gateway;
     this.#runners = new RunnerSupervisor(() => startHttpRunner(this.#gateway!));
     this.#rf = new RunnerFiles(() => this.#lease());
+    this.#plain = new ShellFiles({
+      where: "the OpenSandbox sandbox",
+      op: (name, args, stdin) => this.#plainExec(["sh", "-c", shellPrelude(OPENSANDBOX_WORKDIR) + SHELL_SCRIPTS[name], "sh", ...args], stdin ? { stdin } : {}, ""),
+      // An unguessable name in the sandbox's /tmp, through execd's upload; the publish script moves it in.
+      stage: async (data) => {
+        const src = `/tmp/.agentws-up-${randomBytes(16).toString("hex")}`;
+        await this.#files("upload a file", () => this.sbx.files.writeFiles([{ path: src, data, mode: 600 }]));
+        return src;
+      },
+      fetch: async (real, limit, rel) => Buffer.from(await this.#files(`read '${rel}'`, () => this.sbx.files.readBytes(real, limit === undefined ? undefined : { offset: 0, limit }))),
+    });
   }
 
   get sandboxId(): string {
@@ -282,32 +295,15 @@ export class OpenSandboxSandbox implements Sandbox {
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
     if (await this.#useRunner()) return this.#rf.readFile(rel, options);
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("resolveRead", [clean, options.maxBytes === undefined ? "-" : String(options.maxBytes)]);
-    if (r.exitCode === SHELL_EXIT.tooLarge) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${options.maxBytes}-byte cap`, { field: clean });
-    if (r.exitCode === SHELL_EXIT.special) throw new WorkspaceError("invalid_argument", `${clean} is not a regular file`, { field: clean });
-    this.#check(r, "read", clean);
-    const limit = options.maxBytes === undefined ? undefined : options.maxBytes + 1;
-    const got = Buffer.from(await this.#files(`read '${clean}'`, () => this.sbx.files.readBytes(r.stdout.toString(), limit === undefined ? undefined : { offset: 0, limit })));
-    if (options.maxBytes !== undefined && got.length > options.maxBytes) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: clean });
-    return got;
-  }
+    return this.#plain.readFile(rel, options);  }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
     if (await this.#useRunner()) return this.#rf.writeFile(rel, data, options);
-    const clean = nonRoot(checkRelativePath(rel));
-    const upload = await this.#upload(`write '${clean}'`, data);
-    const mode = options.mode === undefined ? "-" : (options.mode & 0o7777).toString(8);
-    const r = await this.#op("publish", [clean, mode, options.exclusive ? "x" : "-", upload]);
-    if (r.exitCode === SHELL_EXIT.exists) throw new ConflictError(`${clean} already exists`, { field: clean });
-    this.#check(r, "write", clean);
-  }
+    return this.#plain.writeFile(rel, data, options);  }
 
   async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.appendFile(rel, data);
-    const clean = nonRoot(checkRelativePath(rel));
-    this.#check(await this.#op("append", [clean], toBytes(data)), "append to", clean);
-  }
+    return this.#plain.appendFile(rel, data);  }
 
   async createFile(rel: string, data: Uint8Array | string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.createFile(rel, data);
@@ -316,11 +312,7 @@ export class OpenSandboxSandbox implements Sandbox {
 
   async list(rel: string): Promise<FileInfo[]> {
     if (await this.#useRunner()) return this.#rf.list(rel);
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("list", [clean]);
-    this.#check(r, "list", clean);
-    return parseFind(r.stdout);
-  }
+    return this.#plain.list(rel);  }
 
   async readDirTyped(rel: string): Promise<DirEntry[]> {
     if (await this.#useRunner()) return this.#rf.readDirTyped(rel);
@@ -329,34 +321,19 @@ export class OpenSandboxSandbox implements Sandbox {
 
   async stat(rel: string): Promise<FileInfo | null> {
     if (await this.#useRunner()) return this.#rf.stat(rel);
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("stat", [clean]);
-    if (r.exitCode === SHELL_EXIT.missing || r.exitCode === SHELL_EXIT.notDir) return null;
-    this.#check(r, "stat", clean);
-    return parseFind(r.stdout)[0] ?? null;
-  }
+    return this.#plain.stat(rel);  }
 
   async remove(rel: string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.remove(rel);
-    const clean = checkRelativePath(rel);
-    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
-    this.#check(await this.#op("remove", [clean]), "remove", clean);
-  }
+    return this.#plain.remove(rel);  }
 
   async mkdir(rel: string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.mkdir(rel);
-    const clean = checkRelativePath(rel);
-    this.#check(await this.#op("mkdir", [clean]), "mkdir", clean);
-  }
+    return this.#plain.mkdir(rel);  }
 
   async rename(from: string, to: string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.rename(from, to);
-    const a = nonRoot(checkRelativePath(from, "from"));
-    const b = nonRoot(checkRelativePath(to, "to"));
-    const r = await this.#op("rename", [a, b]);
-    if (r.exitCode === SHELL_EXIT.exists) throw new ConflictError(`${b} already exists`, { field: b });
-    this.#check(r, "rename", a);
-  }
+    return this.#plain.rename(from, to);  }
 
   async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
     if (await this.#useRunner()) return this.#rf.copyTree(from, to, options);
@@ -408,22 +385,6 @@ export class OpenSandboxSandbox implements Sandbox {
     }
   }
 
-  /** Uploads bytes through execd to an unguessable name in the sandbox's /tmp; a script publishes them. */
-  async #upload(what: string, data: Uint8Array | string): Promise<string> {
-    const src = `/tmp/.agentws-up-${randomBytes(16).toString("hex")}`;
-    await this.#files(what, () => this.sbx.files.writeFiles([{ path: src, data: toBytes(data), mode: 600 }]));
-    return src;
-  }
-
-  /** One confined file script through the fallback's exec (its output stays byte-exact). */
-  #op(name: keyof typeof SHELL_SCRIPTS, args: string[], stdin?: Uint8Array): Promise<ExecResult> {
-    return this.#plainExec(["sh", "-c", shellPrelude(OPENSANDBOX_WORKDIR) + SHELL_SCRIPTS[name], "sh", ...args], stdin ? { stdin } : {}, "");
-  }
-
-  #check(r: ExecResult, verb: string, rel: string): void {
-    const e = shellFileError(r, verb, rel, "the OpenSandbox sandbox");
-    if (e) throw e;
-  }
 }
 
 /** Lines as execd's stream sends them ("\n" stands for an empty line), joined back with newlines, capped. */

@@ -163,3 +163,80 @@ export async function copyTreeFileByFile(
   };
   await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));
 }
+
+/** What a backend gives the fallback's file operations: how a script runs and how bytes travel. */
+export interface ShellFilesBackend {
+  /** Runs prelude + SHELL_SCRIPTS[name] with `args` (stdin when given); stdout and stderr byte-exact. */
+  op(name: keyof typeof SHELL_SCRIPTS, args: string[], stdin?: Uint8Array): Promise<ExecResult>;
+  /** Puts bytes at a fresh staging path outside the workspace, returned (a publish script moves them in). */
+  stage(data: Uint8Array): Promise<string>;
+  /** At most `limit` bytes (all when undefined) of a path a script resolved under the root. */
+  fetch(realPath: string, limit: number | undefined, rel: string): Promise<Buffer>;
+  /** Names the sandbox in error messages ("the OpenSandbox sandbox"). */
+  readonly where: string;
+}
+
+/** The Sandbox file operations on the fallback, written once: every path decided by a script inside the sandbox. */
+export class ShellFiles {
+  constructor(private readonly b: ShellFilesBackend) {}
+
+  async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+    const clean = checkRelativePath(rel);
+    const r = await this.b.op("resolveRead", [clean, options.maxBytes === undefined ? "-" : String(options.maxBytes)]);
+    if (r.exitCode === SHELL_EXIT.tooLarge) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${options.maxBytes}-byte cap`, { field: clean });
+    this.#check(r, "read", clean);
+    const got = await this.b.fetch(r.stdout.toString(), options.maxBytes === undefined ? undefined : options.maxBytes + 1, clean);
+    if (options.maxBytes !== undefined && got.length > options.maxBytes) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: clean });
+    return got;
+  }
+
+  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
+    const clean = nonRoot(checkRelativePath(rel));
+    const staged = await this.b.stage(typeof data === "string" ? Buffer.from(data) : data);
+    const mode = options.mode === undefined ? "-" : (options.mode & 0o7777).toString(8);
+    this.#check(await this.b.op("publish", [clean, mode, options.exclusive ? "x" : "-", staged]), "write", clean);
+  }
+
+  async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
+    const clean = nonRoot(checkRelativePath(rel));
+    this.#check(await this.b.op("append", [clean], typeof data === "string" ? Buffer.from(data) : data), "append to", clean);
+  }
+
+  async list(rel: string): Promise<FileInfo[]> {
+    const clean = checkRelativePath(rel);
+    const r = await this.b.op("list", [clean]);
+    this.#check(r, "list", clean);
+    return parseFind(r.stdout);
+  }
+
+  async stat(rel: string): Promise<FileInfo | null> {
+    const clean = checkRelativePath(rel);
+    const r = await this.b.op("stat", [clean]);
+    if (r.exitCode === SHELL_EXIT.missing || r.exitCode === SHELL_EXIT.notDir) return null;
+    this.#check(r, "stat", clean);
+    return parseFind(r.stdout)[0] ?? null;
+  }
+
+  async remove(rel: string): Promise<void> {
+    const clean = nonRoot(checkRelativePath(rel));
+    this.#check(await this.b.op("remove", [clean]), "remove", clean);
+  }
+
+  async mkdir(rel: string): Promise<void> {
+    const clean = checkRelativePath(rel);
+    this.#check(await this.b.op("mkdir", [clean]), "mkdir", clean);
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    const a = nonRoot(checkRelativePath(from, "from"));
+    const b = nonRoot(checkRelativePath(to, "to"));
+    const r = await this.b.op("rename", [a, b]);
+    if (r.exitCode === SHELL_EXIT.exists) throw new ConflictError(`${b} already exists`, { field: b });
+    this.#check(r, "rename", a);
+  }
+
+  #check(r: ExecResult, verb: string, rel: string): void {
+    const e = shellFileError(r, verb, rel, this.b.where);
+    if (e) throw e;
+  }
+}

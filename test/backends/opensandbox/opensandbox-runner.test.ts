@@ -116,8 +116,17 @@ describe.skipIf(!server).sequential("OpenSandbox through the runner's HTTP gatew
     expect((await h.stat("bin/all.bin"))?.size).toBe(257);
     await h.rename("bin/all.bin", "bin/moved.bin");
     expect((await h.list("bin")).map((e) => e.name)).toEqual(["moved.bin"]);
-    expect((await h.exec(["ln", "-s", "/etc/passwd", "leak"])).exitCode).toBe(0);
+    expect((await h.exec(["sh", "-c", "ln -s /etc/passwd leak; ln -s /etc out; mkfifo pipe"])).exitCode).toBe(0);
     await expect(h.readFile("leak")).rejects.toMatchObject({ code: "path_escape" });
+    await expect(h.writeFile("out/evil", "x")).rejects.toMatchObject({ code: "path_escape" });
+    await expect(h.readFile("pipe")).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(h.readFile("bin/moved.bin", { maxBytes: 10 })).rejects.toMatchObject({ code: "too_large" });
+    await expect(h.writeFile("bin/moved.bin", "x", { exclusive: true })).rejects.toMatchObject({ code: "conflict" });
+    await h.mkdir("a/b");
+    expect((await h.stat("a/b"))?.type).toBe("dir");
+    await h.remove("a");
+    expect(await h.stat("a")).toBeNull();
+    await expect(h.remove("")).rejects.toMatchObject({ code: "path_escape" });
     expect(() => h.spawn(["cat"])).not.toThrow();
     const p = h.spawn(["cat"]);
     expect(await p.exited).toBe(127);

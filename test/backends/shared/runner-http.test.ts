@@ -6,6 +6,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RunnerClient, RunnerFiles } from "../../../sdk/backends/shared/runner/index.js";
+import { expectConcurrentCallsApart, expectEveryByteAndABigFile } from "../../support/runner-channel-checks.js";
 import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../../../sdk/backends/shared/runner/http-channel.js";
 
 const run = promisify(execFile);
@@ -72,25 +73,13 @@ describe("runner over the HTTP gateway", () => {
 
   it("carries every byte value both ways, and big files in one piece", async () => {
     const client = await open();
-    const files = new RunnerFiles(async () => ({ client }));
-    const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
-    const r = await client.exec({ argv: ["cat"], cwd: "", env: {}, stdin: all, maxOutputBytes: 4096 });
-    expect(r.exitCode).toBe(0);
-    expect(r.stdout.equals(all)).toBe(true);
-    const big = Buffer.alloc(3 * 1024 * 1024 + 7);
-    for (let i = 0; i < big.length; i++) big[i] = (i * 7919) % 256;
-    await files.writeFile("bin/big.bin", big);
-    expect((await fs.readFile(path.join(root, "bin/big.bin"))).equals(big)).toBe(true);
-    expect((await files.readFile("bin/big.bin")).equals(big)).toBe(true);
+    await expectEveryByteAndABigFile(client, new RunnerFiles(async () => ({ client })), root);
   });
 
   it("multiplexes concurrent calls, on several channels at once", async () => {
     const [a, b] = await Promise.all([open(), open()]);
     expect(a.pid).not.toBe(b.pid);
-    const rs = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => (i % 2 ? a : b).exec({ argv: ["sh", "-c", `printf 'out${i}\\377'; printf err${i} >&2`], cwd: "", env: {}, maxOutputBytes: 1024 })),
-    );
-    for (const [i, r] of rs.entries()) expect([r.stdout.toString("latin1"), r.stderr.toString()]).toEqual([`out${i}\xff`, `err${i}`]);
+    await expectConcurrentCallsApart((i) => (i % 2 ? a : b));
   });
 
   it("refuses a wrong token and a forged channel id, and serves the right one after", async () => {

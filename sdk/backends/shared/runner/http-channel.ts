@@ -17,6 +17,7 @@ import { createHash } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
 import { PassThrough, Writable } from "node:stream";
+import { takeBatch } from "./batch.js";
 import type { RunnerTransport } from "./client.js";
 import { RUNNER_SOURCE } from "./source.js";
 
@@ -435,15 +436,9 @@ export function startHttpRunner(ep: HttpRunnerEndpoint): HttpRunnerTransport {
     try {
       const c = await opened;
       while (queue.length && !over) {
-        const parts: Buffer[] = [];
-        let n = 0;
-        while (queue.length && (n === 0 || n + queue[0]!.length <= MAX_BATCH)) {
-          const b = queue.shift()!;
-          parts.push(b);
-          n += b.length;
-        }
-        const done = waiting.splice(0, parts.length);
-        const r = await call("POST", `c/${c.id}/in`, parts.length === 1 ? parts[0]! : Buffer.concat(parts, n));
+        const { data, frames } = takeBatch(queue, MAX_BATCH);
+        const done = waiting.splice(0, frames);
+        const r = await call("POST", `c/${c.id}/in`, data);
         if (r.status !== 204) throw new Error(`the runner's input was refused (HTTP ${r.status}): ${r.body.toString().slice(0, 200)}`);
         for (const cb of done) cb();
       }
