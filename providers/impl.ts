@@ -150,7 +150,7 @@ export const ledgerProviderImpl = {
     const leftovers = homesIn(props.leftovers);
     if (!leftovers.length) return;
     if (props.deleteData !== true) {
-      report("warn", `deleteData is off: kept the files ${leftovers.length} earlier workspace(s) left behind: ${leftovers.map(describeHome).join("; ")}`);
+      await warn(`deleteData is off: kept the files ${leftovers.length} earlier workspace(s) left behind: ${leftovers.map(describeHome).join("; ")}`);
       return;
     }
     const failures: string[] = [];
@@ -159,7 +159,7 @@ export const ledgerProviderImpl = {
         const driver = await loadDriverFor(parseBackend(h.backend, "backend (from the data ledger)"));
         await driver.destroy(h.workspaceId, { deleteData: true, leftover: true }, driverContext({}));
       } catch (e) {
-        if (e instanceof Error && (e as { code?: unknown }).code === "conflict") report("warn", `kept the files of ${describeHome(h)}: ${e.message}`);
+        if (e instanceof Error && (e as { code?: unknown }).code === "conflict") await warn(`kept the files of ${describeHome(h)}: ${e.message}`);
         else failures.push(`${describeHome(h)}: ${messageOf(e)}`);
       }
     }
@@ -175,10 +175,11 @@ function ledgerOutputs(inputs: Props, leftovers: DataHome[]): Props {
   return plain({ deleteData: inputs.deleteData === true, homes: homesIn(inputs.homes), leftovers });
 }
 
-/** A warning for the operator: the provider logger, and stderr (the engine shows a provider's stderr). */
-function report(level: "warn" | "info", message: string): void {
-  logger[level](message);
-  console.error(`agentws: ${message}`);
+/** A warning for the operator: the provider logger, and the engine's diagnostics when run by it. */
+async function warn(message: string): Promise<void> {
+  logger.warn(message);
+  const { warnEngine } = await import("./engine-log.js");
+  await warnEngine(message);
 }
 
 /** Re-creates the object under its name, the driver's way, or (no such way) by destroying it keeping its files and creating it anew. */

@@ -98,7 +98,7 @@ describe.sequential("destroy with deleteData removes what earlier replaces and r
     // deleteData off keeps them: the files are there, the records (the backend objects) are not.
     for (const id of ["moved", "gone", "back", "lost", ...(bwrap ? ["bw-moved"] : [])]) expect(existsSync(join(firstFolders[id]!, "note.txt"))).toBe(true);
     expect(existsSync(metadataRecordPath(firstFolders.moved!))).toBe(false);
-    expect(leftovers()).toEqual(["local:loc/back", "local:loc/gone", "local:loc/moved", "local:loc3/lost", ...(bwrap ? ["bubblewrap:bw|user-a|bw-moved"] : [])]);
+    expect(leftovers()).toEqual([...(bwrap ? ["bubblewrap:bw|user-a|bw-moved"] : []), "local:loc/back", "local:loc/gone", "local:loc/moved", "local:loc3/lost"]);
   });
 
   it("a workspace moved back takes its old folder again (no longer a leftover); another stack's workspace takes one too", async () => {
@@ -107,7 +107,7 @@ describe.sequential("destroy with deleteData removes what earlier replaces and r
     expect(fleet.back!.location.hostPath).toBe(firstFolders.back);
     expect(existsSync(join(firstFolders.back!, "note.txt"))).toBe(true);
     // Its folder in loc2 is the one left behind now.
-    expect(leftovers()).toEqual(["local:loc/gone", "local:loc/moved", "local:loc2/back", "local:loc3/lost", ...(bwrap ? ["bubblewrap:bw|user-a|bw-moved"] : [])]);
+    expect(leftovers()).toEqual([...(bwrap ? ["bubblewrap:bw|user-a|bw-moved"] : []), "local:loc/gone", "local:loc/moved", "local:loc2/back", "local:loc3/lost"]);
     // Stack B creates a workspace with the id of A's removed one in the same basedir: it adopts the folder.
     specsB = [...specsB, local("gone", "loc")];
     expect((await stackB.up({ color: "never" })).summary.result).toBe("succeeded");
