@@ -1,4 +1,5 @@
 import { ensureBackend, type BackendDescription, type Driver, type WorkspaceIdentity } from "../sdk/backends/driver.js";
+import { changePolicyOf } from "../sdk/backends/registry.js";
 import { BackendSpecSchema, type BackendSpec } from "../sdk/backends/spec.js";
 import { InvalidArgumentError, WorkspaceError } from "../sdk/errors.js";
 import { silentLogger, type Logger } from "../sdk/logger.js";
@@ -156,7 +157,10 @@ export const ledgerProviderImpl = {
     const failures: string[] = [];
     for (const h of leftovers) {
       try {
-        const driver = await loadDriverFor(parseBackend(h.backend, "backend (from the data ledger)"));
+        const spec = parseBackend(h.backend, "backend (from the data ledger)");
+        // Only drivers whose policy names their data fields know the leftover mode of destroy.
+        if (!changePolicyOf(spec.kind).dataFields) throw new WorkspaceError("invalid_argument", `the ${spec.kind} backend cannot remove files left behind; remove them by hand`);
+        const driver = await loadDriverFor(spec);
         await driver.destroy(h.workspaceId, { deleteData: true, leftover: true }, driverContext({}));
       } catch (e) {
         if (e instanceof Error && (e as { code?: unknown }).code === "conflict") await warn(`kept the files of ${describeHome(h)}: ${e.message}`);

@@ -34,7 +34,12 @@ export function dataHomeOf(ws: { workspaceId: string; userId?: string | undefine
   const policy = changePolicyOf(kind);
   if (!policy.dataFields || !policy.dataHome) return undefined;
   const picked: Record<string, unknown> = { kind };
-  for (const f of policy.dataFields) if (typeof ws.backend[f] === "string") picked[f] = ws.backend[f];
+  for (const f of policy.dataFields) {
+    const v = ws.backend[f];
+    // A value not known as a plain string (an Output) would read as the default folder: not tracked.
+    if (v !== undefined && typeof v !== "string") return undefined;
+    if (v !== undefined) picked[f] = v;
+  }
   const backend = normalizeHostPaths(picked);
   const home = policy.dataHome(backend as never, { workspaceId: ws.workspaceId, userId: ws.userId });
   if (home === undefined) return undefined;

@@ -31,6 +31,8 @@ describe("the data ledger's records", () => {
     expect(dataHomeOf({ workspaceId: "w", backend: { kind: "docker" } })).toBeUndefined();
     expect(dataHomeOf({ workspaceId: "w", backend: { kind: "bubblewrap" } })).toBeUndefined();
     expect(dataHomeOf({ workspaceId: "w", backend: { kind: "e2b" } })).toBeUndefined();
+    // A folder not known as a plain string is not guessed at (it would read as the default folder).
+    expect(dataHomeOf({ workspaceId: "w", backend: { kind: "local", basedir: { promise: 1 } } })).toBeUndefined();
   });
 
   it("accumulate the homes that vanish with deleteData off, and drop one a workspace has again", () => {
