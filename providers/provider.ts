@@ -47,6 +47,11 @@ export const workspaceProvider: pulumi.dynamic.ResourceProvider = {
 
 /** The serialized provider of the fleet's data ledger (see ledgerProviderImpl); the same loader. */
 export const ledgerProvider: pulumi.dynamic.ResourceProvider = {
+  // The stack's credentials, for a driver that needs them to remove files.
+  async configure(req) {
+    const { workspaceProviderImpl } = await loadImpl();
+    await workspaceProviderImpl.configure(req.config);
+  },
   async check(olds: Props, news: Props) {
     const { ledgerProviderImpl } = await loadImpl();
     return ledgerProviderImpl.check(olds, news);
