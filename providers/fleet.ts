@@ -5,6 +5,8 @@ import { z } from "zod";
 import { ConflictError, InvalidArgumentError, WorkspaceError, fromZodError } from "../sdk/errors.js";
 import { WorkspaceSpecSchema, type FleetEntry, type FleetOutputs, type WorkspaceSpec, type WorkspaceSpecInput } from "../sdk/fleet.js";
 import { defaultWorkspaceId, issueToFailure } from "./inputs.js";
+import { DataLedger } from "./ledger.js";
+import { dataHomeOf, type DataHome } from "./ledger-state.js";
 import { WorkspaceResource, type WorkspaceResourceArgs } from "./resource.js";
 import { hasSecretFields, parseWithSecretValues, resolveSecretRefs, type WithSecretValues } from "./secret-fields.js";
 
@@ -44,6 +46,8 @@ export interface WorkspaceFleetArgs {
 export class WorkspaceFleet extends pulumi.ComponentResource {
   readonly workspaces: pulumi.Output<FleetOutputs>;
   readonly resources: Record<string, WorkspaceResource>;
+  /** Where the fleet's workspaces keep their files, and the files earlier ones left behind (see DataLedger). */
+  readonly ledger: DataLedger;
 
   constructor(name: string, args: WorkspaceFleetArgs, opts: pulumi.ComponentResourceOptions = {}) {
     super("agentws:index:WorkspaceFleet", name, {}, opts);
@@ -52,14 +56,21 @@ export class WorkspaceFleet extends pulumi.ComponentResource {
       ...(args.workspaces ?? []).map((s, i) => ({ spec: parseSpec(s, `workspaces[${i}]`), field: `workspaces[${i}]` })),
       ...(args.file ? loadFleetFile(args.file).map((spec, i) => ({ spec, field: `fleet file ${args.file}: workspaces[${i}]` })) : []),
     ];
-    this.resources = {};
+    const planned: { id: string; args: WorkspaceResourceArgs }[] = [];
+    const homes: DataHome[] = [];
     for (const { spec, field } of specs) {
       const id = spec.workspaceId ?? defaultWorkspaceId(spec.userId, spec.agentId);
-      if (this.resources[id]) throw new ConflictError(`fleet '${name}': ${field} repeats workspace id '${id}'; ids must be unique`, { field });
+      if (planned.some((p) => p.id === id)) throw new ConflictError(`fleet '${name}': ${field} repeats workspace id '${id}'; ids must be unique`, { field });
       const resolved = resolveSecretRefs(spec, field) as unknown as WorkspaceSpec;
-      const resourceArgs: WorkspaceResourceArgs = { ...resolved, workspaceId: id, deleteData: args.deleteData, credentials: args.credentials };
-      this.resources[id] = new WorkspaceResource(`${name}-${id}`, resourceArgs, { parent: this });
+      planned.push({ id, args: { ...resolved, workspaceId: id, deleteData: args.deleteData, credentials: args.credentials } });
+      // Only the plain fields saying where the files live (never env or other secret-bearing values).
+      const home = dataHomeOf({ workspaceId: id, userId: spec.userId, backend: spec.backend });
+      if (home) homes.push(home);
     }
+    // Created before every workspace and deleted after them all (they depend on it).
+    this.ledger = new DataLedger(`${name}-data-ledger`, { deleteData: args.deleteData === true, homes: homes.sort((a, b) => a.key.localeCompare(b.key)) }, { parent: this });
+    this.resources = {};
+    for (const { id, args: resourceArgs } of planned) this.resources[id] = new WorkspaceResource(`${name}-${id}`, resourceArgs, { parent: this, dependsOn: [this.ledger] });
     const entries = Object.values(this.resources).map((r) => fleetEntryOf(r));
     const all = pulumi.all(entries).apply((list) => Object.fromEntries(list.map((e) => [e.workspaceId, e])));
     // The engine already marks it secret when a resource output is; say so in code too.

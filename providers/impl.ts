@@ -1,9 +1,11 @@
 import { ensureBackend, type BackendDescription, type Driver, type WorkspaceIdentity } from "../sdk/backends/driver.js";
+import { changePolicyOf } from "../sdk/backends/registry.js";
 import { BackendSpecSchema, type BackendSpec } from "../sdk/backends/spec.js";
 import { InvalidArgumentError, WorkspaceError } from "../sdk/errors.js";
 import { silentLogger, type Logger } from "../sdk/logger.js";
 import type { McpServerSpec } from "../sdk/workspace/mcp-spec.js";
-import { diffWorkspace, type WorkspaceDiff } from "./diff.js";
+import { diffWorkspace, stableJson, type WorkspaceDiff } from "./diff.js";
+import { describeHome, homesIn, nextLeftovers, type DataHome } from "./ledger-state.js";
 import { checkInputs, containsUnknown, plain, type CheckFailure } from "./inputs.js";
 
 /**
@@ -113,6 +115,76 @@ export const workspaceProviderImpl = {
     await driver.destroy(workspaceId, { deleteData: props.deleteData === true }, driverContext(props));
   },
 };
+
+/**
+ * The fleet's data ledger (DataLedger): created before and deleted after every workspace of the
+ * fleet. Its inputs are where each workspace's files live; each update adds the homes that
+ * workspaces leave behind with deleteData off (see nextLeftovers). Its delete, when the fleet's
+ * deleteData is on, removes those leftovers through the backend's own driver
+ * (`destroy(id, { deleteData: true, leftover: true })`), which refuses (a ConflictError) files a
+ * live workspace uses now: those are kept and named. Any other failure fails the delete, so the
+ * ledger and all its entries stay in state for the next destroy.
+ */
+export const ledgerProviderImpl = {
+  async check(_olds: Props, news: Props): Promise<{ inputs: Props; failures: CheckFailure[] }> {
+    return { inputs: news, failures: [] };
+  },
+
+  async diff(_id: string, olds: Props, news: Props) {
+    const changes = (olds.deleteData === true) !== (news.deleteData === true) || stableJson(homesIn(olds.homes)) !== stableJson(homesIn(news.homes));
+    return { changes, replaces: [], deleteBeforeReplace: false };
+  },
+
+  async create(inputs: Props): Promise<{ id: string; outs: Props }> {
+    return { id: "data-ledger", outs: ledgerOutputs(inputs, []) };
+  },
+
+  async read(id: string, props: Props = {}): Promise<{ id: string; props: Props }> {
+    return { id, props };
+  },
+
+  async update(_id: string, olds: Props, news: Props): Promise<{ outs: Props }> {
+    return { outs: ledgerOutputs(news, nextLeftovers(olds, homesIn(news.homes))) };
+  },
+
+  async delete(_id: string, props: Props): Promise<void> {
+    const leftovers = homesIn(props.leftovers);
+    if (!leftovers.length) return;
+    if (props.deleteData !== true) {
+      await warn(`deleteData is off: kept the files ${leftovers.length} earlier workspace(s) left behind: ${leftovers.map(describeHome).join("; ")}`);
+      return;
+    }
+    const failures: string[] = [];
+    for (const h of leftovers) {
+      try {
+        const spec = parseBackend(h.backend, "backend (from the data ledger)");
+        // Only drivers whose policy names their data fields know the leftover mode of destroy.
+        if (!changePolicyOf(spec.kind).dataFields) throw new WorkspaceError("invalid_argument", `the ${spec.kind} backend cannot remove files left behind; remove them by hand`);
+        const driver = await loadDriverFor(spec);
+        await driver.destroy(h.workspaceId, { deleteData: true, leftover: true }, driverContext({}));
+      } catch (e) {
+        if (e instanceof Error && (e as { code?: unknown }).code === "conflict") await warn(`kept the files of ${describeHome(h)}: ${e.message}`);
+        else failures.push(`${describeHome(h)}: ${messageOf(e)}`);
+      }
+    }
+    if (failures.length)
+      throw new WorkspaceError(
+        "unavailable",
+        `could not delete the files ${failures.length} earlier workspace(s) left behind (the data ledger keeps them; fix this and run destroy again): ${failures.join("; ")}`,
+      );
+  },
+};
+
+function ledgerOutputs(inputs: Props, leftovers: DataHome[]): Props {
+  return plain({ deleteData: inputs.deleteData === true, homes: homesIn(inputs.homes), leftovers });
+}
+
+/** A warning for the operator: the provider logger, and the engine's diagnostics when run by it. */
+async function warn(message: string): Promise<void> {
+  logger.warn(message);
+  const { warnEngine } = await import("./engine-log.js");
+  await warnEngine(message);
+}
 
 /** Re-creates the object under its name, the driver's way, or (no such way) by destroying it keeping its files and creating it anew. */
 async function recreate(driver: Driver, identity: WorkspaceIdentity, ctx: ReturnType<typeof driverContext>): Promise<BackendDescription> {

@@ -44,3 +44,36 @@ export const workspaceProvider: pulumi.dynamic.ResourceProvider = {
     await workspaceProviderImpl.delete(id, props);
   },
 };
+
+/** The serialized provider of the fleet's data ledger (see ledgerProviderImpl); the same loader. */
+export const ledgerProvider: pulumi.dynamic.ResourceProvider = {
+  // The stack's credentials, for a driver that needs them to remove files.
+  async configure(req) {
+    const { workspaceProviderImpl } = await loadImpl();
+    await workspaceProviderImpl.configure(req.config);
+  },
+  async check(olds: Props, news: Props) {
+    const { ledgerProviderImpl } = await loadImpl();
+    return ledgerProviderImpl.check(olds, news);
+  },
+  async diff(id: string, olds: Props, news: Props) {
+    const { ledgerProviderImpl } = await loadImpl();
+    return ledgerProviderImpl.diff(id, olds, news);
+  },
+  async create(inputs: Props) {
+    const { ledgerProviderImpl } = await loadImpl();
+    return ledgerProviderImpl.create(inputs);
+  },
+  async read(id: string, props?: Props) {
+    const { ledgerProviderImpl } = await loadImpl();
+    return ledgerProviderImpl.read(id, props);
+  },
+  async update(id: string, olds: Props, news: Props) {
+    const { ledgerProviderImpl } = await loadImpl();
+    return ledgerProviderImpl.update(id, olds, news);
+  },
+  async delete(id: string, props: Props) {
+    const { ledgerProviderImpl } = await loadImpl();
+    await ledgerProviderImpl.delete(id, props);
+  },
+};

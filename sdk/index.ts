@@ -59,6 +59,7 @@ export {
   type BackendState,
   type BackendDescription,
   type DriverContext,
+  type DestroyOptions,
   type Driver,
   type EnsureOutcome,
 } from "./backends/driver.js";

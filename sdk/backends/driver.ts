@@ -53,6 +53,19 @@ export function matchesSelector(d: BackendDescription, selector: ListSelector = 
   return selector.userId === undefined || d.userId === selector.userId;
 }
 
+/** Options of `Driver.destroy`. */
+export interface DestroyOptions {
+  /** Also remove the workspace's persistent files (host folder, volume, PVC). */
+  deleteData?: boolean;
+  /**
+   * The backend object went earlier, by a destroy that kept its files (deleteData off): with
+   * deleteData, remove only those files, never a backend object. When a live object of this id
+   * (or a record of one) still uses them, it is a ConflictError naming them and nothing is removed.
+   * Files already gone are a no-op. Drivers whose policy declares `dataFields` support it.
+   */
+  leftover?: boolean;
+}
+
 export interface DriverContext {
   logger?: Logger;
   onProgress?: ProgressListener;
@@ -77,7 +90,7 @@ export interface Driver {
   pause(workspaceId: string, ctx?: DriverContext): Promise<void>;
   resume(workspaceId: string, ctx?: DriverContext): Promise<void>;
   /** Removes the backend object; with deleteData also its persistent files. Missing is a no-op. */
-  destroy(workspaceId: string, options?: { deleteData?: boolean }, ctx?: DriverContext): Promise<void>;
+  destroy(workspaceId: string, options?: DestroyOptions, ctx?: DriverContext): Promise<void>;
   /** Re-stamps tags in place where the backend allows it. */
   updateTags?(workspaceId: string, tags: Record<string, string>, ctx?: DriverContext): Promise<void>;
   /**

@@ -26,6 +26,8 @@ const TITLE: Record<WorkspaceOp, string> = {
 const SIGN: Record<WorkspaceOp, string> = { create: "+", update: "~", recreate: "~+", replace: "+-", rename: "+-", delete: "-" };
 const COMPONENTS: Record<string, string> = {
   "agentws:index:WorkspaceFleet": "the fleet component: its `workspaces` output, which the runtime manager reads, follows the workspace changes",
+  "pulumi-nodejs:dynamic/agentws:DataLedger":
+    "the fleet's data ledger: it notes where each workspace keeps its files and which folders earlier replaces and removals left behind with `deleteData` off, so that `destroy` with `deleteData` on removes those too; it follows the workspace changes and touches no workspace",
 };
 
 export interface MarkdownOptions {

@@ -18,8 +18,8 @@ vi.setConfig({ testTimeout: 300_000 });
  * Docker workspaces on the real engine, two stacks side by side: a base image that does not exist
  * fails the preview and the up while the old container keeps running with its files; a stopped
  * container is reported by refresh and started by `up --refresh`; `destroy`
- * with deleteData leaves no container, folder or image of the stack, and the other stack's
- * container and image are untouched.
+ * with deleteData leaves no container, folder or image of the stack (a folder an earlier move left
+ * behind with deleteData off included), and the other stack's container and image are untouched.
  */
 const engine = await dockerEngine();
 const OWN_IMAGE = `agentws-base:pulumi-docker-${process.pid}`;
@@ -32,6 +32,8 @@ let sbB: Sandbox;
 let stackA: Stack;
 let stackB: Stack;
 let imageA = OWN_IMAGE;
+let deleteDataA = true;
+let dataA = "data";
 
 const docker = () => dockerClient();
 const containerOf = async (id: string) => (await docker().listContainers({ all: true, filters: { label: [`agent-workspaces.workspace-id=${id}`] } }))[0];
@@ -60,15 +62,15 @@ describe.skipIf(!engine).sequential("docker workspaces on the real Pulumi engine
     }
     sbA = makeSandbox("docker-a");
     sbB = makeSandbox("docker-b");
-    const program = (id: string, sb: Sandbox, image: () => string, deleteData: boolean) => async () => {
+    const program = (id: string, sb: Sandbox, image: () => string, deleteData: () => boolean, data: () => string) => async () => {
       const fleet = new WorkspaceFleet("fleet", {
-        workspaces: [{ workspaceId: id, userId: "ops", agentId: "builder", backend: { kind: "docker", baseImage: image(), basedir: join(sb.dir, "data") }, tags: { team: "a" } }],
-        deleteData,
+        workspaces: [{ workspaceId: id, userId: "ops", agentId: "builder", backend: { kind: "docker", baseImage: image(), basedir: join(sb.dir, data()) }, tags: { team: "a" } }],
+        deleteData: deleteData(),
       });
       return { [FLEET_OUTPUT_NAME]: fleet.workspaces };
     };
-    stackA = await testStack(sbA, "docker", program(A, sbA, () => imageA, true), bin);
-    stackB = await testStack(sbB, "docker", program(B, sbB, () => BASE_IMAGE, false), bin);
+    stackA = await testStack(sbA, "docker", program(A, sbA, () => imageA, () => deleteDataA, () => dataA), bin);
+    stackB = await testStack(sbB, "docker", program(B, sbB, () => BASE_IMAGE, () => false, () => "data"), bin);
   });
 
   afterAll(async () => {
@@ -135,13 +137,28 @@ describe.skipIf(!engine).sequential("docker workspaces on the real Pulumi engine
     expect(await imagesLeft(OWN_IMAGE)).toEqual([]);
   });
 
+  it("with deleteData off, a move to another basedir replaces the container and leaves the old folder, which the data ledger records", async () => {
+    deleteDataA = false;
+    await upWithPreview(stackA, { color: "never" });
+    const before = await containerOf(A);
+    dataA = "data2";
+    const moved = fleetOf((await upWithPreview(stackA, { color: "never" })).outputs);
+    expect(moved[A]!.location.hostPath).toBe(join(sbA.dir, "data2", A));
+    expect((await containerOf(A))?.Id).not.toBe(before!.Id);
+    expect(existsSync(join(sbA.dir, "data", A, "marker.txt"))).toBe(true);
+    deleteDataA = true;
+    await upWithPreview(stackA, { color: "never" });
+  });
+
   it("destroy with deleteData leaves no container, folder or image of the stack, and nothing of the other stack is touched", async () => {
     expect(await imagesFrom(SECOND_IMAGE)).toHaveLength(1);
     const other = await containerOf(B);
     const otherImage = other!.ImageID;
     await stackA.destroy({ color: "never" });
     expect(await containerOf(A)).toBeUndefined();
+    // The folder the move left behind too (the data ledger's), not only the current one.
     expect(readdirSync(join(sbA.dir, "data"))).toEqual([]);
+    expect(readdirSync(join(sbA.dir, "data2"))).toEqual([]);
     // Every workspace image the stack built is gone (the first by the update above, the second by the destroy).
     expect(await imagesLeft(OWN_IMAGE, SECOND_IMAGE)).toEqual([]);
     // The other stack: its container still runs on its image, its folder is there.

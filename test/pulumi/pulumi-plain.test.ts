@@ -74,8 +74,8 @@ describe.sequential("the default local stack", () => {
     const previewJson = pulumi(["preview", "--json"]);
     const md = agentws(["preview", "--markdown", "--from-json", "-"], previewJson);
     expect(md.status).toBe(0);
-    // The fleet component and its workspaces (the default provider is not a step).
-    expect(md.stdout).toContain(`**No workspace changes** · ${kinds.length + 1} resources unchanged`);
+    // The fleet component, its data ledger and its workspaces (the default provider is not a step).
+    expect(md.stdout).toContain(`**No workspace changes** · ${kinds.length + 2} resources unchanged`);
 
     pulumi(["destroy", "--yes"]);
     expect(readdirSync(join(sb.dir, "user-home", ".agent-workspaces", "local"))).toEqual([]);

@@ -44,6 +44,12 @@ const fixture = {
     step("create", "fresh", undefined, { workspaceId: "fresh", userId: "frank", agentId: "helper", backend: { kind: "local", basedir: "/srv/agents/local" } }),
     step("same", "unchanged", notes, notes),
     { op: "update", urn: "urn:pulumi:pr::agents::agentws:index:WorkspaceFleet::fleet", newState: { type: "agentws:index:WorkspaceFleet" } },
+    // The fleet's data ledger follows the folders the workspaces keep their files in.
+    {
+      op: "update",
+      urn: "urn:pulumi:pr::agents::agentws:index:WorkspaceFleet$pulumi-nodejs:dynamic/agentws:DataLedger::fleet-data-ledger",
+      newState: { type: "pulumi-nodejs:dynamic/agentws:DataLedger" },
+    },
   ],
 };
 
@@ -64,6 +70,7 @@ describe("the preview comment", () => {
     expect(md).toContain("> **Deletes workspace files:** `scratch` (re-create), `tester-ws` (replace).");
     expect(md).toContain("`agentws up --allow-data-loss`");
     expect(md).toContain("Other resources: `fleet` to update (the fleet component: its `workspaces` output");
+    expect(md).toContain("`fleet-data-ledger` to update (the fleet's data ledger: it notes where each workspace keeps its files and which folders earlier replaces and removals left behind");
     expect(md).toContain("`backend.env`: added `{\"API_TOKEN\":\"[secret]\"}` (re-creates)");
     expect(md).toContain("**1 to create, 1 to update, 2 to re-create, 2 to replace, 1 to rename** · 1 unchanged");
     expect(md).not.toContain("v1:abc");

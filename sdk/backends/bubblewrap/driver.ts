@@ -3,8 +3,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { NotFoundError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
-import { matchesSelector, type BackendDescription, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
+import { ConflictError, NotFoundError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import { matchesSelector, type BackendDescription, type DestroyOptions, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { recordNames } from "../shared/list.js";
 import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../shared/owner-store.js";
 import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../shared/schema.js";
@@ -123,9 +123,10 @@ export class BubblewrapDriver implements Driver {
 
   async resume(): Promise<void> {}
 
-  async destroy(workspaceId: string, options: { deleteData?: boolean } = {}): Promise<void> {
+  async destroy(workspaceId: string, options: DestroyOptions = {}): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
     const record = await this.#read(id);
+    if (options.leftover) return this.#destroyLeftover(id, record, options);
     await this.#claims.remove(hashedName(id));
     await fs.rm(this.#indexPath(id), { force: true });
     // Without deleteData the folder stays: a later create adopts it (same deterministic name).
@@ -138,6 +139,34 @@ export class BubblewrapDriver implements Driver {
       await fs.rmdir(path.dirname(host)).catch(() => undefined);
     }
     // Empty bookkeeping folders go too (recreated on the next create); rmdir never removes content.
+    for (const sub of ["index", "claims", "env", "tmp"]) await fs.rmdir(path.join(this.#basedir, ".agentws", sub)).catch(() => undefined);
+    await fs.rmdir(path.join(this.#basedir, ".agentws")).catch(() => undefined);
+  }
+
+  /**
+   * The folder an earlier destroy kept (it removed the index record, left the files): with deleteData,
+   * `<basedir>/<h(user)>/<h(id)>` for whichever user folder holds it (ids are unique per basedir) and
+   * its env folder go, then empty user and bookkeeping folders. A live index record for the id means
+   * a workspace uses it now: a ConflictError, nothing removed (an unreadable one failed in #read).
+   */
+  async #destroyLeftover(id: string, record: IndexRecord | null, options: DestroyOptions): Promise<void> {
+    if (!options.deleteData || !this.persistent) return;
+    if (record)
+      throw new ConflictError(`bubblewrap workspace '${id}' is live again in ${this.#basedir} (record ${this.#indexPath(id)}); its folder ${path.join(this.#basedir, record.folder)} is not deleted`, {
+        field: "backend.basedir",
+        details: { folder: path.join(this.#basedir, record.folder) },
+      });
+    const users = await fs.readdir(this.#basedir, { withFileTypes: true }).catch(() => []);
+    for (const user of users) {
+      if (!user.isDirectory() || user.name.startsWith(".")) continue;
+      const host = path.join(this.#basedir, user.name, hashedName(id));
+      if (!(await fs.lstat(host).catch(() => null))) continue;
+      await assertInside(this.#basedir, host, "workspace folder");
+      await fs.rm(host, { recursive: true, force: true });
+      await fs.rmdir(path.dirname(host)).catch(() => undefined);
+    }
+    await fs.rm(this.#envDir(id), { recursive: true, force: true });
+    await this.#claims.remove(hashedName(id));
     for (const sub of ["index", "claims", "env", "tmp"]) await fs.rmdir(path.join(this.#basedir, ".agentws", sub)).catch(() => undefined);
     await fs.rmdir(path.join(this.#basedir, ".agentws")).catch(() => undefined);
   }

@@ -28,6 +28,7 @@ export const BubblewrapBackendSchema = withChangePolicy(z.strictObject({
   fields: { basedir: "replace", network: "update", env: "update", readOnlyPaths: "update", pythonPackages: "update", npmPackages: "update", maxProcesses: "update", memoryBytes: "update", cpus: "update" },
   hostPaths: ["basedir", "readOnlyPaths"],
   // Folder <basedir>/<h(user)>/<h(id)>; an ephemeral one (no basedir) goes with its record.
+  dataFields: ["basedir"],
   dataHome: (s, ws) => (s.basedir === undefined ? undefined : `${s.basedir}\0${ws.userId ?? ""}\0${ws.workspaceId}`),
   objectHome: (s, ws) => `${s.basedir ?? "(ephemeral)"}\0${ws.workspaceId}`,
 });

@@ -6,7 +6,7 @@ import path from "node:path";
 import type Docker from "dockerode";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
 import type { FileLeases } from "../shared/lease.js";
-import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
+import { LABELS, matchesSelector, type BackendDescription, type BackendState, type DestroyOptions, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { MAX_LISTED } from "../shared/list.js";
 import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../shared/schema.js";
 import { DockerBackendSchema, type DockerBackendSpec } from "./schema.js";
@@ -304,10 +304,11 @@ export class DockerDriver implements Driver {
     }
   }
 
-  async destroy(workspaceId: string, options: { deleteData?: boolean } = {}): Promise<void> {
+  async destroy(workspaceId: string, options: DestroyOptions = {}): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
     // find() refuses a foreign container holding the name (ConflictError): it is never removed.
     const found = await this.find(id);
+    if (options.leftover) return this.#destroyLeftover(id, found, options);
     if (found) {
       const container = this.docker.getContainer(found.location.containerId!);
       // Thaw a paused container before the forced removal: a frozen process cannot die of SIGKILL
@@ -337,6 +338,21 @@ export class DockerDriver implements Driver {
     // refuses to remove an image in use: never forced, so no other stack's container is touched).
     // Best effort and bounded: a busy engine must not hold up the destroy.
     if (options.deleteData) await this.#dropImage(found?.location.image);
+  }
+
+  /**
+   * The bind folder `<basedir>/<id>` an earlier destroy kept: with deleteData it goes, never a
+   * container. When this id's container (on this engine) still mounts it, that is a ConflictError
+   * and nothing is removed; the container of a workspace that moved to another basedir is left alone.
+   */
+  async #destroyLeftover(id: string, found: BackendDescription | null, options: DestroyOptions): Promise<void> {
+    const host = this.hostPath(id);
+    if (!options.deleteData || !host) return;
+    const mounted = found?.location.hostPath;
+    if (mounted !== undefined && path.resolve(mounted) === host)
+      throw new ConflictError(`host folder ${host} is mounted by the live container ${containerName(id)}; it is not deleted`, { field: "backend.basedir", details: { folder: host } });
+    if (path.dirname(host) !== path.resolve(this.spec.basedir!)) throw new PathEscapeError(host, "is not directly under basedir");
+    await fs.rm(host, { recursive: true, force: true });
   }
 
   /**

@@ -57,6 +57,8 @@ export const DockerBackendSchema = withChangePolicy(z.strictObject({
   },
   tags: "recreate",
   hostPaths: ["basedir", "readOnlyPaths", "caCertificates"],
+  // The folder, and the engine whose container may still use it.
+  dataFields: ["basedir", "socketPath"],
   // Files live in <basedir>/<id>; an ephemeral container (no basedir) holds them itself.
   dataHome: (s, ws) => (s.basedir === undefined ? undefined : `${s.basedir}/${ws.workspaceId}`),
   // One container name per id and engine: a replacement on the same engine deletes the old first.

@@ -6,7 +6,7 @@ import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, fr
 import type { Logger } from "../../logger.js";
 import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
-import { matchesSelector, type BackendDescription, type Driver, type DriverContext, type ListSelector, type WorkspaceIdentity } from "../driver.js";
+import { matchesSelector, type BackendDescription, type DestroyOptions, type Driver, type DriverContext, type ListSelector, type WorkspaceIdentity } from "../driver.js";
 import { recordNames } from "../shared/list.js";
 import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../shared/owner-store.js";
 import { WorkspaceIdSchema, parseWorkspaceId } from "../shared/schema.js";
@@ -166,7 +166,8 @@ export class LocalDriver implements Driver {
     this.folderFor(workspaceId);
   }
 
-  async destroy(workspaceId: string, options: { deleteData?: boolean } = {}, ctx: DriverContext = {}): Promise<void> {
+  async destroy(workspaceId: string, options: DestroyOptions = {}, ctx: DriverContext = {}): Promise<void> {
+    if (options.leftover) return this.#destroyLeftover(workspaceId, options, ctx);
     const found = await this.find(workspaceId);
     if (!found) return;
     const folder = this.folderFor(workspaceId);
@@ -182,6 +183,33 @@ export class LocalDriver implements Driver {
     await records.prune();
     await fs.rmdir(path.dirname(records.dir)).catch(() => undefined);
     ctx.logger?.info("destroyed a local workspace", { workspaceId, folder, deletedData: Boolean(options.deleteData) });
+  }
+
+  /**
+   * A folder an earlier destroy kept (it removed the record, left the files): deleted with
+   * deleteData unless a record (or a pre-record `.agentws.json`) says a workspace uses it now,
+   * which is a ConflictError. A record that cannot be read fails too: never delete on a guess.
+   */
+  async #destroyLeftover(workspaceId: string, options: DestroyOptions, ctx: DriverContext): Promise<void> {
+    if (!options.deleteData) return;
+    const folder = this.folderFor(workspaceId);
+    if (!(await this.#checkFolder(folder, workspaceId))) return;
+    const { records, claims, name } = this.#stores(folder);
+    const record = await records.read(name);
+    const legacy = await fs.lstat(path.join(folder, METADATA_FILE)).catch(() => null);
+    if (record !== null || legacy) {
+      const owner = (record as { workspaceId?: unknown } | null)?.workspaceId;
+      throw new ConflictError(
+        `host folder ${folder} is in use by ${typeof owner === "string" ? `workspace '${owner}'` : "a workspace"} (record ${record !== null ? records.file(name) : path.join(folder, METADATA_FILE)}); it is not deleted`,
+        { field: "backend.basedir", details: { folder } },
+      );
+    }
+    await fs.rm(folder, { recursive: true, force: true });
+    await claims.remove(name);
+    await claims.prune();
+    await records.prune();
+    await fs.rmdir(path.dirname(records.dir)).catch(() => undefined);
+    ctx.logger?.info("deleted a local workspace folder left behind by an earlier destroy", { workspaceId, folder });
   }
 
   async updateTags(workspaceId: string, tags: Record<string, string>): Promise<void> {

@@ -13,6 +13,7 @@ export const LocalBackendSchema = withChangePolicy(z.strictObject({
   // The folder is the workspace: another folder is another workspace, created before the old one goes.
   fields: { basedir: "replace", path: "replace" },
   hostPaths: ["basedir", "path"],
+  dataFields: ["basedir", "path"],
   dataHome: (s, ws) => s.path ?? `${s.basedir ?? "(default basedir)"}/${ws.workspaceId}`,
   // Its record sits beside the folder.
   objectHome: (s, ws) => s.path ?? `${s.basedir ?? "(default basedir)"}/${ws.workspaceId}`,

@@ -70,6 +70,14 @@ export interface ChangePolicy<Spec = Record<string, unknown>> {
    */
   dataHome?(spec: Spec, ws: PolicyWorkspace): string | undefined;
   /**
+   * The spec fields saying where the files live (what dataHome reads, and where a live object using
+   * them would be). A driver made from only
+   * these (and the kind) finds the files a destroy left behind and removes them
+   * (`destroy(id, { deleteData: true, leftover: true })`); the Pulumi fleet's data ledger keeps them.
+   * Backends without it are not tracked there.
+   */
+  dataFields?: readonly Exclude<keyof Spec, "kind">[];
+  /**
    * What names the backend object (a key compared for equality): a replacement with another key is
    * created before the old object is deleted; one with the same key must delete it first.
    * Default: the kind and workspace id (delete first).
