@@ -1,3 +1,5 @@
+// Size: the whole OpenSandbox lifecycle (find and create with convergence, adopt after a failed create, pause, resume,
+// the keep-alive, leftovers, a created sandbox handed to the connect that follows), each step small.
 import { createHash } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
