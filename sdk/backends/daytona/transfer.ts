@@ -20,6 +20,8 @@ export function toolboxFiles(sb: DaytonaSdkSandbox, timeoutS: number, fellBack?:
     upload: direct ? direct.upload : (path, data) => sb.fs.uploadFile(Buffer.from(data.buffer, data.byteOffset, data.byteLength), path, timeoutS),
     download: direct ? direct.download : (path) => sb.fs.downloadFile(path, timeoutS),
     ...(fellBack ? { fellBack } : {}),
+    // The daemon's upload is MkdirAll, os.Create and io.Copy: a pipe's end takes it as a file would.
+    streams: true,
   };
 }
 

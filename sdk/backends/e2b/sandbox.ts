@@ -74,6 +74,8 @@ export class E2BSandbox implements Sandbox {
         const bytes = await this.#sbx.files.read(p, { format: "bytes" });
         return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       },
+      // envd's upload is a stat, a chown, an open for writing (O_TRUNC) and a copy: a pipe's end takes it as a file would.
+      streams: true,
       fellBack: (e) => {
         if (warned) return;
         warned = true;

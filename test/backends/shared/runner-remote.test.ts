@@ -24,7 +24,8 @@ describe("runner client: big files through RemoteFiles at the runner's descripto
     await client.ready;
     return { client, log, files: new RunnerFiles(async () => ({ client })) };
   };
-  const host: (log: string[]) => RemoteFiles = (log) => ({
+  const host = (log: string[], streams = false): RemoteFiles => ({
+    streams,
     upload: async (p, d) => {
       log.push(`up ${p}`);
       await fs.writeFile(p, d);
@@ -35,8 +36,9 @@ describe("runner client: big files through RemoteFiles at the runner's descripto
     },
   });
 
-  it("writes and reads a big file byte-exact at /proc/<runner pid>/fd/<n>, never at a workspace name, keeping modes", async () => {
-    const { client, log, files } = await open(host);
+  for (const streams of [false, true])
+  it(`writes and reads a big file byte-exact at /proc/<runner pid>/fd/<n>, never at a workspace name, keeping modes (${streams ? "an upload pipe" : "a spare file"})`, async () => {
+    const { client, log, files } = await open((l) => host(l, streams));
     try {
       const big = randomBytes(3 * 1024 * 1024 + 11);
       await files.writeFile("d/big.bin", big, { mode: 0o640 });
@@ -52,7 +54,7 @@ describe("runner client: big files through RemoteFiles at the runner's descripto
       expect((await files.readFile("small.txt")).toString()).toBe("small");
       expect(log).toHaveLength(3);
       // A planted symlink at the target is refused, and the file it names is left alone.
-      const outside = path.join(os.tmpdir(), `agentws-outside-${process.pid}`);
+      const outside = path.join(os.tmpdir(), `agentws-outside-${process.pid}-${streams}`);
       await fs.writeFile(outside, "outside");
       await fs.symlink(outside, path.join(root, "d/link.bin"));
       await expect(files.writeFile("d/link.bin", big)).rejects.toMatchObject({ code: "path_escape" });
@@ -61,6 +63,9 @@ describe("runner client: big files through RemoteFiles at the runner's descripto
       await fs.rm(outside);
       await expect(files.writeFile("d/big.bin", big, { exclusive: true })).rejects.toMatchObject({ code: "conflict" });
       await expect(files.readFile("d/big.bin", { maxBytes: 100 })).rejects.toMatchObject({ code: "too_large" });
+      // Nothing but the files themselves is left in the folder.
+      expect((await fs.readdir(path.join(root, "d"))).sort()).toEqual(["big.bin", "link.bin"]);
+      await fs.rm(path.join(root, "d"), { recursive: true });
     } finally {
       await client.stop();
     }
@@ -90,6 +95,49 @@ describe("runner client: big files through RemoteFiles at the runner's descripto
       expect(told).toHaveLength(1);
     } finally {
       await client.stop();
+    }
+  });
+
+  it("an upload into the pipe that ends short or fails midway names nothing half-written; the bytes go over the channel", async () => {
+    const told: unknown[] = [];
+    let mode: "short" | "fail" = "short";
+    const { client, files } = await open((l) => ({
+      ...host(l, true),
+      upload: async (p, d) => {
+        l.push(`up ${p}`);
+        // Half the bytes, then the service says it is done (short) or fails.
+        await fs.writeFile(p, d.subarray(0, d.byteLength >> 1));
+        if (mode === "fail") throw new Error("connection reset");
+      },
+      fellBack: (e) => void told.push(e),
+    }));
+    try {
+      const old = randomBytes(100_000);
+      await fs.writeFile(path.join(root, "s.bin"), old);
+      const a = randomBytes(1024 * 1024);
+      await files.writeFile("s.bin", a);
+      expect((await fs.readFile(path.join(root, "s.bin"))).equals(a)).toBe(true);
+      expect(told).toHaveLength(1);
+      expect(await fs.readdir(root)).not.toContainEqual(expect.stringMatching(/agentws-tmp/));
+    } finally {
+      await client.stop();
+    }
+    mode = "fail";
+    const again = await open((l) => ({
+      ...host(l, true),
+      upload: async (p, d) => {
+        await fs.writeFile(p, d.subarray(0, d.byteLength >> 1));
+        throw new Error("connection reset");
+      },
+      fellBack: (e) => void told.push(e),
+    }));
+    try {
+      const b = randomBytes(1024 * 1024);
+      await again.files.writeFile("s.bin", b, { mode: 0o600 });
+      expect((await fs.readFile(path.join(root, "s.bin"))).equals(b)).toBe(true);
+      expect(told).toHaveLength(2);
+    } finally {
+      await again.client.stop();
     }
   });
 

@@ -59,6 +59,13 @@ export interface RemoteFiles {
   download(path: string): Promise<Buffer>;
   /** Told when a transfer failed and the bytes went over the runner's channel instead (the route is then off for that runner). */
   fellBack?(error: unknown): void;
+  /**
+   * The upload opens the path for writing and writes the bytes in order, as into a file, which a pipe's
+   * end also is (Daytona's toolbox, E2B's envd): a big write then streams through a pipe the runner
+   * reads as the bytes land and commits at the last one, with no round trip after the upload. Without
+   * it, the upload fills an unnamed file the runner then names (one round trip more).
+   */
+  readonly streams?: boolean;
 }
 
 /** One command; env is the complete environment (the runner adds only its kill marker). */
@@ -146,6 +153,10 @@ export class RunnerClient {
   #spareAsk: Promise<void> | undefined;
   /** The runner could not make a spare (no O_TMPFILE there): never asked again. */
   #spareRefused = false;
+  /** An upload pipe the runner made ahead of the next big write through RemoteFiles (`streams`). */
+  #pipe: { r: number; w: number } | undefined;
+  #pipeAsk: Promise<void> | undefined;
+  #pipeRefused = false;
   /** Set once a transfer through RemoteFiles failed: this runner's big files then take its channel. */
   #remoteOff = false;
   /** Resolves on the runner's hello; rejects if it dies first (no python3, bad image...). */
@@ -399,10 +410,68 @@ export class RunnerClient {
    * never into a named temp file the pipe could then also write.
    */
   async #writeRemote(rel: string, kind: "w" | "x", m: string, data: Uint8Array): Promise<void> {
+    if (this.#t.remoteFiles?.streams && !this.#pipeRefused) {
+      if (!this.#pipe) await this.#askPipe();
+      const pipe = this.#pipe;
+      if (pipe && this.#canRemote()) return this.#writePiped(pipe, rel, kind, m, data);
+    }
     if (!this.#spare) await this.#askSpare();
     const spare = this.#spare;
     if (!spare || !this.#canRemote()) return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8), "pipe");
     return this.#writeSpare(spare, rel, kind, m, data);
+  }
+
+  /**
+   * A big write streamed through an upload pipe: the request and the upload go out together, the runner
+   * writes the bytes into a temp file beside the target as they land and commits it (atomically, modes
+   * kept) at the last one. The runner's answer decides; an upload that failed is the only fallback.
+   */
+  async #writePiped(pipe: { r: number; w: number }, rel: string, kind: "w" | "x", m: string, data: Uint8Array): Promise<void> {
+    this.#pipe = undefined;
+    const done = this.call("Q", [rel, kind, m, String(pipe.r), String(data.byteLength)]);
+    done.catch(() => undefined);
+    // The next pipe is asked for now, so it is there for the next write.
+    void this.#askPipe();
+    let failed: { e: unknown } | undefined;
+    try {
+      await this.#t.remoteFiles!.upload(`/proc/${this.#nsPid}/fd/${pipe.w}`, data);
+    } catch (e) {
+      failed = { e };
+    }
+    // Every byte is in the pipe (or the upload failed): the runner finishes, or drops, the write.
+    this.#send(["q", "0", String(pipe.r), failed ? "0" : "1"]);
+    try {
+      await done;
+    } catch (e) {
+      if (this.#dead) throw runnerGone(this.#why);
+      if (!failed && !(e instanceof RunnerFailure && e.code === "EIO" && /short/.test(e.detail))) throw e;
+      // The service did not deliver the bytes: they go over the channel, and this runner's big files from now on.
+      try {
+        this.#remoteFailed(failed?.e ?? e);
+      } catch {
+        // Told; the write goes on over the pipe.
+      }
+      return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8), "pipe");
+    }
+  }
+
+  /** Asks the runner for the next upload pipe; one at a time, none once it refused. */
+  #askPipe(): Promise<void> {
+    if (this.#pipeAsk) return this.#pipeAsk;
+    if (this.#pipeRefused || this.#pipe || this.#dead) return Promise.resolve();
+    this.#pipeAsk = this.call("Y", []).then(
+      (r) => {
+        this.#pipeAsk = undefined;
+        const [rfd, wfd] = r.fields;
+        if (rfd && wfd && /^\d+$/.test(rfd) && /^\d+$/.test(wfd)) this.#pipe = { r: Number(rfd), w: Number(wfd) };
+        else this.#pipeRefused = true;
+      },
+      () => {
+        this.#pipeAsk = undefined;
+        this.#pipeRefused = true;
+      },
+    );
+    return this.#pipeAsk;
   }
 
   /** A big write in one round trip: the host fills the spare, the runner names it at `rel` atomically. */
