@@ -406,8 +406,9 @@ export class RunnerClient {
   }
 
   /**
-   * A big write through the service's file API: always into a spare (the first write waits for one),
-   * never into a named temp file the pipe could then also write.
+   * A big write through the service's file API: into an upload pipe where the service's upload takes
+   * one (`streams`), else into a spare (the first write waits for either), never into a named temp
+   * file the channel could then also write.
    */
   async #writeRemote(rel: string, kind: "w" | "x", m: string, data: Uint8Array): Promise<void> {
     if (this.#t.remoteFiles?.streams && !this.#pipeRefused) {
@@ -423,8 +424,9 @@ export class RunnerClient {
 
   /**
    * A big write streamed through an upload pipe: the request and the upload go out together, the runner
-   * writes the bytes into a temp file beside the target as they land and commits it (atomically, modes
-   * kept) at the last one. The runner's answer decides; an upload that failed is the only fallback.
+   * writes the bytes into an unnamed file beside the target as they land and names it into place
+   * (atomically, modes kept) at the last one. The runner's answer decides; an upload that failed, or a
+   * pipe that delivered short, sends the bytes over the channel.
    */
   async #writePiped(pipe: { r: number; w: number }, rel: string, kind: "w" | "x", m: string, data: Uint8Array): Promise<void> {
     this.#pipe = undefined;
