@@ -119,6 +119,8 @@ export interface RunnerReply {
   payload: Buffer;
 }
 
+/** How long a release note (see RunnerClient's #sendLazy) waits for a frame to travel with. */
+const LAZY_MS = 50;
 /** Bytes per write frame: big files cross in pieces, each a view of the caller's buffer (no copy). */
 const CHUNK = 1 << 20;
 const REPLY_PREFIX = 12;
@@ -159,6 +161,9 @@ export class RunnerClient {
   #pipeRefused = false;
   /** Set once a transfer through RemoteFiles failed: this runner's big files then take its channel. */
   #remoteOff = false;
+  /** Notes waiting to travel with the next frame (see #sendLazy). */
+  readonly #lazy: string[][] = [];
+  #lazyTimer: NodeJS.Timeout | undefined;
   /** Resolves on the runner's hello; rejects if it dies first (no python3, bad image...). */
   readonly ready: Promise<void>;
   readonly exited: Promise<void>;
@@ -335,7 +340,9 @@ export class RunnerClient {
           // Settled here; the held descriptor is released once read, and a failed hand-off reads again over the pipe.
           const h = parseHandedOff(fields);
           const done = this.#drain(h, Number(fields[4]) || 0, maxBytes);
-          void done.finally(() => this.#send(["z", String(rid)])).catch(() => undefined);
+          // Through the service's file API the release waits for the next frame (see #sendLazy).
+          const local = this.#hostPid !== undefined;
+          void done.finally(() => (local ? this.#send(["z", String(rid)]) : this.#sendLazy(["z", String(rid)]))).catch(() => undefined);
           resolve(done.catch((e: unknown) => (e instanceof RunnerFailure || this.#dead ? Promise.reject(e) : this.read(rel, maxBytes, false))));
           return true;
         }
@@ -431,7 +438,11 @@ export class RunnerClient {
   async #writePiped(pipe: { r: number; w: number }, rel: string, kind: "w" | "x", m: string, data: Uint8Array): Promise<void> {
     this.#pipe = undefined;
     const done = this.call("Q", [rel, kind, m, String(pipe.r), String(data.byteLength)]);
-    done.catch(() => undefined);
+    let answered = false;
+    done.then(
+      () => (answered = true),
+      () => undefined,
+    );
     // The next pipe is asked for now, so it is there for the next write.
     void this.#askPipe();
     let failed: { e: unknown } | undefined;
@@ -440,8 +451,11 @@ export class RunnerClient {
     } catch (e) {
       failed = { e };
     }
-    // Every byte is in the pipe (or the upload failed): the runner finishes, or drops, the write.
-    this.#send(["q", "0", String(pipe.r), failed ? "0" : "1"]);
+    // Every byte is in the pipe (or the upload failed): the runner finishes, or drops, the write. Once
+    // it answered already, the note only releases the pipe and travels with the next frame.
+    const note = ["q", "0", String(pipe.r), failed ? "0" : "1"];
+    if (answered && !failed) this.#sendLazy(note);
+    else this.#send(note);
     try {
       await done;
     } catch (e) {
@@ -648,7 +662,32 @@ export class RunnerClient {
     }
   }
 
+  /**
+   * A frame that needs no reply and no haste (a release of a descriptor already done with): it travels
+   * with the next frame sent, or within LAZY_MS, so it never holds up the request after it on a
+   * transport that sends one call at a time (Daytona's session input, E2B's stdin).
+   */
+  #sendLazy(fields: string[]): void {
+    if (this.#dead) return;
+    this.#lazy.push(fields);
+    if (!this.#lazyTimer) {
+      this.#lazyTimer = setTimeout(() => this.#flushLazy(), LAZY_MS);
+      this.#lazyTimer.unref();
+    }
+  }
+
+  #flushLazy(): void {
+    if (this.#lazyTimer) clearTimeout(this.#lazyTimer);
+    this.#lazyTimer = undefined;
+    for (const f of this.#lazy.splice(0)) this.#write(f);
+  }
+
   #send(fields: string[], payload?: Uint8Array): void {
+    if (this.#lazy.length) this.#flushLazy();
+    this.#write(fields, payload);
+  }
+
+  #write(fields: string[], payload?: Uint8Array): void {
     if (this.#dead) return;
     // Every frame of one request travels the way its first did: ids from #sideFrom on, the private pair.
     const out = Number(fields[1]) >= this.#sideFrom ? this.#side!.w : this.#t.stdin;
