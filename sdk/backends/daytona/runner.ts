@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { createRequire } from "node:module";
 import { Writable } from "node:stream";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
-import type { RunnerTransport } from "../shared/runner/index.js";
+import type { RemoteFiles, RunnerTransport } from "../shared/runner/index.js";
 import { textChannelReader, textRunnerArgv } from "../shared/runner/text-channel.js";
 import { daytonaFailure } from "./errors.js";
 import { q } from "./scripts.js";
@@ -37,9 +37,10 @@ export interface DaytonaRunnerTransport extends RunnerTransport {
  * behind the base64 text wrapper (session input and logs are strings). Host bytes go down as base64 lines
  * through the session's input call (one call at a time, so chunks stay in order; what was written
  * meanwhile travels together in the next call); the followed log is decoded back into the runner's
- * frames. Killing it deletes the session, which ends the command and everything it started.
+ * frames. Killing it deletes the session, which ends the command and everything it started. With
+ * `remoteFiles` (the toolbox's file routes), big files skip the session for the runner's descriptors.
  */
-export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python = "python3"): DaytonaRunnerTransport {
+export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python = "python3", remoteFiles?: RemoteFiles): DaytonaRunnerTransport {
   const p = sb.process;
   const session = `${RUNNER_SESSION_PREFIX}${randomBytes(8).toString("hex")}`;
   const reader = textChannelReader();
@@ -185,6 +186,7 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
     exited,
     kill,
     session,
+    ...(remoteFiles ? { remoteFiles } : {}),
     apiError: () => apiError,
     spent: () => logged > LOG_BUDGET,
     ended: () => done,

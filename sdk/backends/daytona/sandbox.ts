@@ -12,6 +12,7 @@ import { silentLogger, type Logger } from "../../logger.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
 import { daytonaError, daytonaFailure } from "./errors.js";
 import { startDaytonaRunner, type DaytonaRunnerTransport } from "./runner.js";
+import { toolboxFiles } from "./transfer.js";
 import { copyTreeFileByFile, nonRoot, packTree, parseFind, shellFileError } from "../shared/shell-files.js";
 import { EXEC_WRAPPER, EXIT, SCRIPTS, prelude, q, shLine } from "./scripts.js";
 
@@ -62,12 +63,22 @@ export class DaytonaSandbox implements Sandbox {
     this.workdir = workdir;
     this.#logger = options.logger ?? silentLogger;
     const python = options.python ?? "python3";
+    // Big files cross the toolbox's file routes at the runner's descriptors; said once if that fails.
+    let warned = false;
+    const remote = toolboxFiles(sb, TRANSFER_TIMEOUT_S, (e) => {
+      if (warned) return;
+      warned = true;
+      this.#logger.warn("daytona toolbox could not transfer a file at the sandbox runner's descriptor; big files go through the runner's session instead", {
+        sandboxId: this.#sb.id,
+        error: daytonaFailure(e).message,
+      });
+    });
     this.#runners = new RunnerSupervisor(() => {
       // One that ended (its stream closed) is deleted again in case it lives on; a retired one (its log
       // spent) is left to finish its calls, then stopped by the supervisor.
       const old = this.#last;
       if (old?.ended()) void this.#sb.process.deleteSession(old.session).catch(() => undefined);
-      const t = startDaytonaRunner(this.#sb, this.workdir, python);
+      const t = startDaytonaRunner(this.#sb, this.workdir, python, remote);
       this.#last = t;
       return t;
     });

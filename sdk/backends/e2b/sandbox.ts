@@ -10,7 +10,7 @@ import { checkRelativePath } from "../../paths.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
-import { mapRunnerError, RunnerFailure, RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
+import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RemoteFiles, type RunnerLease } from "../shared/runner/index.js";
 import { copyTreeFileByFile, nonRoot, packTree, parseFind, shellFileError } from "../shared/shell-files.js";
 import { e2bError } from "./client.js";
 import { startE2BRunner, type E2BRunnerTransport } from "./runner.js";
@@ -18,14 +18,7 @@ import { E2B_STAGING, E2B_WORKDIR, commandIn, quote, scriptCommand, type SCRIPTS
 
 export { E2B_WORKDIR } from "./scripts.js";
 
-/**
- * Files over this size cross through E2B's files API as raw bytes, to and from a descriptor the runner
- * opened (its /proc fd link), rather than over the runner's stdin and stdout: the SDK carries those as
- * base64 in JSON, encoded by a JavaScript loop (about a second per MiB).
- */
-const FILES_API_MIN = 64 << 10;
-
-/** Bound on a file read through the files API when the caller gave none. */
+/** Bound on a file read through the files API when the caller gave none (sandboxes without python3). */
 const MAX_READ = 1024 ** 3;
 
 export interface E2BSandboxOptions {
@@ -63,17 +56,38 @@ export class E2BSandbox implements Sandbox {
   /** The SDK error behind the last runner's end (a lost stream, a refused send): what a call it failed reports. */
   #apiError: unknown;
   #plainReady: Promise<void> | undefined;
-  /** Per runner, the spare (an unnamed file it holds) the next big write fills. */
-  readonly #spares = new WeakMap<E2BRunnerTransport, Promise<string | undefined>>();
 
   constructor(sbx: E2BSdkSandbox, options: E2BSandboxOptions = {}) {
     this.#sbx = sbx;
     this.#touch = options.touch ?? (() => undefined);
     this.#secret = options.secret;
     this.#logger = options.logger ?? silentLogger;
+    // Big files cross the files API at the runner's descriptors (see RemoteFiles); said once if that fails.
+    let warned = false;
+    const remote: RemoteFiles = {
+      upload: async (p, data) => {
+        const body = new Uint8Array(data.byteLength);
+        body.set(data);
+        await this.#sbx.files.write(p, body.buffer, { useOctetStream: true });
+      },
+      download: async (p) => {
+        const bytes = await this.#sbx.files.read(p, { format: "bytes" });
+        return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      },
+      // envd's upload is a stat, a chown, an open for writing (O_TRUNC) and a copy: a pipe's end takes it as a file would.
+      streams: true,
+      fellBack: (e) => {
+        if (warned) return;
+        warned = true;
+        this.#logger.warn("e2b files API could not transfer a file at the sandbox runner's descriptor; big files go through the runner's command streams instead", {
+          sandboxId: this.#sbx.sandboxId,
+          error: String((e2bError(e, "transfer a file", this.#secret) as Error)?.message ?? e),
+        });
+      },
+    };
     this.#runners = new RunnerSupervisor(() => {
       this.#apiError = undefined;
-      return startE2BRunner(this.#sbx, E2B_WORKDIR, (e) => (this.#apiError = e));
+      return startE2BRunner(this.#sbx, E2B_WORKDIR, (e) => (this.#apiError = e), remote);
     });
     this.#rf = new RunnerFiles(() => this.#lease());
   }
@@ -129,16 +143,13 @@ export class E2BSandbox implements Sandbox {
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
     this.#touch();
-    if (await this.#useRunner()) return this.#files(() => this.#readHanded(rel, options), true);
+    if (await this.#useRunner()) return this.#files(() => this.#rf.readFile(rel, options), true);
     return this.#plainReadFile(rel, options);
   }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
     this.#touch();
-    if (await this.#useRunner()) {
-      const size = typeof data === "string" ? Buffer.byteLength(data) : data.byteLength;
-      return this.#files(() => (size > FILES_API_MIN ? this.#writeHanded(rel, data, options) : this.#rf.writeFile(rel, data, options)));
-    }
+    if (await this.#useRunner()) return this.#files(() => this.#rf.writeFile(rel, data, options));
     const clean = nonRoot(checkRelativePath(rel));
     const staged = await this.#stage(data, clean);
     const mode = options.mode === undefined ? "-" : (options.mode & 0o7777).toString(8);
@@ -288,115 +299,6 @@ export class E2BSandbox implements Sandbox {
       throw api !== undefined ? e2bError(api, "start the sandbox runner", this.#secret) : e;
     }
     return lease;
-  }
-
-  /**
-   * A read through the runner: it opens the file (walked under the root, no symlink followed out) and,
-   * when it is big, holds the descriptor while the host reads it through the files API at the runner's
-   * /proc fd link; a small file comes back over the runner's channel in the same call.
-   */
-  async #readHanded(rel: string, options: { maxBytes?: number }): Promise<Buffer> {
-    const clean = checkRelativePath(rel);
-    const max = options.maxBytes;
-    const lease = await this.#lease();
-    try {
-      const t = lease.client.transport as E2BRunnerTransport;
-      const pid = t.runnerPid();
-      if (pid === undefined) return await this.#rf.readFile(rel, options);
-      let handed: string | undefined;
-      let failure: RunnerFailure | undefined;
-      const chunks: Buffer[] = [];
-      const req = t.side(["R", clean, max === undefined ? "-" : String(max)], ({ fields, payload }) => {
-        const kind = fields[0];
-        if (kind === "h") handed = fields[1];
-        else if (kind === "e") failure = new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? "");
-        else if (kind === "d") chunks.push(payload);
-        return kind !== "s" && kind !== "d";
-      });
-      await req.done.catch((e: unknown) => {
-        throw new UnavailableError(`sandbox runner stopped: ${String((e as Error).message)}`, { cause: e });
-      });
-      if (failure) throw mapRunnerError(failure, clean, "read", max);
-      if (handed === undefined) return Buffer.concat(chunks);
-      try {
-        const bytes = await this.#sbx.files.read(`/proc/${pid}/fd/${handed}`, { format: "bytes" });
-        const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-        // Grown since the runner's check: still bounded.
-        if (max !== undefined && buf.length > max) throw new TooLargeError(`${clean} is over the ${max}-byte limit`, { field: clean });
-        return buf;
-      } catch (e) {
-        if (e instanceof WorkspaceError) throw e;
-        // The files API refused the descriptor's link: the bytes come over the runner's channel instead.
-        return await this.#rf.readFile(rel, options);
-      } finally {
-        t.note(["z", String(req.id)]);
-      }
-    } finally {
-      lease.release?.();
-    }
-  }
-
-  /**
-   * A big atomic write: the runner makes an unnamed file in the root (O_TMPFILE), the host fills it
-   * through the files API at the runner's /proc fd link, and the runner names it at `rel` (walked under
-   * the root, replacing atomically or, exclusive, only if the name is free). Anything refused on the way
-   * falls back to the bytes over the runner's channel.
-   */
-  async #writeHanded(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean }): Promise<void> {
-    const clean = nonRoot(checkRelativePath(rel));
-    const lease = await this.#lease();
-    try {
-      const t = lease.client.transport as E2BRunnerTransport;
-      const pid = t.runnerPid();
-      const viaChannel = () => this.#rf.writeFile(rel, data, options);
-      if (pid === undefined) return await viaChannel();
-      const spare = await this.#spare(t);
-      if (spare === undefined) return await viaChannel();
-      const bytes = typeof data === "string" ? Buffer.from(data) : data;
-      const body = new Uint8Array(bytes.byteLength);
-      body.set(bytes);
-      const filled = await this.#sbx.files.write(`/proc/${pid}/fd/${spare}`, body.buffer).then(
-        () => true,
-        () => false,
-      );
-      if (!filled) {
-        t.note(["Z", "0", spare]);
-        return await viaChannel();
-      }
-      let failure: RunnerFailure | undefined;
-      const mode = options.mode === undefined ? "-" : options.mode.toString(8);
-      await t.side(["F", clean, options.exclusive ? "x" : "w", mode, spare], ({ fields }) => {
-        if (fields[0] === "e") failure = new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? "");
-        return true;
-      }).done.catch((e: unknown) => {
-        throw new UnavailableError(`sandbox runner stopped: ${String((e as Error).message)}`, { cause: e });
-      });
-      if (!failure) return;
-      // Another file system under the target (EXDEV) and the like: the bytes over the channel still work.
-      if (failure.code === "EXDEV" || failure.code === "EINVAL") return await viaChannel();
-      throw mapRunnerError(failure, clean, "write");
-    } finally {
-      lease.release?.();
-    }
-  }
-
-  /** A spare of the runner's for the next big write, the one after it asked for at once (so a big write costs one runner round trip). */
-  #spare(t: E2BRunnerTransport): Promise<string | undefined> {
-    const ask = () => {
-      let spare: string | undefined;
-      return t
-        .side(["P"], ({ fields }) => {
-          if (fields[0] === "h") spare = fields[1];
-          return true;
-        })
-        .done.then(
-          () => spare,
-          () => undefined,
-        );
-    };
-    const ready = this.#spares.get(t) ?? ask();
-    this.#spares.set(t, ask());
-    return ready;
   }
 
   /** A file call through the runner: one the runner's end failed reports why it ended (the sandbox gone or paused). */

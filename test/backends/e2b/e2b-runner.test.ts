@@ -83,8 +83,14 @@ describe.skipIf(!emu)("E2B backend: the in-sandbox runner (emulator)", () => {
     expect(out.stdout.equals(all)).toBe(true);
     expect(out.stderr.equals(Buffer.from([...all].reverse()))).toBe(true);
     const big = randomBytes(3 * 1024 * 1024 + 5);
+    const mark = emu!.transfers.length;
     await sb.writeFile("bin/big.bin", big);
     expect((await sb.readFile("bin/big.bin")).equals(big)).toBe(true);
+    // Through the files API at the runner's own descriptor links (an upload pipe, then the held file), never a workspace name.
+    const [runner] = (await runners(id)).runner;
+    const moved = emu!.transfers.slice(mark);
+    expect(moved.map((t) => t.route)).toEqual(["upload", "download"]);
+    for (const t of moved) expect(t.path).toMatch(new RegExp(`^/proc/${runner}/fd/\\d+$`));
     expect((await sb.exec(["sha256sum", "bin/big.bin"])).stdout.toString().split(" ")[0]).toBe((await import("node:crypto")).createHash("sha256").update(big).digest("hex"));
     expect(sb.runnerMode).toBe("runner");
     // Big files cross through the files API, but the runner still resolves their paths: no symlink leads out.

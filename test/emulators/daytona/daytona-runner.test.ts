@@ -1,4 +1,5 @@
-// Size: the Daytona backend's runner proofs, sharing one emulator: exact bytes both ways, a runner killed from inside, stop/start, close, the fallback without python3.
+// Size: the Daytona backend's runner proofs, sharing one emulator: exact bytes both ways, big files at the runner's descriptors (escapes, a killed write, the fallback), a runner killed from inside, stop/start, close, the fallback without python3.
+import { createHash, randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { DaytonaDriver } from "../../../sdk/backends/daytona/driver.js";
 import { DaytonaSandbox } from "../../../sdk/backends/daytona/sandbox.js";
@@ -84,6 +85,109 @@ describe.skipIf(!emulator)("Daytona backend through the emulator: the runner", (
       expect((await sb.readFile("bin/big.bin")).equals(big)).toBe(true);
       expect((await sb.exec(["cat", "bin/big.bin"], { maxOutputBytes: big.length })).stdout.equals(big)).toBe(true);
     } finally {
+      await sb.close();
+    }
+  });
+
+  /** The toolbox file transfers made since `from` (an index into emu.transfers). */
+  const transfersSince = (from: number) => emu.transfers.slice(from);
+  const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+
+  it("big files cross the toolbox's file routes at the runner's own descriptors, byte-exact both ways, and no symlink leads them out", async () => {
+    const { sb } = await connected();
+    try {
+      await sb.exec(["true"]);
+      const [pid] = await runners(sb);
+      const big = randomBytes(3 * 1024 * 1024 + 7);
+      let mark = emu.transfers.length;
+      await sb.writeFile("bin/big.bin", big);
+      // One upload, at /proc/<the runner's pid>/fd/<n>: never at a workspace name.
+      const up = transfersSince(mark);
+      expect(up).toHaveLength(1);
+      expect(up[0]!.route).toBe("upload");
+      expect(up[0]!.path).toMatch(new RegExp(`^/proc/${pid}/fd/\\d+$`));
+      expect((await sb.exec(["sha256sum", "bin/big.bin"])).stdout.toString().split(" ")[0]).toBe(sha(big));
+      mark = emu.transfers.length;
+      expect((await sb.readFile("bin/big.bin")).equals(big)).toBe(true);
+      const down = transfersSince(mark);
+      expect(down).toHaveLength(1);
+      expect(down[0]).toMatchObject({ route: "download" });
+      expect(down[0]!.path).toMatch(new RegExp(`^/proc/${pid}/fd/\\d+$`));
+      // A replace keeps the file's modes; an exclusive write refuses an existing name; a cap holds.
+      expect((await sb.exec(["chmod", "750", "bin/big.bin"])).exitCode).toBe(0);
+      const next = randomBytes(200_000);
+      await sb.writeFile("bin/big.bin", next);
+      expect((await sb.readFile("bin/big.bin")).equals(next)).toBe(true);
+      expect((await sb.exec(["stat", "-c", "%a", "bin/big.bin"])).stdout.toString().trim()).toBe("750");
+      await expect(sb.writeFile("bin/big.bin", big, { exclusive: true })).rejects.toMatchObject({ code: "conflict" });
+      await expect(sb.readFile("bin/big.bin", { maxBytes: 1000 })).rejects.toMatchObject({ code: "too_large" });
+      // A symlink planted at the target is refused, never written through; a symlinked folder leads nowhere out.
+      expect((await sb.exec(["sh", "-c", "printf outside > /tmp/outside.txt && ln -s /tmp/outside.txt bin/link.bin && ln -s /tmp out"])).exitCode).toBe(0);
+      await expect(sb.writeFile("bin/link.bin", big)).rejects.toMatchObject({ code: "path_escape" });
+      await expect(sb.writeFile("out/big.bin", big)).rejects.toMatchObject({ code: "path_escape" });
+      expect((await sb.exec(["sh", "-c", "cat /tmp/outside.txt; test -e /tmp/big.bin && echo leaked"])).stdout.toString()).toBe("outside");
+      expect((await sb.exec(["sh", "-c", "head -c 200000 /dev/zero > /tmp/outside.bin"])).exitCode).toBe(0);
+      await expect(sb.readFile("out/outside.bin")).rejects.toMatchObject({ code: "path_escape" });
+      // A link swapped in for the file after its write is refused too (the read opens it no-follow).
+      expect((await sb.exec(["sh", "-c", "ln -sf /tmp/outside.bin bin/big.bin"])).exitCode).toBe(0);
+      await expect(sb.readFile("bin/big.bin")).rejects.toMatchObject({ code: "path_escape" });
+      // Nothing of the transfers is left in the folder (the spare files have no name).
+      expect((await sb.exec(["ls", "-A", "bin"])).stdout.toString().split("\n").filter(Boolean).sort()).toEqual(["big.bin", "link.bin"]);
+    } finally {
+      await sb.close();
+    }
+  });
+
+  it("a big write whose runner is killed during the transfer fails and leaves the old file as it was", async () => {
+    const { sb } = await connected();
+    try {
+      const old = randomBytes(300_000);
+      await sb.writeFile("keep.bin", old);
+      const [pid] = await runners(sb);
+      emu.faults.transferDelayMs = 1500;
+      const mark = emu.transfers.length;
+      let write: Promise<void>;
+      try {
+        write = sb.writeFile("keep.bin", randomBytes(2 * 1024 * 1024));
+        write.catch(() => undefined);
+        // The upload is in flight (held by the fault) when the runner dies.
+        for (let i = 0; i < 200 && transfersSince(mark).length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+        expect(transfersSince(mark)[0]?.path).toMatch(new RegExp(`^/proc/${pid}/fd/\\d+$`));
+        const box = await sdkSandbox(sb.sandboxId);
+        expect((await box.process.executeCommand(`kill -9 ${pid}`)).exitCode).toBe(0);
+        await expect(write).rejects.toMatchObject({ code: "unavailable" });
+      } finally {
+        emu.faults.transferDelayMs = 0;
+      }
+      expect((await sb.readFile("keep.bin")).equals(old)).toBe(true);
+      expect((await sb.exec(["ls", "-A"])).stdout.toString().split("\n").filter(Boolean)).toEqual(["keep.bin"]);
+    } finally {
+      await sb.close();
+    }
+  });
+
+  it("falls back to the runner's session when the toolbox refuses the descriptor links, saying so once", async () => {
+    const { sb } = await connected();
+    const warned: string[] = [];
+    const logger: Logger = { debug: () => undefined, info: () => undefined, error: () => undefined, warn: (m) => void warned.push(m) };
+    const other = new DaytonaSandbox(await sdkSandbox(sb.sandboxId), sb.workdir, { logger });
+    emu.faults.procFdRefused = true;
+    try {
+      const a = randomBytes(1024 * 1024 + 3);
+      const b = randomBytes(2 * 1024 * 1024 + 1);
+      const mark = emu.transfers.length;
+      await other.writeFile("fb/a.bin", a);
+      expect((await other.readFile("fb/a.bin")).equals(a)).toBe(true);
+      await other.writeFile("fb/b.bin", b);
+      expect((await other.readFile("fb/b.bin")).equals(b)).toBe(true);
+      // Tried once (refused), then the session carried every byte: no more transfers, one warning.
+      expect(transfersSince(mark).map((t) => t.route)).toEqual(["upload"]);
+      expect(warned).toHaveLength(1);
+      expect(warned[0]).toMatch(/descriptor/);
+      expect((await sb.exec(["sha256sum", "fb/a.bin", "fb/b.bin"])).stdout.toString()).toBe(`${sha(a)}  fb/a.bin\n${sha(b)}  fb/b.bin\n`);
+    } finally {
+      emu.faults.procFdRefused = false;
+      await other.close();
       await sb.close();
     }
   });

@@ -49,6 +49,9 @@ export interface DaytonaEmulatorOptions {
  * `rateLimited` answers 429 with Retry-After to that many control-plane calls; `failStarts` makes
  * that many start calls fail with 503 (nothing started); `createDelayMs` keeps a new sandbox in
  * `creating` that long; `quotaExceeded` refuses creates with Daytona's 403 quota answer.
+ * On the toolbox's file routes: `procFdRefused` refuses every `/proc/...` path (as a daemon that
+ * cannot open another process's descriptor links would), `transferDelayMs` holds each transfer that
+ * long before it touches the sandbox.
  */
 export interface Faults {
   rateLimited: number;
@@ -56,6 +59,8 @@ export interface Faults {
   failStarts: number;
   createDelayMs: number;
   quotaExceeded: boolean;
+  procFdRefused: boolean;
+  transferDelayMs: number;
 }
 
 const EMULATOR_LABEL = "agentws-emulator";
@@ -67,7 +72,11 @@ const LANGUAGE_LABEL = "code-toolbox-language";
  * `apiUrl: emulator.apiUrl` and `useDeprecatedPolling: true`. Each API key is one organization.
  */
 export class DaytonaEmulator {
-  readonly faults: Faults = { rateLimited: 0, retryAfterSeconds: 1, failStarts: 0, createDelayMs: 0, quotaExceeded: false };
+  readonly faults: Faults = { rateLimited: 0, retryAfterSeconds: 1, failStarts: 0, createDelayMs: 0, quotaExceeded: false, procFdRefused: false, transferDelayMs: 0 };
+  /** The sandbox paths the toolbox's file routes were asked for, oldest first (the last 200). */
+  get transfers(): ReadonlyArray<{ route: "upload" | "download"; path: string }> {
+    return this.#toolbox.transfers;
+  }
   /** Calls per "METHOD /route-shape", for tests that count what the SDK did. */
   readonly calls = new Map<string, number>();
   readonly #boxes = new Map<string, Box>();
@@ -84,7 +93,7 @@ export class DaytonaEmulator {
   constructor(options: DaytonaEmulatorOptions) {
     this.#opts = options;
     this.#docker = options.docker;
-    this.#toolbox = new Toolbox(options.docker);
+    this.#toolbox = new Toolbox(options.docker, this.faults);
   }
 
   get apiUrl(): string {

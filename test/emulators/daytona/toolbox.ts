@@ -41,7 +41,21 @@ const MAX_UPLOAD = 256 * 1024 * 1024;
  * sandbox's container: commands, sessions with stdin and followed logs, and the file API.
  */
 export class Toolbox {
-  constructor(private readonly docker: Docker) {}
+  constructor(
+    private readonly docker: Docker,
+    private readonly faults: { procFdRefused: boolean; transferDelayMs: number } = { procFdRefused: false, transferDelayMs: 0 },
+  ) {}
+
+  /** The sandbox paths the file routes were last asked for, oldest first (for tests that check where bytes went). */
+  readonly transfers: Array<{ route: "upload" | "download"; path: string }> = [];
+
+  /** The file routes' fault switches (see Faults in server.ts); `p` is recorded first. */
+  async #transferFaults(route: "upload" | "download", p: string): Promise<void> {
+    this.transfers.push({ route, path: p });
+    if (this.transfers.length > 200) this.transfers.shift();
+    if (this.faults.transferDelayMs > 0) await new Promise((r) => setTimeout(r, this.faults.transferDelayMs));
+    if (this.faults.procFdRefused && /^\/proc(\/|$)/.test(p)) throw new HttpError(400, `open ${p}: permission denied`);
+  }
 
   /**
    * Runs argv in the sandbox to completion. One long-lived process inside the container answers
@@ -250,6 +264,7 @@ export class Toolbox {
     for (const [i, data] of files) {
       const dest = paths.get(i);
       if (!dest) throw new HttpError(400, `files[${i}].path is missing`);
+      await this.#transferFaults("upload", this.abs(box, dest));
       // The daemon creates missing parents and writes the bytes as they came.
       await this.#sh(box, `mkdir -p -- "$(dirname -- "$1")" && [ ! -d "$1" ] || exit 67; cat > "$1"`, [this.abs(box, dest)], data);
     }
@@ -264,6 +279,7 @@ export class Toolbox {
       let name = "file";
       let type = "application/octet-stream";
       try {
+        await this.#transferFaults("download", this.abs(box, p));
         data = await this.#sh(box, `[ -e "$1" ] || exit 66; [ -d "$1" ] && exit 67; exec cat -- "$1"`, [this.abs(box, p)]);
       } catch (e) {
         const he = e instanceof HttpError ? e : new HttpError(500, String(e));

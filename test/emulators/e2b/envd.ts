@@ -36,6 +36,8 @@ export class Envd {
     readonly docker: Docker,
     readonly container: Docker.Container,
     readonly env: () => Record<string, string>,
+    /** Told the sandbox path of every /files transfer (tests check where bytes went). */
+    readonly onTransfer: (t: { route: "upload" | "download"; path: string }) => void = () => undefined,
   ) {}
 
   /** Routes one envd request (already known to target this sandbox). */
@@ -250,6 +252,7 @@ export class Envd {
 
   async #download(res: ServerResponse, url: URL, user: string): Promise<void> {
     const p = this.#path(url.searchParams.get("path") ?? "", user);
+    this.onTransfer({ route: "download", path: p });
     const r = await run(this.docker, this.container, ["sh", "-c", '[ -e "$1" ] || exit 44; [ -d "$1" ] && exit 45; exec cat -- "$1"', "sh", p], { user, max: 1024 ** 3 });
     if (r.code === 44) return jsonError(res, 404, `path '${p}' does not exist`);
     if (r.code === 45) return jsonError(res, 400, `path '${p}' is a directory`);
@@ -274,6 +277,7 @@ export class Envd {
     const out: unknown[] = [];
     for (const f of files) {
       const p = this.#path(f.path, user);
+      this.onTransfer({ route: "upload", path: p });
       const r = await run(this.docker, this.container, ["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh", p], { user, stdin: f.data });
       if (r.code !== 0) return jsonError(res, 500, r.stderr.toString().slice(0, 500));
       out.push({ name: path.posix.basename(p), type: "file", path: p });

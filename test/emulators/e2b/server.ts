@@ -48,6 +48,8 @@ export interface E2BEmulator {
   readonly faults: Faults;
   /** Control-plane requests seen, by route (for tests asserting what the SDK called). */
   readonly calls: string[];
+  /** envd file transfers (`/files` uploads and downloads) and the sandbox path each named, oldest first (the last 200). */
+  readonly transfers: { route: "upload" | "download"; path: string }[];
   /** Sandboxes alive now (running or paused), per team api key. */
   sandboxes(team?: string): { sandboxID: string; state: string; metadata: Record<string, string>; containerId: string }[];
   /** The "sandbox disappears" fault: its container is removed behind the control plane's back, and it is forgotten. */
@@ -66,6 +68,7 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
   const sandboxes = new Map<string, Record_>();
   const snapshots = new Map<string, Snapshot>();
   const faults: Faults = {};
+  const transfers: { route: "upload" | "download"; path: string }[] = [];
   const calls: string[] = [];
   let baseTemplate: Promise<string> | undefined;
   const template = () => (baseTemplate ??= templateImage(docker, options.baseImage));
@@ -146,7 +149,10 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
         autoPause: body.autoPause === true,
         state: "running",
         container,
-        envd: new Envd(docker, container, () => envVars),
+        envd: new Envd(docker, container, () => envVars, (t) => {
+          transfers.push(t);
+          if (transfers.length > 200) transfers.shift();
+        }),
       };
       sandboxes.set(sandboxID, s);
       arm(s);
@@ -270,6 +276,7 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
   return {
     url: `http://127.0.0.1:${port}`,
     faults,
+    transfers,
     calls,
     sandboxes: (team) =>
       [...sandboxes.values()].filter((s) => !team || s.team === team).map((s) => ({ sandboxID: s.sandboxID, state: s.state, metadata: s.metadata, containerId: s.container.id })),

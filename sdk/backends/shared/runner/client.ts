@@ -32,9 +32,40 @@ export interface RunnerTransport {
    * opened through /proc/<runner host pid>/fd, which skips the relay. Optional; absent means stay.
    */
   readonly relayed?: boolean;
+  /**
+   * The sandbox service's own file API (E2B's files, Daytona's toolbox), for a runner that runs on another
+   * kernel: big files then cross it as raw bytes to and from a descriptor the runner holds, named by its
+   * `/proc/<runner pid>/fd/<n>` link in the sandbox's view (see RemoteFiles). Optional; absent, or once it
+   * failed, the bytes travel the runner's own channel.
+   */
+  readonly remoteFiles?: RemoteFiles;
   /** Keep / stop keeping the host's event loop alive (an idle runner must not hold the process open). */
   ref?(): void;
   unref?(): void;
+}
+
+/**
+ * A sandbox service's file transfer calls, used only at the runner's descriptor links: the runner opens
+ * (or makes) the file under the workspace root itself, walked descriptor by descriptor without following
+ * a symlink out, and holds it; `/proc/<pid>/fd/<n>` (pid from the runner's own hello on its channel, the
+ * sandbox's pid view) names that open file, never a workspace name, so nothing an agent renames, swaps or
+ * links can redirect it. The runner still gives the verdict: a write counts once it committed the bytes
+ * into place, a read once it is still alive after the download.
+ */
+export interface RemoteFiles {
+  /** Writes `data` at the sandbox path (an upload that opens the path for writing, truncating). */
+  upload(path: string, data: Uint8Array): Promise<void>;
+  /** The bytes at the sandbox path (a download that opens the path for reading). */
+  download(path: string): Promise<Buffer>;
+  /** Told when a transfer failed and the bytes went over the runner's channel instead (the route is then off for that runner). */
+  fellBack?(error: unknown): void;
+  /**
+   * The upload opens the path for writing and writes the bytes in order, as into a file, which a pipe's
+   * end also is (Daytona's toolbox, E2B's envd): a big write then streams through a pipe the runner
+   * reads as the bytes land and commits at the last one, with no round trip after the upload. Without
+   * it, the upload fills an unnamed file the runner then names (one round trip more).
+   */
+  readonly streams?: boolean;
 }
 
 /** One command; env is the complete environment (the runner adds only its kill marker). */
@@ -88,6 +119,8 @@ export interface RunnerReply {
   payload: Buffer;
 }
 
+/** How long a release note (see RunnerClient's #sendLazy) waits for a frame to travel with. */
+const LAZY_MS = 50;
 /** Bytes per write frame: big files cross in pieces, each a view of the caller's buffer (no copy). */
 const CHUNK = 1 << 20;
 const REPLY_PREFIX = 12;
@@ -119,7 +152,18 @@ export class RunnerClient {
   #hostPid: Promise<number | undefined> | undefined;
   /** An unnamed file the runner made ahead of the next big write (so that write costs one round trip). */
   #spare: HandedOff | undefined;
-  #spareAsked = false;
+  #spareAsk: Promise<void> | undefined;
+  /** The runner could not make a spare (no O_TMPFILE there): never asked again. */
+  #spareRefused = false;
+  /** An upload pipe the runner made ahead of the next big write through RemoteFiles (`streams`). */
+  #pipe: { r: number; w: number } | undefined;
+  #pipeAsk: Promise<void> | undefined;
+  #pipeRefused = false;
+  /** Set once a transfer through RemoteFiles failed: this runner's big files then take its channel. */
+  #remoteOff = false;
+  /** Notes waiting to travel with the next frame (see #sendLazy). */
+  readonly #lazy: string[][] = [];
+  #lazyTimer: NodeJS.Timeout | undefined;
   /** Resolves on the runner's hello; rejects if it dies first (no python3, bad image...). */
   readonly ready: Promise<void>;
   readonly exited: Promise<void>;
@@ -284,7 +328,7 @@ export class RunnerClient {
    * Reads a file into one buffer sized by the runner's fstat (grown only if the file grows): a big file
    * through the runner's descriptor when the runner is on this kernel, else in chunks over the pipe.
    */
-  read(rel: string, maxBytes: number | undefined, handoff = this.#canHandOff()): Promise<Buffer> {
+  read(rel: string, maxBytes: number | undefined, handoff = this.#canHandOff() || this.#canRemote()): Promise<Buffer> {
     let out: Buffer | undefined;
     let len = 0;
     const cap = maxBytes === undefined ? "-" : String(maxBytes);
@@ -295,13 +339,11 @@ export class RunnerClient {
         if (kind === "h") {
           // Settled here; the held descriptor is released once read, and a failed hand-off reads again over the pipe.
           const h = parseHandedOff(fields);
-          const done = (async () => {
-            const pid = await this.#runnerHostPid();
-            if (!h || pid === undefined) throw new Error("no hand-off");
-            return readHandedOff(pid, h, Number(fields[4]) || 0, maxBytes);
-          })();
-          void done.finally(() => this.#send(["z", String(rid)])).catch(() => undefined);
-          resolve(done.catch((e: unknown) => (e instanceof RunnerFailure ? Promise.reject(e) : this.read(rel, maxBytes, false))));
+          const done = this.#drain(h, Number(fields[4]) || 0, maxBytes);
+          // Through the service's file API the release waits for the next frame (see #sendLazy).
+          const local = this.#hostPid !== undefined;
+          void done.finally(() => (local ? this.#send(["z", String(rid)]) : this.#sendLazy(["z", String(rid)]))).catch(() => undefined);
+          resolve(done.catch((e: unknown) => (e instanceof RunnerFailure || this.#dead ? Promise.reject(e) : this.read(rel, maxBytes, false))));
           return true;
         }
         if (kind === "s") {
@@ -324,14 +366,19 @@ export class RunnerClient {
     }));
   }
 
-  /** Writes `data` to `rel`: kind w (atomic replace), x (exclusive, atomic), a (append), c (exclusive create in place). */
-  write(rel: string, kind: "w" | "x" | "a" | "c", data: Uint8Array, mode: number | undefined): Promise<void> {
+  /**
+   * Writes `data` to `rel`: kind w (atomic replace), x (exclusive, atomic), a (append), c (exclusive
+   * create in place). `route` "pipe" keeps the bytes on the runner's channel (a hand-off that failed).
+   */
+  write(rel: string, kind: "w" | "x" | "a" | "c", data: Uint8Array, mode: number | undefined, route: "any" | "pipe" = "any"): Promise<void> {
     const m = mode === undefined ? "-" : mode.toString(8);
     // A big atomic write goes by hand-off: the runner makes the temp file, the host fills it through the
     // runner's descriptor, the runner commits it; the pipe carries the bytes only if that fails.
-    const handoff = (kind === "w" || kind === "x") && data.byteLength > HANDOFF_MIN && this.#canHandOff();
+    const big = route === "any" && (kind === "w" || kind === "x") && data.byteLength > HANDOFF_MIN;
+    const handoff = big && this.#canHandOff();
     if (handoff && this.#spare) return this.#writeSpare(this.#spare, rel, kind, m, data);
-    if (handoff) this.#askSpare();
+    if (handoff) void this.#askSpare();
+    else if (big && this.#canRemote()) return this.#writeRemote(rel, kind, m, data);
     const stream = (sid: string, from: number) => {
       for (let at = from; at < data.byteLength; at += CHUNK) this.#send(["c", sid], data.subarray(at, at + CHUNK));
       this.#send(["e", sid]);
@@ -349,11 +396,7 @@ export class RunnerClient {
           onFrame: (fields) => {
             if (fields[0] === "h") {
               const h = parseHandedOff(fields);
-              void (async () => {
-                const pid = await this.#runnerHostPid();
-                if (!h || pid === undefined) throw new Error("no hand-off");
-                await writeHandedOff(pid, h, data);
-              })().then(
+              void this.#fill(h, data).then(
                 () => this.#send(["e", sid]),
                 () => stream(sid, 0),
               );
@@ -369,53 +412,198 @@ export class RunnerClient {
     );
   }
 
+  /**
+   * A big write through the service's file API: into an upload pipe where the service's upload takes
+   * one (`streams`), else into a spare (the first write waits for either), never into a named temp
+   * file the channel could then also write.
+   */
+  async #writeRemote(rel: string, kind: "w" | "x", m: string, data: Uint8Array): Promise<void> {
+    if (this.#t.remoteFiles?.streams && !this.#pipeRefused) {
+      if (!this.#pipe) await this.#askPipe();
+      const pipe = this.#pipe;
+      if (pipe && this.#canRemote()) return this.#writePiped(pipe, rel, kind, m, data);
+    }
+    if (!this.#spare) await this.#askSpare();
+    const spare = this.#spare;
+    if (!spare || !this.#canRemote()) return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8), "pipe");
+    return this.#writeSpare(spare, rel, kind, m, data);
+  }
+
+  /**
+   * A big write streamed through an upload pipe: the request and the upload go out together, the runner
+   * writes the bytes into an unnamed file beside the target as they land and names it into place
+   * (atomically, modes kept) at the last one. The runner's answer decides; an upload that failed, or a
+   * pipe that delivered short, sends the bytes over the channel.
+   */
+  async #writePiped(pipe: { r: number; w: number }, rel: string, kind: "w" | "x", m: string, data: Uint8Array): Promise<void> {
+    this.#pipe = undefined;
+    const done = this.call("Q", [rel, kind, m, String(pipe.r), String(data.byteLength)]);
+    let answered = false;
+    done.then(
+      () => (answered = true),
+      () => undefined,
+    );
+    // The next pipe is asked for now, so it is there for the next write.
+    void this.#askPipe();
+    let failed: { e: unknown } | undefined;
+    try {
+      await this.#t.remoteFiles!.upload(`/proc/${this.#nsPid}/fd/${pipe.w}`, data);
+    } catch (e) {
+      failed = { e };
+    }
+    // Every byte is in the pipe (or the upload failed): the runner finishes, or drops, the write. Once
+    // it answered already, the note only releases the pipe and travels with the next frame.
+    const note = ["q", "0", String(pipe.r), failed ? "0" : "1"];
+    if (answered && !failed) this.#sendLazy(note);
+    else this.#send(note);
+    try {
+      await done;
+    } catch (e) {
+      if (this.#dead) throw runnerGone(this.#why);
+      if (!failed && !(e instanceof RunnerFailure && e.code === "EIO" && /short/.test(e.detail))) throw e;
+      // The service did not deliver the bytes: they go over the channel, and this runner's big files from now on.
+      try {
+        this.#remoteFailed(failed?.e ?? e);
+      } catch {
+        // Told; the write goes on over the pipe.
+      }
+      return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8), "pipe");
+    }
+  }
+
+  /** Asks the runner for the next upload pipe; one at a time, none once it refused. */
+  #askPipe(): Promise<void> {
+    if (this.#pipeAsk) return this.#pipeAsk;
+    if (this.#pipeRefused || this.#pipe || this.#dead) return Promise.resolve();
+    this.#pipeAsk = this.call("Y", []).then(
+      (r) => {
+        this.#pipeAsk = undefined;
+        const [rfd, wfd] = r.fields;
+        if (rfd && wfd && /^\d+$/.test(rfd) && /^\d+$/.test(wfd)) this.#pipe = { r: Number(rfd), w: Number(wfd) };
+        else this.#pipeRefused = true;
+      },
+      () => {
+        this.#pipeAsk = undefined;
+        this.#pipeRefused = true;
+      },
+    );
+    return this.#pipeAsk;
+  }
+
   /** A big write in one round trip: the host fills the spare, the runner names it at `rel` atomically. */
   async #writeSpare(spare: HandedOff, rel: string, kind: "w" | "x", m: string, data: Uint8Array): Promise<void> {
     this.#spare = undefined;
+    const local = this.#canHandOff();
+    const mode = m === "-" ? undefined : parseInt(m, 8);
     try {
-      const pid = await this.#runnerHostPid();
-      if (pid === undefined) throw new Error("no hand-off");
-      await writeHandedOff(pid, spare, data);
+      await this.#fill(spare, data);
     } catch {
+      if (this.#dead) throw runnerGone(this.#why);
+      // A failed upload may still be writing on the service's side: that spare is never reused nor
+      // closed (its number would name the next file the runner opens), only left to the runner's end.
+      if (!local) return this.write(rel, kind, data, mode, "pipe");
       this.#send(["Z", "0", String(spare.fd)]);
-      return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8));
+      return this.write(rel, kind, data, mode);
     }
     // The next spare is asked first, so it is there by the time this write's answer is.
-    this.#askSpare();
+    void this.#askSpare();
     const done = this.call("F", [rel, kind, m, String(spare.fd)]);
     try {
       await done;
     } catch (e) {
-      // EXDEV (the target's folder is another file system) and the like: the plain hand-off still works.
-      if (e instanceof RunnerFailure && (e.code === "EXDEV" || e.code === "EINVAL")) return this.#writeOnce(rel, kind, data, m);
+      // EXDEV (the target's folder is another file system) and the like: the plain hand-off (or, through
+      // the service's file API, the pipe) still works.
+      if (e instanceof RunnerFailure && (e.code === "EXDEV" || e.code === "EINVAL")) return this.#writeOnce(rel, kind, data, m, local ? "any" : "pipe");
       throw e;
     }
   }
 
   /** The two-round-trip hand-off (or the pipe), never the spare. */
-  #writeOnce(rel: string, kind: "w" | "x", data: Uint8Array, m: string): Promise<void> {
+  #writeOnce(rel: string, kind: "w" | "x", data: Uint8Array, m: string, route: "any" | "pipe"): Promise<void> {
     const spare = this.#spare;
     this.#spare = undefined;
-    return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8)).finally(() => {
+    return this.write(rel, kind, data, m === "-" ? undefined : parseInt(m, 8), route).finally(() => {
       if (spare) this.#send(["Z", "0", String(spare.fd)]);
     });
   }
 
   /** Asks the runner for the next spare; one at a time, none when it cannot make one (no O_TMPFILE). */
-  #askSpare(): void {
-    if (this.#spareAsked || this.#spare || this.#dead) return;
-    this.#spareAsked = true;
-    this.call("P", []).then(
+  #askSpare(): Promise<void> {
+    if (this.#spareAsk) return this.#spareAsk;
+    if (this.#spareRefused || this.#spare || this.#dead) return Promise.resolve();
+    this.#spareAsk = this.call("P", []).then(
       (r) => {
-        this.#spareAsked = false;
+        this.#spareAsk = undefined;
         this.#spare = parseHandedOff(["h", ...r.fields]);
       },
-      () => undefined,
+      () => {
+        this.#spareAsk = undefined;
+        this.#spareRefused = true;
+      },
     );
+    return this.#spareAsk;
   }
 
   #canHandOff(): boolean {
     return this.#t.runnerHostPid !== undefined && this.#nsPid !== undefined;
+  }
+
+  /** Whether big files cross the service's file API at the runner's descriptors (RemoteFiles). */
+  #canRemote(): boolean {
+    return this.#t.remoteFiles !== undefined && this.#nsPid !== undefined && !this.#remoteOff;
+  }
+
+  /** `/proc/<runner pid>/fd/<n>` in the sandbox's view: the runner's own descriptor, never a workspace name. */
+  #remotePath(h: HandedOff): string {
+    return `/proc/${this.#nsPid}/fd/${h.fd}`;
+  }
+
+  /** A transfer through RemoteFiles failed: told once, and this runner's big files take its channel from now on. */
+  #remoteFailed(e: unknown): never {
+    if (!this.#remoteOff) {
+      this.#remoteOff = true;
+      try {
+        this.#t.remoteFiles?.fellBack?.(e);
+      } catch {
+        // A logger's failure is not the call's.
+      }
+    }
+    throw e;
+  }
+
+  /** Reads the runner's held descriptor: on this kernel through its /proc link, else through the service's file API. */
+  async #drain(h: HandedOff | undefined, size: number, maxBytes: number | undefined): Promise<Buffer> {
+    if (!h) throw new Error("no hand-off");
+    const pid = await this.#runnerHostPid();
+    if (pid !== undefined) return readHandedOff(pid, h, size, maxBytes);
+    const remote = this.#t.remoteFiles;
+    if (!remote || this.#nsPid === undefined) throw new Error("no hand-off");
+    let data: Buffer;
+    try {
+      data = await remote.download(this.#remotePath(h));
+    } catch (e) {
+      if (this.#dead) throw runnerGone(this.#why);
+      return this.#remoteFailed(e);
+    }
+    // The runner held the descriptor throughout (a pid reused after its end would name another process's).
+    if (this.#dead) throw runnerGone(this.#why);
+    if (maxBytes !== undefined && data.length > maxBytes) throw new RunnerFailure("TOOBIG", String(data.length));
+    return data;
+  }
+
+  /** Fills the runner's fresh file through its descriptor: on this kernel through its /proc link, else through the service's file API. */
+  async #fill(h: HandedOff | undefined, data: Uint8Array): Promise<void> {
+    if (!h) throw new Error("no hand-off");
+    const pid = await this.#runnerHostPid();
+    if (pid !== undefined) return writeHandedOff(pid, h, data);
+    const remote = this.#t.remoteFiles;
+    if (!remote || this.#nsPid === undefined) throw new Error("no hand-off");
+    try {
+      await remote.upload(this.#remotePath(h), data);
+    } catch (e) {
+      if (this.#dead) throw runnerGone(this.#why);
+      this.#remoteFailed(e);
+    }
   }
 
   /** The runner's host pid, looked up once (undefined: no hand-off for this runner). */
@@ -474,7 +662,32 @@ export class RunnerClient {
     }
   }
 
+  /**
+   * A frame that needs no reply and no haste (a release of a descriptor already done with): it travels
+   * with the next frame sent, or within LAZY_MS, so it never holds up the request after it on a
+   * transport that sends one call at a time (Daytona's session input, E2B's stdin).
+   */
+  #sendLazy(fields: string[]): void {
+    if (this.#dead) return;
+    this.#lazy.push(fields);
+    if (!this.#lazyTimer) {
+      this.#lazyTimer = setTimeout(() => this.#flushLazy(), LAZY_MS);
+      this.#lazyTimer.unref();
+    }
+  }
+
+  #flushLazy(): void {
+    if (this.#lazyTimer) clearTimeout(this.#lazyTimer);
+    this.#lazyTimer = undefined;
+    for (const f of this.#lazy.splice(0)) this.#write(f);
+  }
+
   #send(fields: string[], payload?: Uint8Array): void {
+    if (this.#lazy.length) this.#flushLazy();
+    this.#write(fields, payload);
+  }
+
+  #write(fields: string[], payload?: Uint8Array): void {
     if (this.#dead) return;
     // Every frame of one request travels the way its first did: ids from #sideFrom on, the private pair.
     const out = Number(fields[1]) >= this.#sideFrom ? this.#side!.w : this.#t.stdin;

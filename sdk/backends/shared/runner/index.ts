@@ -10,7 +10,7 @@ import { RunnerClient, type RunnerTransport } from "./client.js";
 import { cwdError } from "./files.js";
 
 export { RUNNER_SOURCE } from "./source.js";
-export { RunnerClient, RunnerFailure, runnerGone, type RunnerExec, type RunnerSpawn, type RunnerTransport } from "./client.js";
+export { RunnerClient, RunnerFailure, runnerGone, type RemoteFiles, type RunnerExec, type RunnerSpawn, type RunnerTransport } from "./client.js";
 export { RunnerFiles, cwdError, mapRunnerError, type RunnerLease } from "./files.js";
 export { spawnThroughRunner, SPAWN_WINDOW } from "./spawn.js";
 

@@ -39,6 +39,15 @@
  *   F id path kind mode fd             commit spare fd as a write of kind w or x: linked under a temp name
  *                                      in the target's folder, then renamed (w) or linked (x) into place
  *   Z id fd                            drop spare fd (no reply)
+ *   Y id                               make an upload pipe: replies "o" rfd wfd; the host's file service
+ *                                      writes into /proc/<pid>/fd/<wfd> as into a file
+ *   Q id path kind mode rfd size       a write of kind w or x whose bytes come through upload pipe rfd:
+ *                                      read as they land into an unnamed file (O_TMPFILE) in the target's
+ *                                      folder, named into place as the size-th byte lands ("o"); the pipe
+ *                                      is drained from then on, so a writer is never blocked
+ *   q id rfd ok                        the host's upload into rfd ended (ok 1: every byte is in the pipe,
+ *                                      a write still short fails; 0: it failed, the write is dropped and
+ *                                      the pipe kept, drained, so its numbers are never reused); no reply
  *   w id path kind mode                start a write: kind w (atomic replace), x (exclusive), a (append),
  *                                      c (exclusive create in place); payload = first bytes
  *   c id / e id                        more bytes for write id / commit it
@@ -86,6 +95,7 @@ writes = {}
 readers = []
 held = {}
 spares = {}
+uploads = {}
 inbufs = {}
 qlen = 0
 rfd, wfd = os.pipe()
@@ -394,10 +404,10 @@ def op_read(rid, rel, cap, offer=False):
 
 class Writer:
     def __init__(self, rid, kind):
-        self.rid, self.kind, self.fd, self.tmp, self.pfd, self.mode = rid, kind, -1, None, -1, None
+        self.rid, self.kind, self.fd, self.tmp, self.pfd, self.mode, self.unnamed = rid, kind, -1, None, -1, None, None
         self.buf = bytearray() if kind == "a" else None
 
-    def open(self, rel, mode, spare=-1):
+    def open(self, rel, mode, spare=-1, unnamed=False):
         pfd, name, _, _ = walk(rel, False, create=True)
         self.pfd, self.name = pfd, name
         if name == "":
@@ -425,6 +435,14 @@ class Writer:
         else:
             self.mode = 0o644
         tmp = ".%s.agentws-tmp-%s" % (name[:180], os.urandom(6).hex())
+        if unnamed:
+            # No name until the commit: a runner killed mid-write leaves nothing behind.
+            try:
+                self.fd = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=pfd)
+                self.unnamed = tmp
+                return
+            except (OSError, AttributeError):
+                pass
         if spare >= 0:
             # The spare's bytes are in; it gets a name only now, beside its target (EXDEV: the host falls back).
             self.fd = spare
@@ -451,6 +469,9 @@ class Writer:
             return
         if self.mode is not None:
             os.fchmod(self.fd, self.mode)
+        if self.unnamed is not None:
+            os.link("/proc/self/fd/%d" % self.fd, self.unnamed, dst_dir_fd=self.pfd, follow_symlinks=True)
+            self.tmp, self.unnamed = self.unnamed, None
         os.close(self.fd)
         self.fd = -1
         if self.kind == "c":
@@ -543,6 +564,109 @@ def op_commit_spare(rid, rel, kind, mode, sfd):
     finally:
         w.close()
     reply(rid, ["o"])
+
+
+class Upload:
+    """A write whose bytes a file service puts into a pipe of ours (ops Y, Q, q): counted, never waited on."""
+
+    def __init__(self, r, w):
+        self.r, self.w, self.rid, self.writer, self.left, self.watched = r, w, None, None, 0, False
+
+    def watch(self):
+        if not self.watched:
+            self.watched = True
+            sel.register(self.r, selectors.EVENT_READ, ("up", self))
+
+    def take(self):
+        while True:
+            want = min(self.left, CHUNK) if self.writer is not None and self.left > 0 else CHUNK
+            try:
+                chunk = os.read(self.r, want)
+            except BlockingIOError:
+                return
+            except OSError as e:
+                return self.abort(e)
+            if not chunk:
+                return
+            if self.writer is None:
+                continue
+            try:
+                self.writer.write(chunk)
+            except BaseException as e:
+                self.abort(e)
+                continue
+            self.left -= len(chunk)
+            if self.left == 0:
+                self.commit()
+
+    def commit(self):
+        w, self.writer = self.writer, None
+        try:
+            try:
+                w.commit()
+            finally:
+                w.close()
+        except BaseException as e:
+            return fail(self.rid, e)
+        reply(self.rid, ["o"])
+
+    def abort(self, e):
+        w, self.writer = self.writer, None
+        if w is not None:
+            w.close()
+            fail(self.rid, e)
+
+    def close(self):
+        if self.watched:
+            sel.unregister(self.r)
+        os.close(self.r)
+        os.close(self.w)
+        uploads.pop(self.r, None)
+
+
+def op_upload_pipe(rid):
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    try:
+        fcntl.fcntl(w, 1031, 1 << 20)
+    except Exception:
+        pass
+    uploads[r] = Upload(r, w)
+    reply(rid, ["o", r, w])
+
+
+def op_upload_write(rid, rel, kind, mode, r, size):
+    u = uploads.get(r)
+    if u is None or u.rid is not None or kind not in ("w", "x") or size < 0:
+        raise Fail("EINVAL", "no such upload pipe")
+    u.rid = rid
+    # Drained from now on, whatever happens to the write.
+    u.watch()
+    w = Writer(rid, kind)
+    try:
+        w.open(rel, mode, unnamed=True)
+    except BaseException:
+        w.close()
+        raise
+    u.writer, u.left = w, size
+    if size == 0:
+        return u.commit()
+    u.take()
+
+
+def op_upload_done(r, ok):
+    u = uploads.get(r)
+    if u is None:
+        return
+    if u.writer is not None:
+        if ok:
+            u.take()
+        if u.writer is not None:
+            u.abort(Fail("EIO", "the upload ended short") if ok else Fail("ECANCELED", "the upload failed"))
+    if ok:
+        u.close()
+    else:
+        u.watch()
 
 
 def op_list(rid, rel):
@@ -1182,6 +1306,10 @@ def handle(f, payload):
                 os.close(int(f[2]))
         elif op == b"P":
             op_spare(rid)
+        elif op == b"Y":
+            op_upload_pipe(rid)
+        elif op == b"q":
+            op_upload_done(int(f[2]), f[3] == b"1")
         elif op == b"S":
             op_side(rid)
         elif op == b"G":
@@ -1196,6 +1324,8 @@ def handle(f, payload):
                 write_start(rid, a[0], a[1], a[2], payload)
             elif op == b"F":
                 op_commit_spare(rid, a[0], a[1], a[2], int(a[3]))
+            elif op == b"Q":
+                op_upload_write(rid, a[0], a[1], a[2], int(a[3]), int(a[4]))
             elif op == b"W" and a[1] in ("w", "x"):
                 write_start(rid, a[0], a[1], a[2], payload, True)
             elif op == b"l":
@@ -1268,6 +1398,8 @@ while True:
                     pass
             except BlockingIOError:
                 pass
+        elif kind == "up":
+            data.take()
         elif kind == "stdin" or kind == "sstdin":
             data.write_stdin()
         elif kind == "spipe":
