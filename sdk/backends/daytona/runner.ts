@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { createRequire } from "node:module";
 import { Writable } from "node:stream";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
+import { takeBatch } from "../shared/runner/batch.js";
 import type { RemoteFiles, RunnerTransport } from "../shared/runner/index.js";
 import { textChannelReader, textRunnerArgv } from "../shared/runner/text-channel.js";
 import { daytonaFailure } from "./errors.js";
@@ -126,17 +127,11 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
       release();
       return;
     }
-    const take: Buffer[] = [];
-    let n = 0;
-    while (queue.length && (n === 0 || n + queue[0]!.length <= MAX_INPUT)) {
-      const c = queue.shift()!;
-      take.push(c);
-      n += c.length;
-    }
+    const batch = takeBatch(queue, MAX_INPUT).data;
+    const n = batch.length;
     queued -= n;
     release();
     // Lines of LINE bytes: the wrapper decodes and passes on each as it arrives, not once the call's whole body is in.
-    const batch = Buffer.concat(take, n);
     let line = "";
     for (let at = 0; at < n; at += LINE) line += `${batch.subarray(at, at + LINE).toString("base64")}\n`;
     started

@@ -13,7 +13,7 @@ import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type Run
 import { daytonaError, daytonaFailure } from "./errors.js";
 import { startDaytonaRunner, type DaytonaRunnerTransport } from "./runner.js";
 import { toolboxFiles } from "./transfer.js";
-import { copyTreeFileByFile, nonRoot, packTree, parseFind, shellFileError } from "../shared/shell-files.js";
+import { copyTreeFileByFile, nonRoot, packTree, shellFileError, ShellFiles } from "../shared/shell-files.js";
 import { EXEC_WRAPPER, EXIT, SCRIPTS, prelude, q, shLine } from "./scripts.js";
 
 /** Stdin up to this size travels inside the command (base64); more goes through the file API first. */
@@ -49,6 +49,8 @@ export class DaytonaSandbox implements Sandbox {
   readonly #logger: Logger;
   readonly #runners: RunnerSupervisor;
   readonly #rf: RunnerFiles;
+  /** The fallback's file operations (no python3 in the image). */
+  readonly #plain: ShellFiles;
   /** "runner" once a runner answered, "plain" when the sandbox cannot run one (no python3). */
   #mode: "unknown" | "runner" | "plain" = "unknown";
   #probing: Promise<boolean> | undefined;
@@ -83,6 +85,16 @@ export class DaytonaSandbox implements Sandbox {
       return t;
     });
     this.#rf = new RunnerFiles(() => this.#lease());
+    this.#plain = new ShellFiles({
+      where: "the Daytona sandbox",
+      op: (name, args, stdin) => this.#op(name, args, stdin ? Buffer.from(stdin) : undefined),
+      stage: async (data) => {
+        const upload = `/tmp/.agentws-up-${randomBytes(8).toString("hex")}`;
+        await this.#upload(Buffer.from(data), upload);
+        return upload;
+      },
+      fetch: (real, limit, rel) => this.#download(real, limit, rel),
+    });
   }
 
   get sandboxId(): string {
@@ -162,85 +174,35 @@ export class DaytonaSandbox implements Sandbox {
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
     if (await this.#useRunner()) return this.#rf.readFile(rel, options);
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("resolveRead", [clean, options.maxBytes === undefined ? "-" : String(options.maxBytes)]);
-    if (r.exitCode === EXIT.tooLarge) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${options.maxBytes}-byte cap`, { field: clean });
-    if (r.exitCode === EXIT.special) throw new WorkspaceError("invalid_argument", `${clean} is not a regular file`, { field: clean });
-    this.#check(r, "read", clean);
-    const real = r.stdout.toString();
-    // The SDK parses the download's part headers as latin1: a path beyond printable ASCII would not
-    // match its own request, so those bytes come through the exec wrapper (base64, exact) instead.
-    if (!/^[\x20-\x7e]*$/.test(real)) {
-      const viaExec = await this.exec(["cat", "--", real], { maxOutputBytes: options.maxBytes ?? MAX_EXEC_READ });
-      if (viaExec.exitCode !== 0) throw new WorkspaceError("exec_failed", `read ${clean} failed: ${viaExec.stderr.toString().slice(0, 300)}`, { field: clean });
-      if (viaExec.truncated) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: clean });
-      return viaExec.stdout;
-    }
-    try {
-      const data = await this.#sb.fs.downloadFile(real, TRANSFER_TIMEOUT_S);
-      if (options.maxBytes !== undefined && data.length > options.maxBytes) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: clean });
-      return data;
-    } catch (e) {
-      if (e instanceof WorkspaceError) throw e;
-      if (daytonaFailure(e).statusCode === 404 || /not found|no such file/i.test(daytonaFailure(e).message)) throw new NotFoundError(clean, { field: clean });
-      throw this.#map(e, `read ${clean}`);
-    }
-  }
+    return this.#plain.readFile(rel, options);  }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
     if (await this.#useRunner()) return this.#rf.writeFile(rel, data, options);
-    const clean = nonRoot(checkRelativePath(rel));
-    const upload = `/tmp/.agentws-up-${randomBytes(8).toString("hex")}`;
-    await this.#upload(Buffer.from(data), upload);
-    const mode = options.mode === undefined ? "-" : (options.mode & 0o7777).toString(8);
-    const r = await this.#op("publish", [clean, mode, options.exclusive ? "x" : "-", upload]);
-    if (r.exitCode === EXIT.exists) throw new ConflictError(`${clean} already exists`, { field: clean });
-    this.#check(r, "write", clean);
-  }
+    return this.#plain.writeFile(rel, data, options);  }
 
   async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.appendFile(rel, data);
-    const clean = nonRoot(checkRelativePath(rel));
-    this.#check(await this.#op("append", [clean], Buffer.from(data)), "append to", clean);
-  }
+    return this.#plain.appendFile(rel, data);  }
 
   async list(rel: string): Promise<FileInfo[]> {
     if (await this.#useRunner()) return this.#rf.list(rel);
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("list", [clean]);
-    this.#check(r, "list", clean);
-    return parseFind(r.stdout);
-  }
+    return this.#plain.list(rel);  }
 
   async stat(rel: string): Promise<FileInfo | null> {
     if (await this.#useRunner()) return this.#rf.stat(rel);
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("stat", [clean]);
-    if (r.exitCode === EXIT.missing || r.exitCode === EXIT.notDir) return null;
-    this.#check(r, "stat", clean);
-    return parseFind(r.stdout)[0] ?? null;
-  }
+    return this.#plain.stat(rel);  }
 
   async remove(rel: string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.remove(rel);
-    const clean = nonRoot(checkRelativePath(rel));
-    this.#check(await this.#op("remove", [clean]), "remove", clean);
-  }
+    return this.#plain.remove(rel);  }
 
   async mkdir(rel: string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.mkdir(rel);
-    const clean = checkRelativePath(rel);
-    this.#check(await this.#op("mkdir", [clean]), "mkdir", clean);
-  }
+    return this.#plain.mkdir(rel);  }
 
   async rename(from: string, to: string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.rename(from, to);
-    const a = nonRoot(checkRelativePath(from, "from"));
-    const b = nonRoot(checkRelativePath(to, "to"));
-    const r = await this.#op("rename", [a, b]);
-    if (r.exitCode === EXIT.exists) throw new ConflictError(`${b} already exists`, { field: b });
-    this.#check(r, "rename", a);
-  }
+    return this.#plain.rename(from, to);  }
 
   async copyIn(hostPath: string, to: string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.copyIn(hostPath, to);
@@ -349,6 +311,24 @@ c=$(realpath -m -- "$W/$1"); case "$c" in "$W"|"$W"/*) ;; *) echo "cwd leaves th
 shift; cd -- "$c" || exit 66
 exec "$@"`;
     return shLine(script, [cwd, ...(env.length ? ["env", "--", ...env] : []), ...argv]);
+  }
+
+  /** A file the fallback's script resolved, at most `limit` bytes: through the toolbox, else (a path the SDK mangles) through exec. */
+  async #download(real: string, limit: number | undefined, rel: string): Promise<Buffer> {
+    // The SDK parses the download's part headers as latin1: a path beyond printable ASCII would not
+    // match its own request, so those bytes come through the exec wrapper (base64, exact) instead.
+    if (!/^[\x20-\x7e]*$/.test(real)) {
+      const viaExec = await this.exec(["cat", "--", real], { maxOutputBytes: limit ?? MAX_EXEC_READ });
+      if (viaExec.exitCode !== 0) throw new WorkspaceError("exec_failed", `read ${rel} failed: ${viaExec.stderr.toString().slice(0, 300)}`, { field: rel });
+      if (viaExec.truncated && limit === undefined) throw new TooLargeError(`${rel} is over the ${MAX_EXEC_READ}-byte limit of a read through exec`, { field: rel });
+      return viaExec.stdout;
+    }
+    try {
+      return await this.#sb.fs.downloadFile(real, TRANSFER_TIMEOUT_S);
+    } catch (e) {
+      if (daytonaFailure(e).statusCode === 404 || /not found|no such file/i.test(daytonaFailure(e).message)) throw new NotFoundError(rel, { field: rel });
+      throw this.#map(e, `read ${rel}`);
+    }
   }
 
   async #upload(data: Buffer, dest: string): Promise<void> {

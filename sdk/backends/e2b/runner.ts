@@ -1,5 +1,6 @@
 import { Writable } from "node:stream";
 import type { Sandbox as E2BSdkSandbox, CommandHandle } from "e2b";
+import { takeBatch } from "../shared/runner/batch.js";
 import type { RemoteFiles, RunnerTransport } from "../shared/runner/index.js";
 import { textChannelReader, textRunnerArgv } from "../shared/runner/text-channel.js";
 import { quote } from "./scripts.js";
@@ -109,14 +110,7 @@ export function startE2BRunner(sbx: E2BSdkSandbox, root: string, onApiError?: (e
     try {
       const h = await started;
       while (queue.length && !over && !killed) {
-        const parts: Buffer[] = [];
-        let n = 0;
-        while (queue.length && (n === 0 || n + queue[0]!.length <= MAX_BATCH)) {
-          const c = queue.shift()!;
-          parts.push(c);
-          n += c.length;
-        }
-        await h.sendStdin(parts.length === 1 ? parts[0]! : Buffer.concat(parts, n));
+        await h.sendStdin(takeBatch(queue, MAX_BATCH).data);
       }
     } catch (e) {
       // A send that failed leaves the stream with a hole: this runner is done (the next call starts another).

@@ -8,6 +8,7 @@ import { q } from "../../../sdk/backends/daytona/scripts.js";
 import type { Logger } from "../../../sdk/logger.js";
 import { uniqueId } from "../../contract/fixture.js";
 import { emulatorSpec, startDaytonaEmulator } from "../../support/daytona-emulator.js";
+import { expectFallbackFileOps } from "../../support/fallback-checks.js";
 
 const emulator = await startDaytonaEmulator();
 
@@ -282,6 +283,7 @@ describe.skipIf(!emulator)("Daytona backend through the emulator: the runner", (
       expect(r).toMatchObject({ exitCode: 3 });
       expect(r.stdout.toString()).toBe("plain");
       expect((await plain.list("plain")).map((e) => e.name)).toEqual(["all.bin"]);
+      await expectFallbackFileOps(plain);
       expect(warned).toHaveLength(1);
       expect(warned[0]).toMatch(/python3/);
       // And the runner's sandbox reads what the fallback wrote.
