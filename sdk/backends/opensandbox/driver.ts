@@ -102,6 +102,8 @@ export class OpenSandboxDriver implements Driver {
         env: { ...this.spec.env },
         timeoutSeconds: this.spec.timeoutSeconds,
         readyTimeoutSeconds: 60,
+        // The SDK polls readiness every 200 ms by default: most of a create is that wait, so look more often.
+        healthCheckPollingInterval: 50,
         ...(host ? { volumes: [{ name: "workspace", host: { path: host }, mountPath: OPENSANDBOX_WORKDIR }] } : {}),
       });
       mine = sbx.id;
@@ -268,10 +270,16 @@ export class OpenSandboxDriver implements Driver {
   }
 
   async connect(workspaceId: string, ctx: DriverContext = {}): Promise<OpenSandboxSandbox> {
-    const d = await this.#current(parseWorkspaceId(workspaceId));
-    if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'; create it first`, { field: "workspaceId" });
-    if (d.state !== "running") throw new UnavailableError(`opensandbox workspace '${workspaceId}' is ${d.state}; resume it first`);
-    const sid = d.location.sandboxId!;
+    const id = parseWorkspaceId(workspaceId);
+    // A sandbox this driver created (and won the convergence for) moments ago is running: no lookup.
+    const recent = this.#recent.get(id);
+    let sid = recent && this.#fresh.has(recent.sandboxId) && Date.now() - recent.at < RECENT_MS ? recent.sandboxId : undefined;
+    if (!sid) {
+      const d = await this.#current(id);
+      if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'; create it first`, { field: "workspaceId" });
+      if (d.state !== "running") throw new UnavailableError(`opensandbox workspace '${workspaceId}' is ${d.state}; resume it first`);
+      sid = d.location.sandboxId!;
+    }
     const fresh = this.#takeFresh(sid);
     let sbx: OsbSandbox;
     try {

@@ -26,28 +26,91 @@ const MAX_BATCH = 8 << 20;
 const END = 0xffffffff;
 
 export const HTTP_GATEWAY_SOURCE = String.raw`
-import fcntl, json, os, re, secrets, select, signal, socket, struct, subprocess, sys, threading, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+# A small HTTP/1.1 server of its own (http.server and secrets cost most of a cold start in imports). The
+# port is bound and the starting command let go first; the first spare runner starts before the imports.
+import os, socket, sys, threading
 port, root, home, first = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", port))
+srv.listen(64)
+child = os.fork()
+if child:
+    open(os.path.join(home, "gateway.pid"), "w").write(str(child))
+    os._exit(0)
+os.setsid()
+fd = os.open(os.path.join(home, "gateway.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+nul = os.open(os.devnull, os.O_RDONLY)
+os.dup2(nul, 0)
+os.dup2(fd, 1)
+os.dup2(fd, 2)
+
+class Proc:
+    """A runner process with its three pipes (posix_spawn: no subprocess module to import)."""
+    def __init__(self, argv):
+        i0, i1 = os.pipe()
+        o0, o1 = os.pipe()
+        e0, e1 = os.pipe()
+        acts = [(os.POSIX_SPAWN_DUP2, i0, 0), (os.POSIX_SPAWN_DUP2, o1, 1), (os.POSIX_SPAWN_DUP2, e1, 2)]
+        try:
+            self.pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=acts)
+        finally:
+            for x in (i0, o1, e1):
+                os.close(x)
+        self.stdin, self.stdout, self.stderr = i1, o0, e0
+        self.code = None
+        self.stdin_open = True
+        self.reaping = threading.Lock()
+    def poll(self):
+        # Threads may ask at once: one waitpid at a time, so the status is never reaped twice.
+        with self.reaping:
+            if self.code is None:
+                try:
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:
+                    return self.code
+                if pid:
+                    self.code = os.waitstatus_to_exitcode(status)
+            return self.code
+    def wait(self, seconds):
+        end = time.monotonic() + seconds
+        while self.poll() is None:
+            if time.monotonic() > end:
+                return None
+            time.sleep(0.01)
+        return self.code
+    def kill(self):
+        try:
+            os.kill(self.pid, 9)
+        except OSError:
+            pass
+
+def start_runner(version):
+    return Proc([sys.executable, "-I", "-S", os.path.join(home, "runner-" + version + ".py"), root])
+
+first_proc = start_runner(first) if os.path.isfile(os.path.join(home, "runner-" + first + ".py")) else None
+
+import _operator, fcntl, json, select, signal, struct, time
 TOKEN = open(os.path.join(home, "gateway.token"), "rb").read().strip()
 MAX_IN = 16 << 20      # bytes one POST may carry (the host sends at most 8 MiB)
 MAX_CHANNELS = 32      # runners alive at once; a host holds one per open handle
 MAX_CONNECTIONS = 128  # connections served at once (each a thread)
+MAX_HEADERS = 64       # header lines one request may have, each at most 8 KiB
+IDLE_S = 300           # an idle or stalled connection is dropped (a live stream writes at least every BEAT_S)
 ORPHAN_S = 30          # a channel nobody reads within this long is ended
 BEAT_S = 15            # heartbeat on a silent stream
 chans = {}
 spares = {}            # runner version -> a runner started ahead, so a channel opens without waiting for python
 lock = threading.Lock()
+slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
 
 class Chan:
-    def __init__(self, runner):
-        self.runner = runner
-        self.p = subprocess.Popen([sys.executable, "-I", "-S", runner, root], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    def __init__(self, version, proc=None):
+        self.p = proc or start_runner(version)
         # Big pipes: a 1 MiB file crosses in a few wake-ups instead of sixteen 64 KiB ones each way.
-        for f in (self.p.stdin, self.p.stdout):
+        for fd in (self.p.stdin, self.p.stdout):
             try:
-                fcntl.fcntl(f.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ
+                fcntl.fcntl(fd, 1031, 1 << 20)  # F_SETPIPE_SZ
             except OSError:
                 pass
         self.err = b""
@@ -56,40 +119,46 @@ class Chan:
         self.born = time.monotonic()
         self.wlock = threading.Lock()
         threading.Thread(target=self.drain_err, daemon=True).start()
+    def poll(self):
+        return self.p.poll()
     def drain_err(self):
-        fd = self.p.stderr.fileno()
         while True:
             try:
-                b = os.read(fd, 65536)
+                b = os.read(self.p.stderr, 65536)
             except OSError:
                 return
             if not b:
+                os.close(self.p.stderr)
                 return
             self.err = (self.err + b)[-4000:]
+    def write(self, data):
+        with self.wlock:
+            if not self.p.stdin_open:
+                raise BrokenPipeError()
+            v = memoryview(data)
+            while v:
+                v = v[os.write(self.p.stdin, v):]
     def end(self):
         # Closing stdin makes the runner end its commands and exit; a runner that does not is killed.
         with self.wlock:
-            try:
-                self.p.stdin.close()
-            except OSError:
-                pass
+            if self.p.stdin_open:
+                self.p.stdin_open = False
+                os.close(self.p.stdin)
         def later():
-            try:
-                self.p.wait(3)
-            except subprocess.TimeoutExpired:
+            if self.p.wait(3) is None:
                 self.p.kill()
-                self.p.wait()
+                self.p.wait(10)
         threading.Thread(target=later, daemon=True).start()
 
 def runner_path(version):
     return os.path.join(home, "runner-" + version + ".py")
 
-def spare(version):
+def spare(version, proc=None):
     with lock:
         if version in spares or not os.path.isfile(runner_path(version)):
             return
         try:
-            spares[version] = Chan(runner_path(version))
+            spares[version] = Chan(version, proc)
         except OSError:
             pass
 
@@ -99,63 +168,103 @@ def reap():
         now = time.monotonic()
         with lock:
             for k, c in list(chans.items()):
-                if (not c.reader and now - c.born > ORPHAN_S) or (c.read_done and c.p.poll() is not None):
+                if (not c.reader and now - c.born > ORPHAN_S) or (c.read_done and c.poll() is not None):
                     c.end()
                     del chans[k]
 
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 300          # an idle or stalled connection is dropped (a live stream writes at least every BEAT_S)
-    def log_message(self, *a):
-        pass
-    def reply(self, code, body=b"", ctype="application/json"):
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+class Bad(Exception):
+    pass
+
+class Conn:
+    """One client connection: requests read one after another (keep-alive), each answered in full."""
+    def __init__(self, sock):
+        self.sock = sock
+        self.f = sock.makefile("rb", 65536)
+    def reply(self, code, body=b"", ctype="application/json", close=False):
+        head = "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n" % (
+            code, "OK" if code < 300 else "Refused", ctype, len(body), "Connection: close\r\n" if close else "")
+        self.sock.sendall(head.encode() + body)
     def refuse(self, code, msg):
         # The request's body may be unread: this connection is not reused.
-        self.close_connection = True
-        self.reply(code, json.dumps({"error": msg}).encode())
-    def route(self, method):
-        if not secrets.compare_digest(self.headers.get("x-agentws-token", "").encode(), TOKEN):
+        self.reply(code, json.dumps({"error": msg}).encode(), close=True)
+        return False
+    def serve(self):
+        try:
+            while self.one():
+                pass
+        except (OSError, ValueError, Bad):
+            pass
+        finally:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+    def one(self):
+        line = self.f.readline(8192)
+        if not line:
+            return False
+        parts = line.split()
+        if len(parts) != 3 or not line.endswith(b"\n"):
+            raise Bad()
+        method, target = parts[0], parts[1].decode("latin-1")
+        self.h = {}
+        for _ in range(MAX_HEADERS + 1):
+            raw = self.f.readline(8192)
+            if not raw.endswith(b"\n"):
+                raise Bad()
+            if raw in (b"\r\n", b"\n"):
+                break
+            k, _, v = raw.partition(b":")
+            self.h[k.strip().lower()] = v.strip()
+        else:
+            return self.refuse(431, "too many header lines")
+        if b"transfer-encoding" in self.h:
+            return self.refuse(411, "send a Content-Length")
+        if not _operator._compare_digest(self.h.get(b"x-agentws-token", b""), TOKEN):
             return self.refuse(403, "bad token")
         # Match the route from the end: a proxy in front may keep its own prefix.
-        parts = self.path.split("?")[0].strip("/").split("/")
-        if method == "GET" and parts[-1:] == ["ping"]:
-            return self.reply(200, b'{"ok":true}')
-        if method == "POST" and parts[-1:] == ["open"]:
+        route = target.split("?")[0].strip("/").split("/")
+        if method == b"GET" and route[-1:] == ["ping"]:
+            self.reply(200, b'{"ok":true}')
+            return self.skip()
+        if method == b"POST" and route[-1:] == ["open"]:
             return self.open()
-        if len(parts) >= 3 and parts[-3] == "c":
+        if len(route) >= 3 and route[-3] == "c":
             with lock:
-                c = chans.get(parts[-2])
+                c = chans.get(route[-2])
             if c is None:
                 return self.refuse(404, "no such channel")
-            if method == "GET" and parts[-1] == "out":
-                return self.out(c, parts[-2])
-            if method == "POST" and parts[-1] == "in":
+            if method == b"GET" and route[-1] == "out":
+                return self.out(c, route[-2])
+            if method == b"POST" and route[-1] == "in":
                 return self.into(c)
-            if method == "POST" and parts[-1] == "close":
+            if method == b"POST" and route[-1] == "close":
                 c.end()
-                return self.reply(204)
+                self.reply(204)
+                return self.skip()
         return self.refuse(404, "no route")
-    def guarded(self, method):
+    def length(self, most):
         try:
-            self.route(method)
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            self.refuse(400, "bad request: %s" % str(e)[:200])
-    def do_GET(self):
-        self.guarded("GET")
-    def do_POST(self):
-        self.guarded("POST")
+            n = int(self.h.get(b"content-length", b"0"))
+        except ValueError:
+            n = -1
+        return n if 0 <= n <= most else -1
+    def skip(self):
+        n = self.length(4096)
+        if n < 0:
+            return False
+        self.f.read(n)
+        return True
     def open(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        if n > 4096:
+        n = self.length(4096)
+        if n < 0:
             return self.refuse(413, "request too large")
-        a = json.loads(self.rfile.read(n) or b"{}")
+        try:
+            a = json.loads(self.f.read(n) or b"{}")
+        except ValueError:
+            return self.refuse(400, "not JSON")
         want = a.get("runner", "") if isinstance(a, dict) else ""
-        if not isinstance(want, str) or not re.fullmatch(r"[0-9a-f]{16}", want):
+        if not isinstance(want, str) or len(want) != 16 or want.strip("0123456789abcdef"):
             return self.refuse(400, "runner: not a runner version")
         runner = runner_path(want)
         if not os.path.isfile(runner):
@@ -164,46 +273,41 @@ class H(BaseHTTPRequestHandler):
             if len(chans) >= MAX_CHANNELS:
                 return self.refuse(429, "too many open channels")
             c = spares.pop(want, None)
-            if c is None or c.p.poll() is not None:
-                c = Chan(runner)
+            if c is None or c.poll() is not None:
+                if c is not None:
+                    c.end()
+                c = Chan(want)
             c.born = time.monotonic()
-            k = secrets.token_hex(16)
+            k = os.urandom(16).hex()
             chans[k] = c
         self.reply(200, json.dumps({"id": k, "pid": c.p.pid}).encode())
         spare(want)
+        return True
     def into(self, c):
-        n = int(self.headers.get("Content-Length") or -1)
-        if n < 0 or n > MAX_IN:
+        n = self.length(MAX_IN)
+        if n < 0:
             return self.refuse(413, "body must have a length of at most %d" % MAX_IN)
-        with c.wlock:
+        while n:
+            b = self.f.read(min(n, 1 << 20))
+            if not b:
+                raise Bad()
+            n -= len(b)
             try:
-                fd = c.p.stdin.fileno()
-                while n:
-                    b = self.rfile.read(min(n, 1 << 20))
-                    if not b:
-                        break
-                    n -= len(b)
-                    v = memoryview(b)
-                    while v:
-                        v = v[os.write(fd, v):]
-            except (OSError, ValueError):
+                c.write(b)
+            except OSError:
                 return self.refuse(410, "the runner's stdin is closed")
         self.reply(204)
+        return True
     def out(self, c, k):
         with lock:
             taken, c.reader = c.reader, True
         if taken:
             return self.refuse(409, "the channel already has a reader")
-        self.send_response(200)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Accel-Buffering", "no")
-        self.end_headers()
-        self.close_connection = True
-        out, sock, w = c.p.stdout.fileno(), self.connection, self.wfile
+        self.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n"
+                          b"Cache-Control: no-store\r\nX-Accel-Buffering: no\r\nConnection: close\r\n\r\n")
+        out, sock = c.p.stdout, self.sock
         def send(rec):
-            w.write(b"%x\r\n" % len(rec) + rec + b"\r\n")
+            sock.sendall(b"%x\r\n" % len(rec) + rec + b"\r\n")
         try:
             while True:
                 r, _, _ = select.select([out, sock], [], [], BEAT_S)
@@ -213,13 +317,10 @@ class H(BaseHTTPRequestHandler):
                 if out in r:
                     data = os.read(out, 1 << 20)
                     if not data:
-                        try:
-                            code = c.p.wait(5)
-                        except subprocess.TimeoutExpired:
-                            code = None
+                        code = c.p.wait(5)
                         info = json.dumps({"code": code, "stderr": c.err.decode("utf-8", "replace")}).encode()
                         send(struct.pack(">II", 0xffffffff, len(info)) + info)
-                        w.write(b"0\r\n\r\n")
+                        sock.sendall(b"0\r\n\r\n")
                         break
                     send(struct.pack(">I", len(data)) + data)
                 else:
@@ -231,40 +332,33 @@ class H(BaseHTTPRequestHandler):
             c.end()
             with lock:
                 chans.pop(k, None)
+        return False
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64
-    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-    def process_request(self, request, client_address):
-        # A thread per connection, but not without bound: beyond it a connection is closed at once.
-        if not self.slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
-        ThreadingHTTPServer.process_request(self, request, client_address)
-    def process_request_thread(self, request, client_address):
-        try:
-            ThreadingHTTPServer.process_request_thread(self, request, client_address)
-        finally:
-            self.slots.release()
+def serve(sock):
+    try:
+        sock.settimeout(IDLE_S)
+        Conn(sock).serve()
+    finally:
+        slots.release()
 
-srv = Server(("0.0.0.0", port), H)
-# Bound: the starting command may return. The gateway lives on as a daemon of its own session.
-child = os.fork()
-if child:
-    open(os.path.join(home, "gateway.pid"), "w").write(str(child))
-    os._exit(0)
-os.setsid()
-fd = os.open(os.path.join(home, "gateway.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-nul = os.open(os.devnull, os.O_RDONLY)
-os.dup2(nul, 0)
-os.dup2(fd, 1)
-os.dup2(fd, 2)
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 threading.Thread(target=reap, daemon=True).start()
-spare(first)
-srv.serve_forever()
+spare(first, first_proc)
+while True:
+    try:
+        s, _ = srv.accept()
+    except OSError:
+        continue
+    # A thread per connection, but not without bound: beyond it a connection is closed at once.
+    if not slots.acquire(blocking=False):
+        s.close()
+        continue
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        threading.Thread(target=serve, args=(s,), daemon=True).start()
+    except RuntimeError:
+        s.close()
+        slots.release()
 `;
 
 const hash16 = (s: string) => createHash("sha256").update(s).digest("hex").slice(0, 16);
@@ -324,7 +418,8 @@ export interface HttpRunnerTransport extends RunnerTransport {
 export function startHttpRunner(ep: HttpRunnerEndpoint): HttpRunnerTransport {
   const base = new URL(ep.url.endsWith("/") ? ep.url : `${ep.url}/`);
   const lib = base.protocol === "https:" ? https : http;
-  const agent = new lib.Agent({ keepAlive: true, maxSockets: 4 });
+  // Idle sockets go well before the gateway drops them (300 s), so a reused socket is never one it closed.
+  const agent = new lib.Agent({ keepAlive: true, maxSockets: 4, timeout: 60_000 });
   const headers = { ...ep.headers, "x-agentws-token": ep.token };
   const stdout = new PassThrough();
   let channel: { id: string; pid: number } | undefined;
