@@ -88,7 +88,7 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
   };
   const pause = async (s: Record_) => {
     clearTimeout(s.timer);
-    await s.container.pause();
+    await freeze(s.container);
     s.state = "paused";
     // External connections drop on a pause; the processes are frozen with the sandbox and live on after a resume.
     s.envd.dropStreams();
@@ -222,7 +222,7 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
       const tag = randomBytes(6).toString("hex");
       // Paused for the commit, as E2B pauses a sandbox while it snapshots it.
       const wasRunning = s.state === "running";
-      if (wasRunning) await s.container.pause();
+      if (wasRunning) await freeze(s.container);
       try {
         await s.container.commit({ repo, tag, pause: false } as never);
       } finally {
@@ -330,4 +330,20 @@ function createdHash(team: string): string {
   let h = 0;
   for (const ch of team) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
   return h.toString(16);
+}
+
+/**
+ * `docker pause`, tried again when the engine's cgroup freezer gives up ("unable to freeze", seen on
+ * cgroup v1 at high load): a hiccup of this machine's engine, not a behaviour of the service emulated.
+ */
+async function freeze(container: { pause(): Promise<unknown> }): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await container.pause();
+      return;
+    } catch (e) {
+      if (attempt >= 5 || !/unable to freeze/i.test(String((e as Error)?.message ?? e))) throw e;
+      await new Promise((r) => setTimeout(r, 200 * attempt));
+    }
+  }
 }
