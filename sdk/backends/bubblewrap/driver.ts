@@ -371,7 +371,16 @@ function run(cmd: string, argv: string[], timeoutMs: number, signal?: AbortSigna
 
 /** Smoke probe, once per process: bwrap exists and can create the namespaces it needs. */
 export function ensureBwrap(): Promise<void> {
-  probe ??= run("bwrap", ["--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"], 10_000).then((r) => {
+  const once = () => run("bwrap", ["--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"], 10_000);
+  // A mount that vanishes while bwrap remounts the tree (a Kubernetes node's pod netns, say) fails one try:
+  // that race is the host's churn, not a missing capability, so it is tried again.
+  const tries = async () => {
+    for (let i = 1; ; i++) {
+      const r = await once();
+      if (r.code === 0 || i >= 3 || !/Can't bind mount .*No such file or directory/s.test(r.output)) return r;
+    }
+  };
+  probe ??= tries().then((r) => {
     if (r.code !== 0) {
       probe = undefined;
       throw new UnavailableError(
