@@ -1,7 +1,9 @@
 /**
  * OpenSandbox figures: our backend against the plain `@alibaba-group/opensandbox` SDK on the same
  * server, in one run, medians of paired rounds (subject and baseline alternate):
- *   - create: driver.create (list, create, convergence list) + connect (helper start) vs Sandbox.create (goal ≤ 1.1x);
+ *   - create: driver.create (list, create, convergence list) + connect (runner start) vs Sandbox.create (goal ≤ 1.1x),
+ *     each round on the same server population (a list costs this server time per sandbox it holds);
+ *   - find of an absent workspace at two server populations, against a get by id (no goal: the cost of a list);
  *   - exec of `true` through our handle vs `sbx.commands.run("true")` (goal ≤ 1.1x);
  *   - a 1 MiB file written and read back (writeFile + readFile) vs `files.writeFiles` + `files.readBytes` (goal ≤ 1.1x);
  *   - resume from pause: driver.resume vs `SandboxManager.resumeSandbox` + polling until Running (median).
@@ -26,15 +28,22 @@ function row(name: string, subject: number[], baseline: number[], goal?: number)
   const verdict = goal === undefined ? "" : ratio <= goal ? `  (goal ≤ ${goal}x: met)` : `  (goal ≤ ${goal}x: NOT met)`;
   console.log(`${name.padEnd(34)} ${median(subject).toFixed(1).padStart(8)} ms  vs plain SDK ${median(baseline).toFixed(1).padStart(8)} ms  → ${ratio.toFixed(2)}x${verdict}`);
 }
-async function paired(n: number, subject: (i: number) => Promise<unknown>, baseline: (i: number) => Promise<unknown>): Promise<[number[], number[]]> {
+async function paired(
+  n: number,
+  subject: (i: number) => Promise<unknown>,
+  baseline: (i: number) => Promise<unknown>,
+  between?: (i: number) => Promise<unknown>,
+): Promise<[number[], number[]]> {
   const a: number[] = [];
   const b: number[] = [];
-  for (let i = 0; i < n; i++)
+  for (let i = 0; i < n; i++) {
     for (const [fn, out] of i % 2 ? ([[subject, a], [baseline, b]] as const) : ([[baseline, b], [subject, a]] as const)) {
       const t = performance.now();
       await fn(i);
       out.push(performance.now() - t);
     }
+    await between?.(i);
+  }
   return [a, b];
 }
 
@@ -60,8 +69,27 @@ try {
       await (await driver.connect(w)).close();
     },
     async () => plain.push(await OsbSandbox.create({ connectionConfig, image: IMAGE, timeoutSeconds: 600 })),
+    // Each round's pair is removed (untimed), but the first: every round meets the same server population.
+    // This Docker-backed server's list costs time in proportion to its sandboxes (the "find" row below).
+    async (i) => {
+      if (i === 0) return;
+      await driver.destroy(ours.pop()!);
+      const s = plain.pop()!;
+      await s.kill();
+      await s.close();
+    },
   );
   row("create (+ connect)", c1, c2, 1.1);
+
+  // What an existence check costs as the server fills: ours lists by metadata, the plain SDK has no such
+  // step (the baseline here is a get by id). Sandboxes are added with the plain SDK, then removed.
+  const filler: OsbSandbox[] = [];
+  for (const population of [2, 12]) {
+    while (plain.length + ours.length + filler.length < population) filler.push(await OsbSandbox.create({ connectionConfig, image: IMAGE, timeoutSeconds: 600 }));
+    const [l1, l2] = await paired(ROUNDS, () => driver.find(`bench-${run}-absent`), () => manager.getSandboxInfo(plain[0]!.id));
+    row(`find, ${population} sandboxes on the server`, l1, l2);
+  }
+  for (const s of filler) await s.kill().then(() => s.close()).catch(() => undefined);
 
   const sb = await driver.connect(ours[0]!);
   const sbx = plain[0]!;

@@ -24,6 +24,8 @@ const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const PAGE = 100;
 /** How long a sandbox `find` saw stays the one `connect` re-reads by id. */
 const RECENT_MS = 5_000;
+/** How long a new sandbox may take to answer its first ping. */
+const READY_S = 60;
 /** How long a just-created sandbox's SDK handle waits for the connect that usually follows. */
 const FRESH_MS = 30_000;
 
@@ -47,7 +49,8 @@ export class OpenSandboxDriver implements Driver {
    * that one sandbox by id (one inspect) instead of listing again. Listing walks every container on
    * the server's engine, the slow call on a busy host.
    */
-  readonly #recent = new Map<string, { sandboxId: string; at: number }>();
+  /** What a list said of a workspace moments ago: its sandbox, or null when it had none. */
+  readonly #recent = new Map<string, { sandboxId: string | null; at: number }>();
   readonly #fresh = new Map<string, { sbx: OsbSandbox; gateway: Promise<GatewayStart>; timer: NodeJS.Timeout }>();
 
   constructor(spec: Partial<OpenSandboxBackendSpec> = {}) {
@@ -87,27 +90,29 @@ export class OpenSandboxDriver implements Driver {
 
   async create(identity: WorkspaceIdentity, ctx: DriverContext = {}): Promise<BackendDescription> {
     const id = parseWorkspaceId(identity.workspaceId);
-    const found = await this.find(id);
-    if (found) return found;
+    // A find that saw no sandbox moments ago (ensureBackend's) is not repeated: the convergence
+    // check after the create keeps one sandbox whatever appeared since.
+    const r = this.#recent.get(id);
+    if (!(r && r.sandboxId === null && Date.now() - r.at < RECENT_MS)) {
+      const found = await this.#winner(id, true);
+      this.#remember(id, found?.id ?? null);
+      if (found) return this.#describe(id, found);
+    }
     const metadata = this.#metadata(identity);
     const host = this.hostPath(id);
     ctx.onProgress?.({ phase: "sandbox", message: `creating OpenSandbox sandbox for ${id}` });
-    let mine: string;
     let made: OsbSandbox;
     try {
-      const sbx = await OsbSandbox.create({
+      made = await OsbSandbox.create({
         connectionConfig: this.connection,
         image: this.spec.image,
         metadata,
         env: { ...this.spec.env },
         timeoutSeconds: this.spec.timeoutSeconds,
-        readyTimeoutSeconds: 60,
-        // The SDK polls readiness every 200 ms by default: most of a create is that wait, so look more often.
-        healthCheckPollingInterval: 50,
+        // Readiness is waited for below, beside the convergence check.
+        skipHealthCheck: true,
         ...(host ? { volumes: [{ name: "workspace", host: { path: host }, mountPath: OPENSANDBOX_WORKDIR }] } : {}),
       });
-      mine = sbx.id;
-      made = sbx;
     } catch (e) {
       // The server may have made the sandbox before failing (say it restarted mid-create): adopt
       // what is there rather than create again; a failure with nothing there is the caller's.
@@ -115,20 +120,38 @@ export class OpenSandboxDriver implements Driver {
       if (after) return after;
       throw openSandboxError(e, `create a sandbox for workspace '${id}'`);
     }
-    // The runner's gateway starts while convergence is checked: a connect that follows finds it up.
-    const gateway = startGateway(made);
+    const mine = made.id;
+    // Readiness (then the runner's gateway) and the convergence list run side by side: a list costs the
+    // server time in proportion to its sandboxes and needs no answer from the new one. The SDK polls every
+    // 200 ms by default; a ping is one small GET to execd, so look every 20 ms. `given` ends the poll early.
+    let given = false;
+    const readiness = made
+      .waitUntilReady({ readyTimeoutSeconds: READY_S, pollingIntervalMillis: 20, healthCheck: async (s) => given || s.health.ping() })
+      .then(() => undefined, (e: unknown) => e);
+    const gateway = readiness.then((e) => (e === undefined ? startGateway(made) : Promise.reject(e)));
     gateway.catch(() => undefined);
+    const giveUp = async (kill: boolean) => {
+      given = true;
+      await made.close().catch(() => undefined);
+      if (kill) await this.#sandboxes.killSandbox(mine).catch(() => undefined);
+    };
     // Convergence: every creator keeps the oldest sandbox carrying the id; a loser removes its own.
     const winner = await this.#winner(id).catch(async (e: unknown) => {
-      await made.close().catch(() => undefined);
+      await giveUp(false);
       throw e;
     });
     if (winner) this.#remember(id, winner.id);
     if (winner && winner.id !== mine) {
-      await made.close().catch(() => undefined);
-      await this.#sandboxes.killSandbox(mine).catch(() => undefined);
+      await giveUp(true);
       ctx.logger?.info("another replica created this workspace's sandbox first; removed ours", { workspaceId: id, kept: winner.id });
       return this.#describe(id, winner);
+    }
+    const notReady = await readiness;
+    if (notReady !== undefined) {
+      // As the SDK's own create does: a sandbox that never answered is removed.
+      await giveUp(true);
+      this.#recent.delete(id);
+      throw openSandboxError(notReady, `wait for the sandbox of workspace '${id}' to answer`);
     }
     this.#keepFresh(made, gateway);
     ctx.logger?.info("opensandbox workspace sandbox created", { workspaceId: id, sandboxId: mine });
@@ -139,12 +162,11 @@ export class OpenSandboxDriver implements Driver {
   async find(workspaceId: string): Promise<BackendDescription | null> {
     const id = parseWorkspaceId(workspaceId);
     const winner = await this.#winner(id);
-    if (winner) this.#remember(id, winner.id);
-    else this.#recent.delete(id);
+    this.#remember(id, winner?.id ?? null);
     return winner ? this.#describe(id, winner) : null;
   }
 
-  #remember(id: string, sandboxId: string): void {
+  #remember(id: string, sandboxId: string | null): void {
     this.#recent.delete(id);
     if (this.#recent.size >= 1024) this.#recent.delete(this.#recent.keys().next().value as string);
     this.#recent.set(id, { sandboxId, at: Date.now() });
@@ -153,7 +175,7 @@ export class OpenSandboxDriver implements Driver {
   /** The workspace's sandbox: the one `find` saw moments ago when it is still there, else a fresh find. */
   async #current(id: string): Promise<BackendDescription | null> {
     const r = this.#recent.get(id);
-    if (r && Date.now() - r.at < RECENT_MS) {
+    if (r?.sandboxId && Date.now() - r.at < RECENT_MS) {
       const info = await this.#sandboxes.getSandboxInfo(r.sandboxId).catch(() => null);
       if (info && LIVE_STATES.includes(info.status.state) && info.metadata?.[LABELS.workspaceId] === id) return this.#describe(id, info);
     }
@@ -228,7 +250,7 @@ export class OpenSandboxDriver implements Driver {
 
   async destroy(workspaceId: string, options: { deleteData?: boolean } = {}): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
-    const all = await this.#matching(id);
+    const all = await this.#matching(id, false);
     for (const info of all) {
       this.#takeFresh(info.id)?.sbx.close().catch(() => undefined);
       if (options.deleteData && this.persistent) await this.#wipe(id, info).catch(() => undefined);
@@ -273,7 +295,7 @@ export class OpenSandboxDriver implements Driver {
     const id = parseWorkspaceId(workspaceId);
     // A sandbox this driver created (and won the convergence for) moments ago is running: no lookup.
     const recent = this.#recent.get(id);
-    let sid = recent && this.#fresh.has(recent.sandboxId) && Date.now() - recent.at < RECENT_MS ? recent.sandboxId : undefined;
+    let sid = recent?.sandboxId && this.#fresh.has(recent.sandboxId) && Date.now() - recent.at < RECENT_MS ? recent.sandboxId : undefined;
     if (!sid) {
       const d = await this.#current(id);
       if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'; create it first`, { field: "workspaceId" });
@@ -340,14 +362,19 @@ export class OpenSandboxDriver implements Driver {
   }
 
   /** Every live sandbox carrying the workspace id: ours in this scope, else the Python reference's. */
-  async #matching(id: string): Promise<SandboxInfo[]> {
-    const ours = await this.#listAll({ [LABELS.workspaceId]: id, [SCOPE_KEY]: this.scope });
-    if (ours.length || this.persistent) return ours;
-    return this.#listAll({ [REFERENCE_KEY]: id });
+  async #matching(id: string, atOnce: boolean): Promise<SandboxInfo[]> {
+    const listOurs = this.#listAll({ [LABELS.workspaceId]: id, [SCOPE_KEY]: this.scope });
+    if (this.persistent) return listOurs;
+    // atOnce asks both lists together, when neither is likely to have it (a find before a create).
+    const reference = atOnce ? this.#listAll({ [REFERENCE_KEY]: id }) : undefined;
+    reference?.catch(() => undefined);
+    const ours = await listOurs;
+    return ours.length ? ours : (reference ?? this.#listAll({ [REFERENCE_KEY]: id }));
   }
 
-  async #winner(id: string): Promise<SandboxInfo | undefined> {
-    return oldest(await this.#matching(id));
+  /** The oldest live sandbox carrying the id (see #matching for atOnce). */
+  async #winner(id: string, atOnce = false): Promise<SandboxInfo | undefined> {
+    return oldest(await this.#matching(id, atOnce));
   }
 
   async #listAll(metadata: Record<string, string>): Promise<SandboxInfo[]> {

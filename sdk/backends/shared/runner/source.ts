@@ -63,7 +63,7 @@
  * descendants and every process carrying its environment marker are killed (setsid does not escape that).
  */
 export const RUNNER_SOURCE = String.raw`
-import errno, os, selectors, signal, stat, struct, subprocess, sys, time
+import errno, os, selectors, signal, stat, struct, sys, time
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "/workspace"
 IN, OUT = 0, 1
@@ -88,7 +88,7 @@ def become_subreaper():
         return False
 
 
-SUBREAPER = become_subreaper()
+SUBREAPER = False  # set right after the hello, below
 strays_left = False
 strays_at = 0.0
 writes = {}
@@ -1384,6 +1384,10 @@ def read_input(fd):
 sel.register(IN, selectors.EVENT_READ, ("in", None))
 sel.register(rfd, selectors.EVENT_READ, ("sig", None))
 reply(0, ["hello", "1", os.getpid()])
+# The slowest imports (subprocess, ctypes: a fifth of a cold start) come after the hello, while the
+# host's first request is on its way; the loop below reads no request before they are done.
+import subprocess  # noqa: E402
+SUBREAPER = become_subreaper()
 while True:
     busy = readers and qlen < HIGH
     for key, ev in sel.select(0 if busy else None):
