@@ -8,6 +8,7 @@ import { LABELS, matchesSelector, type BackendDescription, type BackendState, ty
 import { MAX_LISTED } from "../shared/list.js";
 import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../shared/schema.js";
 import { kubeClients, kubeError, statusOf, withRetry, type KubeClients } from "./client.js";
+import { PodWake } from "./pod-watch.js";
 import { GRACE_SECONDS, podManifest, pvcManifest, type ManifestIdentity } from "./manifests.js";
 import { ANNOTATIONS, CONTAINER, MANAGED_LABEL, TAG_LABEL_PREFIX, identityLabels, labelValue, objectName, readTags } from "./names.js";
 import { K8sSandbox } from "./sandbox.js";
@@ -54,11 +55,10 @@ export class K8sDriver implements Driver {
     ctx.onProgress?.({ phase: "volume", message: `ensuring PVC ${this.namespace}/${name}` });
     const { pvc, created } = await this.#ensurePvc(id, identity);
     ctx.onProgress?.({ phase: "pod", message: `ensuring pod ${this.namespace}/${name}` });
-    await this.#ensurePod(id, pvc, { dropPvcOnFailure: created });
+    const ready = await this.#ensurePod(id, pvc, { dropPvcOnFailure: created });
     ctx.logger?.info("kubernetes workspace ready", { workspaceId: id, namespace: this.namespace, pod: name, pvcCreated: created });
-    const d = await this.find(id);
-    if (!d) throw new ProvisionFailedError(`workspace '${id}' vanished right after it was created (pod ${this.namespace}/${name})`);
-    return d;
+    // Described from what the wait last read: no second lookup.
+    return describe(this.namespace, ready.pvc, ready.pod);
   }
 
   async find(workspaceId: string): Promise<BackendDescription | null> {
@@ -259,7 +259,7 @@ export class K8sDriver implements Driver {
    * waits until it runs. A Pod that does not come up in time is deleted, and with it the PVC when
    * this very call made it (an empty volume); a PVC that held data stays.
    */
-  async #ensurePod(id: string, pvc: V1PersistentVolumeClaim, o: { dropPvcOnFailure: boolean }): Promise<void> {
+  async #ensurePod(id: string, pvc: V1PersistentVolumeClaim, o: { dropPvcOnFailure: boolean }): Promise<{ pod: V1Pod; pvc: V1PersistentVolumeClaim }> {
     const name = objectName(id);
     const deadline = Date.now() + this.spec.readinessTimeoutMs;
     const a = pvc.metadata?.annotations ?? {};
@@ -271,6 +271,8 @@ export class K8sDriver implements Driver {
       tags: readTags(a),
     };
     const owned = this.spec.runAsUser === null || a[ANNOTATIONS.volumeOwner] === String(this.spec.runAsUser);
+    let pod: V1Pod;
+    let marked: Promise<V1PersistentVolumeClaim | undefined> | undefined;
     try {
       for (;;) {
         try {
@@ -285,18 +287,32 @@ export class K8sDriver implements Driver {
         else if (pod) await sleep(200);
         if (Date.now() > deadline) throw new TimeoutError(`pod ${this.namespace}/${name} is still being deleted; try again later`);
       }
-      await this.#waitReady(id, deadline);
+      // The volume's ownership is recorded as soon as the init container that set it has succeeded,
+      // while the workspace container starts (a later Pod then skips that step).
+      pod = await this.#waitReady(id, deadline, owned ? undefined : () => (marked ??= this.#annotate(id, { [ANNOTATIONS.volumeOwner]: String(this.spec.runAsUser) }).catch(() => undefined)));
     } catch (e) {
       if (e instanceof ConflictError) throw e;
       await this.#deletePod(id, 0).catch(() => undefined);
       if (o.dropPvcOnFailure) await this.#deletePvc(id).catch(() => undefined);
       throw e;
     }
-    if (!owned) await this.#annotate(id, { [ANNOTATIONS.volumeOwner]: String(this.spec.runAsUser) }).catch(() => undefined);
+    if (!owned) marked ??= this.#annotate(id, { [ANNOTATIONS.volumeOwner]: String(this.spec.runAsUser) }).catch(() => undefined);
+    const now = (await marked) ?? pvc;
+    // The bound volume's name comes with the PVC once bound; a PVC read before that is read again.
+    return { pod, pvc: now.spec?.volumeName ? now : ((await this.#readPvc(id).catch(() => null)) ?? now) };
   }
 
-  /** Polls the Pod until its workspace container runs; a reason no wait can fix fails at once. */
-  async #waitReady(id: string, deadline: number): Promise<void> {
+  /** Polls the Pod until its workspace container runs (a watch cuts the sleeps short); a reason no wait can fix fails at once. */
+  async #waitReady(id: string, deadline: number, initDone?: () => void): Promise<V1Pod> {
+    const wake = new PodWake(this.clients.kc, this.namespace, objectName(id));
+    try {
+      return await this.#pollReady(id, deadline, wake, initDone);
+    } finally {
+      wake.stop();
+    }
+  }
+
+  async #pollReady(id: string, deadline: number, wake: PodWake, initDone?: () => void): Promise<V1Pod> {
     const name = objectName(id);
     let last = "pending";
     for (let delay = 25; ; delay = Math.min(delay * 2, 250)) {
@@ -308,7 +324,8 @@ export class K8sDriver implements Driver {
       if (pod) {
         const s = pod.status;
         const main = s?.containerStatuses?.find((c) => c.name === CONTAINER);
-        if (s?.phase === "Running" && main?.state?.running && !pod.metadata?.deletionTimestamp) return;
+        if (s?.phase === "Running" && main?.state?.running && !pod.metadata?.deletionTimestamp) return pod;
+        if (initDone && s?.initContainerStatuses?.length && s.initContainerStatuses.every((c) => c.state?.terminated?.exitCode === 0)) initDone();
         if (s?.phase === "Failed" || s?.phase === "Succeeded") throw new ProvisionFailedError(`pod ${this.namespace}/${name} ended (${s.phase}): ${s.reason ?? ""} ${s.message ?? ""}`.trim());
         const waiting = [...(s?.initContainerStatuses ?? []), ...(s?.containerStatuses ?? [])].map((c) => c.state?.waiting).find((w) => w?.reason);
         const unscheduled = s?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False");
@@ -317,7 +334,7 @@ export class K8sDriver implements Driver {
       }
       if (Date.now() + delay > deadline)
         throw new TimeoutError(`pod ${this.namespace}/${name} did not run within ${this.spec.readinessTimeoutMs} ms (last: ${last.slice(0, 500)})`);
-      await sleep(delay);
+      await wake.sleep(delay);
     }
   }
 
