@@ -47,9 +47,8 @@ export class OpenSandboxDriver implements Driver {
   /**
    * The last sandbox `find` saw per workspace id, for `connect` right after an ensure: it re-reads
    * that one sandbox by id (one inspect) instead of listing again. Listing walks every container on
-   * the server's engine, the slow call on a busy host.
+   * the server's engine, the slow call on a busy host. null records that it had none (create's skip).
    */
-  /** What a list said of a workspace moments ago: its sandbox, or null when it had none. */
   readonly #recent = new Map<string, { sandboxId: string | null; at: number }>();
   readonly #fresh = new Map<string, { sbx: OsbSandbox; gateway: Promise<GatewayStart>; timer: NodeJS.Timeout }>();
 
@@ -94,9 +93,8 @@ export class OpenSandboxDriver implements Driver {
     // check after the create keeps one sandbox whatever appeared since.
     const r = this.#recent.get(id);
     if (!(r && r.sandboxId === null && Date.now() - r.at < RECENT_MS)) {
-      const found = await this.#winner(id, true);
-      this.#remember(id, found?.id ?? null);
-      if (found) return this.#describe(id, found);
+      const found = await this.#find(id, true);
+      if (found) return found;
     }
     const metadata = this.#metadata(identity);
     const host = this.hostPath(id);
@@ -160,8 +158,11 @@ export class OpenSandboxDriver implements Driver {
   }
 
   async find(workspaceId: string): Promise<BackendDescription | null> {
-    const id = parseWorkspaceId(workspaceId);
-    const winner = await this.#winner(id);
+    return this.#find(parseWorkspaceId(workspaceId), false);
+  }
+
+  async #find(id: string, atOnce: boolean): Promise<BackendDescription | null> {
+    const winner = await this.#winner(id, atOnce);
     this.#remember(id, winner?.id ?? null);
     return winner ? this.#describe(id, winner) : null;
   }
