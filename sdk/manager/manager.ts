@@ -43,6 +43,12 @@ export interface ManagedWorkspace {
   claimOwner?(owner: WorkspaceClaim): Promise<void>;
 }
 
+/**
+ * The replica lease held while a workspace is provisioned: long enough for a slow cold create; a
+ * replica that dies meanwhile only keeps the object from being paused by others until it lapses.
+ */
+const PROVISION_LEASE_MS = 10 * 60_000;
+
 /** Who claims a warm workspace. */
 export interface WorkspaceClaim {
   userId: string;
@@ -501,24 +507,29 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     const closing = this.#closing.get(id);
     if (closing) await closing;
     this.#handedOver.delete(id);
-    const ws = await this.#build(identity);
+    const ttlMs = ttlOf(identity.declared, this.#ttlMs);
+    // The lease is taken before initialize resumes the object, so another replica's idle sweep never
+    // pauses it between that resume and our first operation; it lasts the whole provisioning.
+    const ws = await this.#build(identity, "cold", Math.max(ttlMs, PROVISION_LEASE_MS));
     ws.touch();
-    const entry: Entry<W> = { id, ws, ttlMs: ttlOf(identity.declared, this.#ttlMs), userId: identity.userId, settled: Promise.resolve(ws) };
+    const entry: Entry<W> = { id, ws, ttlMs, userId: identity.userId, settled: Promise.resolve(ws) };
     this.#live.set(id, entry);
     await this.#renew(ws, entry.ttlMs);
     return entry;
   }
 
   /** Factory + initialize, reported; a half-built workspace is closed, never cached. */
-  async #build(identity: ManagedIdentity, source: "cold" | "pool" = "cold"): Promise<W> {
+  async #build(identity: ManagedIdentity, source: "cold" | "pool" = "cold", leaseMs?: number): Promise<W> {
     const started = performance.now();
     let ws: W | undefined;
     try {
       ws = await this.#factory(identity);
       if (ws.workspaceId !== identity.workspaceId)
         throw new WorkspaceError("internal", `the factory built workspace '${ws.workspaceId}' when asked for '${identity.workspaceId}'`);
+      if (leaseMs !== undefined) await this.#renew(ws, leaseMs);
       await ws.initialize();
     } catch (e) {
+      if (ws && leaseMs !== undefined) await this.#leases.release(ws);
       if (ws) await ws.close().catch((err: unknown) => this.logger.warn("closing a workspace after a failed initialize failed", { workspaceId: identity.workspaceId, error: String(err) }));
       const error =
         e instanceof WorkspaceError

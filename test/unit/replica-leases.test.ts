@@ -13,6 +13,8 @@ class SharedObject {
   pauses = 0;
   /** Runs inside pause(), between the guard's two lease checks. */
   duringPause: (() => Promise<void>) | undefined;
+  /** Runs inside initialize(), after the object was resumed and before the first operation on it. */
+  duringInitialize: (() => Promise<void>) | undefined;
 }
 
 /** A workspace over a SharedObject with real lease files: the manager's part, without a backend process. */
@@ -29,6 +31,8 @@ class SharedWorkspace implements ManagedWorkspace {
   }
   async initialize(): Promise<void> {
     this.object.state = "running";
+    await this.object.duringInitialize?.();
+    if (this.object.state !== "running") throw new Error("paused under initialize");
   }
   async close(): Promise<void> {}
   async releaseBackend(guard: { replicaId: string }): Promise<"released" | "kept"> {
@@ -149,6 +153,41 @@ describe("replica leases", () => {
     expect((await b.sweep()).evicted).toBe(1);
     expect(object).toMatchObject({ state: "paused", pauses: 1 });
     expect(events.b.filter((e) => e.type === "pause")).toHaveLength(1);
+  });
+
+  it("a replica holds its lease while it provisions: another replica's sweep never pauses the object under its initialize", async () => {
+    const leases = new FileLeases(path.join(dir, "provisioning"));
+    const object = new SharedObject();
+    const evictions: ManagerEvent[] = [];
+    const make = (onEvent?: (e: ManagerEvent) => void) =>
+      new WorkspaceManager<SharedWorkspace>({
+        ttl: 0.05,
+        sweepInterval: 3600,
+        profile: { eviction: "pause" },
+        factory: (i: ManagedIdentity) => new SharedWorkspace(i.workspaceId, leases, object),
+        ...(onEvent ? { onEvent } : {}),
+      });
+    await using a = make((e) => e.type === "evict" && evictions.push(e));
+    await using b = make();
+    await a.getWorkspace("u", "x", undefined, "w");
+    await new Promise((r) => setTimeout(r, 100));
+    // A goes idle right while B initializes (after B's resume, before B's first operation).
+    object.duringInitialize = async () => {
+      object.duringInitialize = undefined;
+      expect((await a.sweep()).evicted).toBe(1);
+    };
+    await b.getWorkspace("u", "x", undefined, "w");
+    expect(object).toMatchObject({ state: "running", pauses: 0 });
+    expect(evictions).toMatchObject([{ paused: false, keptForReplica: true }]);
+    // A failed provisioning gives its lease back at once: the object can be paused again.
+    await b.closeAll();
+    await using c = make();
+    object.duringInitialize = async () => {
+      object.duringInitialize = undefined;
+      throw new Error("the backend refused");
+    };
+    await expect(c.getWorkspace("u", "x", undefined, "w")).rejects.toThrow(/refused/);
+    expect(await leases.othersActive("w", a.replicaId)).toBe(false);
   });
 
   it("a handed-over object is paused by a later sweep once the other replica's lease lapses", async () => {

@@ -126,7 +126,8 @@ export class OpenSandboxDriver implements Driver {
     const readiness = made
       .waitUntilReady({ readyTimeoutSeconds: READY_S, pollingIntervalMillis: 20, healthCheck: async (s) => given || s.health.ping() })
       .then(() => undefined, (e: unknown) => e);
-    const gateway = readiness.then((e) => (e === undefined ? startGateway(made) : Promise.reject(e)));
+    // A sandbox given up (lost the race, closed) gets no gateway: its handle is closed by then.
+    const gateway = readiness.then((e) => (e === undefined && !given ? startGateway(made) : Promise.reject(e ?? new Error("the create gave this sandbox up"))));
     gateway.catch(() => undefined);
     const giveUp = async (kill: boolean) => {
       given = true;

@@ -116,11 +116,13 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
         return this.driver.connect(this.workspaceId, { logger: this.logger });
       });
       // As the reference's sandboxed workspaces: data/ and sessions/ exist right after initialize.
-      await Promise.all(["data", "sessions"].map((dir) => sandbox.mkdir(dir))).catch(async (e: unknown) => {
+      // Through the resuming handle: a pause can land right after the connect, too.
+      const resuming = resumingSandbox(sandbox, resumer);
+      await Promise.all(["data", "sessions"].map((dir) => resuming.mkdir(dir))).catch(async (e: unknown) => {
         await sandbox.close?.();
         throw e;
       });
-      return resumingSandbox(sandbox, resumer);
+      return resuming;
     } catch (e) {
       // A backend object this call created for a workspace that does not outlive it: leave nothing behind.
       if (this.#teardown === "destroy" && (outcome === "created" || outcome === "recreated"))

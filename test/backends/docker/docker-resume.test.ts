@@ -43,6 +43,24 @@ describe.skipIf(!engine)("Docker: operations resume a container paused or stoppe
     expect(await state(ws.workspaceId)).toBe("running");
   });
 
+  it("paused by someone else right after initialize connected: initialize resumes it and succeeds", async () => {
+    const w = uniqueId("resume");
+    ids.push(w);
+    await using ws = new DockerWorkspace({ workspaceId: w, basedir, baseImage: BASE_IMAGE });
+    // Another replica's sweep pausing between the connect and initialize's first operation.
+    const connect = ws.driver.connect.bind(ws.driver);
+    let paused = 0;
+    ws.driver.connect = async (...args) => {
+      const sandbox = await connect(...args);
+      if (paused++ === 0) await dockerClient().getContainer(containerName(w)).pause();
+      return sandbox;
+    };
+    await ws.initialize();
+    expect(paused).toBe(1);
+    expect(await state(w)).toBe("running");
+    expect((await ws.getBackend().exec(["ls", "-d", "data", "sessions"])).stdout.toString()).toBe("data\nsessions\n");
+  });
+
   it("stopped by someone else: the next operation starts it again", async () => {
     await using ws = await open();
     await dockerClient().getContainer(containerName(ws.workspaceId)).stop({ t: 0 });
