@@ -1,4 +1,5 @@
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { keepAliveConfiguration } from "./keep-alive.js";
 import { ConflictError, InvalidArgumentError, NotFoundError, UnauthenticatedError, UnavailableError, WorkspaceError } from "../../errors.js";
 
 /** The API objects a driver needs, built once per kubeconfig and context (every driver of a process shares them). */
@@ -34,8 +35,9 @@ export function kubeClients(opts: { kubeconfig?: string | undefined; context?: s
   } catch (e) {
     throw new InvalidArgumentError(opts.context && !opts.kubeconfig ? "context" : "kubeconfig", `could not load the Kubernetes configuration: ${shortMessage(e)}`);
   }
-  if (!kc.getCurrentCluster()) throw new InvalidArgumentError("kubeconfig", "no cluster configured (no kubeconfig and not running in a cluster)");
-  const clients = { kc, core: kc.makeApiClient(CoreV1Api), source };
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new InvalidArgumentError("kubeconfig", "no cluster configured (no kubeconfig and not running in a cluster)");
+  const clients = { kc, core: new CoreV1Api(keepAliveConfiguration(kc, cluster.server)), source };
   CACHE.set(key, clients);
   return clients;
 }

@@ -155,9 +155,12 @@ export class K8sDriver implements Driver {
       const labels: Record<string, string> = { [LABELS.userId]: labelValue(owner.userId), ...(agentId !== undefined ? { [LABELS.agentId]: labelValue(agentId) } : {}) };
       const name = objectName(id);
       try {
-        await this.clients.core.patchNamespacedPersistentVolumeClaim(
-          { name, namespace: this.namespace, body: { metadata: { resourceVersion: pvc!.metadata?.resourceVersion, annotations, labels } } },
-          MERGE,
+        // Guarded by the resourceVersion, so a retry after a lost connection cannot overwrite anyone.
+        await withRetry(() =>
+          this.clients.core.patchNamespacedPersistentVolumeClaim(
+            { name, namespace: this.namespace, body: { metadata: { resourceVersion: pvc!.metadata?.resourceVersion, annotations, labels } } },
+            MERGE,
+          ),
         );
       } catch (e) {
         if (statusOf(e) === 409) continue; // someone changed it meanwhile: read again
