@@ -276,6 +276,7 @@ export class K8sDriver implements Driver {
     const owned = this.spec.runAsUser === null || a[ANNOTATIONS.volumeOwner] === String(this.spec.runAsUser);
     let pod: V1Pod;
     let marked: Promise<V1PersistentVolumeClaim | undefined> | undefined;
+    const markOwned = () => (marked ??= this.#annotate(id, { [ANNOTATIONS.volumeOwner]: String(this.spec.runAsUser) }).catch(() => undefined));
     try {
       for (;;) {
         try {
@@ -292,15 +293,14 @@ export class K8sDriver implements Driver {
       }
       // The volume's ownership is recorded as soon as the init container that set it has succeeded,
       // while the workspace container starts (a later Pod then skips that step).
-      pod = await this.#waitReady(id, deadline, owned ? undefined : () => (marked ??= this.#annotate(id, { [ANNOTATIONS.volumeOwner]: String(this.spec.runAsUser) }).catch(() => undefined)));
+      pod = await this.#waitReady(id, deadline, owned ? undefined : markOwned);
     } catch (e) {
       if (e instanceof ConflictError) throw e;
       await this.#deletePod(id, 0).catch(() => undefined);
       if (o.dropPvcOnFailure) await this.#deletePvc(id).catch(() => undefined);
       throw e;
     }
-    if (!owned) marked ??= this.#annotate(id, { [ANNOTATIONS.volumeOwner]: String(this.spec.runAsUser) }).catch(() => undefined);
-    const now = (await marked) ?? pvc;
+    const now = (owned ? undefined : await markOwned()) ?? pvc;
     // The bound volume's name comes with the PVC once bound; a PVC read before that is read again.
     return { pod, pvc: now.spec?.volumeName ? now : ((await this.#readPvc(id).catch(() => null)) ?? now) };
   }
