@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", ".cache/", ".agentws/", "**/fixtures/**/*.cjs"] },
+  { ignores: ["dist/", "bench/tmp/", "node_modules/", ".cache/", ".agentws/", "**/fixtures/**/*.cjs"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

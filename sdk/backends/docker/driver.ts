@@ -269,7 +269,7 @@ export class DockerDriver implements Driver {
     const d = await this.find(workspaceId);
     if (!d || d.state !== "running") return;
     try {
-      await this.docker.getContainer(d.location.containerId!).pause();
+      await this.#freeze(d.location.containerId!);
     } catch (e) {
       // Already paused by a racing replica, or stopped meanwhile: the goal state holds.
       if (statusCode(e) === 409) return;
@@ -277,6 +277,21 @@ export class DockerDriver implements Driver {
       const now = await this.find(workspaceId).catch(() => undefined);
       if (now === null || (now !== undefined && now.state !== "running")) return;
       throw this.#mapLifecycleError(e, `pause ${containerName(workspaceId)}`);
+    }
+  }
+
+  /**
+   * On cgroup v1, runc gives a freeze up ("unable to freeze") when the container's tasks do not all stop
+   * within its retries, as on a loaded host; it thaws them again, so the container still runs: try again.
+   */
+  async #freeze(containerId: string): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.docker.getContainer(containerId).pause();
+      } catch (e) {
+        if (attempt >= 4 || statusCode(e) !== 500 || !/unable to freeze/.test(String((e as Error).message))) throw e;
+        await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
+      }
     }
   }
 

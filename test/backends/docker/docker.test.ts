@@ -302,6 +302,45 @@ describe.skipIf(!engine)("Docker backend", () => {
       await d.destroy(w, { deleteData: true });
     });
 
+    it("a freeze the engine gave up (cgroup v1 under load: the container still runs) is tried again", async () => {
+      const d = driver();
+      const w = id();
+      const desc = await d.create({ workspaceId: w, managedBy: "runtime" });
+      // The engine's own answer when runc's freezer gives up, twice, then the real pause.
+      const realGet = d.docker.getContainer.bind(d.docker);
+      let refused = 0;
+      d.docker.getContainer = (cid: string) => {
+        const c = realGet(cid);
+        const realPause = c.pause.bind(c);
+        c.pause = (async () => {
+          if (refused++ < 2) throw Object.assign(new Error(`(HTTP code 500) server error - Cannot pause container ${cid}: OCI runtime pause failed: unable to freeze: unknown`), { statusCode: 500 });
+          return realPause();
+        }) as typeof c.pause;
+        return c;
+      };
+      try {
+        await d.pause(w);
+        expect(refused).toBe(3);
+        expect((await dockerClient().getContainer(desc.location.containerId!).inspect()).State.Paused).toBe(true);
+        // Any other engine failure is not tried again.
+        await d.resume(w);
+        refused = -10;
+        d.docker.getContainer = (cid: string) => {
+          const c = realGet(cid);
+          c.pause = (async () => {
+            refused++;
+            throw Object.assign(new Error("(HTTP code 500) server error - something else"), { statusCode: 500 });
+          }) as typeof c.pause;
+          return c;
+        };
+        await expect(d.pause(w)).rejects.toThrow(/something else/);
+        expect(refused).toBe(-9);
+      } finally {
+        d.docker.getContainer = realGet;
+        await d.destroy(w, { deleteData: true });
+      }
+    });
+
     it("restarts a stopped container on resume", async () => {
       const d = driver();
       const w = id();

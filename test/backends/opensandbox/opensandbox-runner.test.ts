@@ -80,9 +80,11 @@ describe.skipIf(!server).sequential("OpenSandbox through the runner's HTTP gatew
   it("replicas share one gateway, each with its own runner; one closing does not break the other", async () => {
     const s = await sandbox();
     const [a, b] = await Promise.all([s.handle(), s.handle()]);
-    const gateways = await a.exec(["sh", "-c", "ls /opt/agentws | grep -c '^gateway-.*\\.py$'; cat /opt/agentws/gateway.pid"]);
-    const [count, pid] = gateways.stdout.toString().trim().split("\n");
+    // One socket listens on the gateway's port (8080 = 1F90); the first runner (forked from the gateway) holds none.
+    const gateways = await a.exec(["sh", "-c", "grep -c ':1F90 00000000:0000 0A' /proc/net/tcp; cat /opt/agentws/gateway.pid; ls -l /proc/$PPID/fd | grep -c socket:"]);
+    const [count, pid, runnerSockets] = gateways.stdout.toString().trim().split("\n");
     expect(count).toBe("1");
+    expect(runnerSockets).toBe("0");
     expect((await b.exec(["cat", "/opt/agentws/gateway.pid"])).stdout.toString().trim()).toBe(pid);
     const ppid = async (h: OpenSandboxSandbox) => (await h.exec(["sh", "-c", "echo $PPID"])).stdout.toString().trim();
     // A command's parent is its handle's runner: two different runners.

@@ -123,6 +123,9 @@ def split_multipart(body, boundary):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The real execd is Go, whose sockets send at once (TCP_NODELAY); without it a stream's second small
+    # write waits for the client's delayed ACK (40 ms), which the real daemon never does.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass

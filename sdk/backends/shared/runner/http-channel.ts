@@ -25,39 +25,147 @@ import { RUNNER_SOURCE } from "./source.js";
 const MAX_BATCH = 8 << 20;
 const END = 0xffffffff;
 
-export const HTTP_GATEWAY_SOURCE = String.raw`
-# A small HTTP/1.1 server of its own (http.server and secrets cost most of a cold start in imports). The
-# port is bound and the starting command let go first; the first spare runner starts before the imports.
-import os, socket, sys, threading
-port, root, home, first = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+/**
+ * The gateway's start, run by the starting command itself (one python process, no shell tools: each
+ * tool a shell script ran was a process start on the path to the first channel). It installs this
+ * runner, and unless a gateway of this version runs (replicas starting at once take turns on a lock)
+ * binds the port, forks the gateway off and prints the new token. The gateway forks its first spare
+ * runner from itself, then compiles its body (HTTP_GATEWAY_SOURCE): both off the starting command's path.
+ * That first runner's command line is the gateway's; later runners are `python3 -I -S runner-<v>.py`.
+ * Gets the three parts of its stdin in `A` and its arguments: marker, port, root, home, runner version,
+ * then pairs (pid file, what that pid's command line names) of older daemons that give up the port.
+ */
+export const HTTP_GATEWAY_START = String.raw`
+import os, sys, fcntl, time, _socket
+me, port, root, home, first = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+stale = list(zip(sys.argv[6::2], sys.argv[7::2]))
+os.makedirs(root, exist_ok=True)
+os.makedirs(home, 0o700, exist_ok=True)
+os.chmod(home, 0o700)
+os.umask(0o077)
+lock = os.open(os.path.join(home, "gateway.lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+fcntl.flock(lock, fcntl.LOCK_EX)
+def put(path, data):
+    # Written whole under another name, then renamed: a reader never sees half a file.
+    with open(path + ".new", "wb") as f:
+        f.write(data)
+    os.rename(path + ".new", path)
+runner = os.path.join(home, "runner-" + first + ".py")
+if not os.path.isfile(runner):
+    put(runner, A[2])
+def command_line(pid_file):
+    # The command line of the live process a pid file names; empty for none, a zombie or a bad file.
+    try:
+        with open(pid_file, "rb") as f:
+            pid = int(f.read(32).strip())
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            if f.read(4096).rsplit(b")", 1)[1].split()[0] == b"Z":
+                return pid, b""
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return pid, f.read(65536)
+    except (OSError, ValueError, IndexError):
+        return 0, b""
+token_file = os.path.join(home, "gateway.token")
+pid_file = os.path.join(home, "gateway.pid")
+if me.encode() in command_line(pid_file)[1].split(b"\0"):
+    try:
+        with open(token_file, "rb") as f:
+            t = f.read(64).strip()
+    except OSError:
+        t = b""
+    if t:
+        os.write(1, t + b"\n")
+        os._exit(0)
+# An older gateway (or an older daemon named in stale) holds the port: it goes first, and only if that pid
+# still runs it (a reused pid is some other process).
+for f, names in [(pid_file, home + "/gateway-"), (pid_file, "agentws-gateway-")] + stale:
+    pid, line = command_line(f)
+    if pid and names.encode() in line:
+        try:
+            os.kill(pid, 15)
+        except OSError:
+            continue
+        for _ in range(200):
+            if not command_line(f)[1]:
+                break
+            time.sleep(0.005)
+token = os.urandom(16).hex().encode()
+fd = os.open(token_file + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.write(fd, token)
+os.close(fd)
+os.rename(token_file + ".new", token_file)
+srv = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+srv.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
 srv.bind(("0.0.0.0", port))
 srv.listen(64)
 child = os.fork()
 if child:
-    open(os.path.join(home, "gateway.pid"), "w").write(str(child))
+    put(pid_file, b"%d\n" % child)
+    os.write(1, token + b"\n")
     os._exit(0)
+os.close(lock)
 os.setsid()
 fd = os.open(os.path.join(home, "gateway.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 nul = os.open(os.devnull, os.O_RDONLY)
 os.dup2(nul, 0)
 os.dup2(fd, 1)
 os.dup2(fd, 2)
+def spawn(argv):
+    # posix_spawn with three pipes (no subprocess module to import): (pid, stdin, stdout, stderr).
+    i0, i1 = os.pipe()
+    o0, o1 = os.pipe()
+    e0, e1 = os.pipe()
+    acts = [(os.POSIX_SPAWN_DUP2, i0, 0), (os.POSIX_SPAWN_DUP2, o1, 1), (os.POSIX_SPAWN_DUP2, e1, 2)]
+    try:
+        return os.posix_spawn(argv[0], argv, os.environ, file_actions=acts), i1, o0, e0
+    finally:
+        for x in (i0, o1, e1):
+            os.close(x)
+def runner_argv(version):
+    return [sys.executable, "-I", "-S", os.path.join(home, "runner-" + version + ".py"), root]
+def fork_runner():
+    # The first spare runner is this process forked (no thread runs yet, so that is safe): no python
+    # start, and its compile runs beside the body's. Later ones are spawned afresh.
+    i0, i1 = os.pipe()
+    o0, o1 = os.pipe()
+    e0, e1 = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.dup2(i0, 0)
+            os.dup2(o1, 1)
+            os.dup2(e1, 2)
+            for x in (i0, i1, o0, o1, e0, e1, fd, nul, srv.detach()):
+                os.close(x)
+            sys.argv = [runner, root]
+            exec(compile(A[2], runner, "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        except BaseException:
+            try:
+                __import__("traceback").print_exc()
+                sys.stderr.flush()
+            except BaseException:
+                pass
+        os._exit(code)
+    for x in (i0, o1, e1):
+        os.close(x)
+    return pid, i1, o0, e0
+first_spawned = fork_runner()
+exec(compile(A[1], "agentws-gateway", "exec"))
+`;
+
+/** The gateway's body: an HTTP/1.1 server of its own (http.server and secrets cost most of a cold start in imports). */
+export const HTTP_GATEWAY_SOURCE = String.raw`
+import socket, threading
+srv = socket.socket(fileno=srv.detach())
 
 class Proc:
-    """A runner process with its three pipes (posix_spawn: no subprocess module to import)."""
-    def __init__(self, argv):
-        i0, i1 = os.pipe()
-        o0, o1 = os.pipe()
-        e0, e1 = os.pipe()
-        acts = [(os.POSIX_SPAWN_DUP2, i0, 0), (os.POSIX_SPAWN_DUP2, o1, 1), (os.POSIX_SPAWN_DUP2, e1, 2)]
-        try:
-            self.pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=acts)
-        finally:
-            for x in (i0, o1, e1):
-                os.close(x)
-        self.stdin, self.stdout, self.stderr = i1, o0, e0
+    """A runner process with its three pipes."""
+    def __init__(self, spawned):
+        self.pid, self.stdin, self.stdout, self.stderr = spawned
         self.code = None
         self.stdin_open = True
         self.reaping = threading.Lock()
@@ -86,12 +194,10 @@ class Proc:
             pass
 
 def start_runner(version):
-    return Proc([sys.executable, "-I", "-S", os.path.join(home, "runner-" + version + ".py"), root])
-
-first_proc = start_runner(first) if os.path.isfile(os.path.join(home, "runner-" + first + ".py")) else None
+    return Proc(spawn(runner_argv(version)))
 
 import _operator, fcntl, json, select, signal, struct, time
-TOKEN = open(os.path.join(home, "gateway.token"), "rb").read().strip()
+TOKEN = token
 MAX_IN = 16 << 20      # bytes one POST may carry (the host sends at most 8 MiB)
 MAX_CHANNELS = 32      # runners alive at once; a host holds one per open handle
 MAX_CONNECTIONS = 128  # connections served at once (each a thread)
@@ -343,7 +449,7 @@ def serve(sock):
 
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 threading.Thread(target=reap, daemon=True).start()
-spare(first, first_proc)
+spare(first, Proc(first_spawned))
 while True:
     try:
         s, _ = srv.accept()
@@ -363,41 +469,33 @@ while True:
 
 const hash16 = (s: string) => createHash("sha256").update(s).digest("hex").slice(0, 16);
 /** The gateway's version: a changed gateway replaces the one running (its channels end with it). */
-export const HTTP_GATEWAY_VERSION = hash16(HTTP_GATEWAY_SOURCE);
+export const HTTP_GATEWAY_VERSION = hash16(HTTP_GATEWAY_START + HTTP_GATEWAY_SOURCE);
 /** The runner's version: runners of several versions coexist under one gateway (replicas mid-upgrade). */
 export const HTTP_RUNNER_VERSION = hash16(RUNNER_SOURCE);
+/** Separates the parts of the starting command's stdin: the start, the gateway's body, the runner. */
+const PART = "\n#-- agentws: next part --\n";
+const PARTS = [HTTP_GATEWAY_START, HTTP_GATEWAY_SOURCE, RUNNER_SOURCE].join(PART);
+const PARTS_TAG = `AGENTWS_${hash16(PARTS).toUpperCase()}`;
+if (PARTS.split(PART).length !== 3 || PARTS.split("\n").includes(PARTS_TAG)) throw new Error("the runner's sources must not hold the gateway script's separators");
+/** A process's command line carries this: how a start knows the running gateway is of its version. */
+const GATEWAY_MARK = `agentws-gateway-${HTTP_GATEWAY_VERSION}`;
 
 /**
- * A POSIX sh script that installs the gateway and this runner under `home` (0700) and starts the gateway
- * on `port` unless one of this version already runs; it prints the gateway's token as its only stdout line.
- * Concurrent starts (replicas) share one gateway (flock). The sources travel inside the script itself.
+ * A POSIX sh script that installs this runner under `home` (0700) and starts the gateway on `port`
+ * unless one of this version already runs; it prints the gateway's token as its only stdout line.
+ * Concurrent starts (replicas) share one gateway (a lock). The sources travel inside the script, as the
+ * here-document that is python's stdin; one python process does the rest (HTTP_GATEWAY_START).
  */
 export function httpGatewayScript(o: { home: string; port: number; root: string; python?: string; stale?: Array<{ pidFile: string; names: string }> }): string {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-  const h = q(o.home);
   const py = o.python ?? "python3";
-  const heredoc = (file: string, body: string) => {
-    const tag = `AGENTWS_${hash16(body).toUpperCase()}`;
-    return `[ -f ${h}/${file} ] || { cat > ${h}/${file}.new <<'${tag}'\n${body}\n${tag}\nmv ${h}/${file}.new ${h}/${file}; }`;
-  };
+  const boot = `import sys;A=sys.stdin.buffer.read(1<<22).split(b${JSON.stringify(PART)});exec(compile(A[0],"agentws-gateway-start","exec"))`;
+  const stale = (o.stale ?? []).flatMap(({ pidFile, names }) => [q(pidFile), q(names)]);
   return [
-    "set -e",
     `command -v ${q(py)} >/dev/null 2>&1 || { echo "agentws: no ${py} in the sandbox" >&2; exit 127; }`,
-    `mkdir -p ${h} ${q(o.root)}; chmod 700 ${h}; umask 077`,
-    `exec 9>${h}/gateway.lock; flock 9 2>/dev/null || true`,
-    heredoc(`runner-${HTTP_RUNNER_VERSION}.py`, RUNNER_SOURCE),
-    // Running means: a live process (not a zombie: a sandbox's pid 1 may never reap it) running this gateway.
-    `g=$(cat ${h}/gateway.pid 2>/dev/null || true); st=; [ -n "$g" ] && read -r _ _ st _ < /proc/$g/stat 2>/dev/null || true`,
-    `if [ -s ${h}/gateway.token ] && [ -n "$st" ] && [ "$st" != Z ] && grep -qs gateway-${HTTP_GATEWAY_VERSION}.py /proc/$g/cmdline; then cat ${h}/gateway.token; echo; exit 0; fi`,
-    // An older gateway (or an older daemon named in `stale`: pid file and what its command line names) holds
-    // the port: it goes first. Only if that pid still runs it: a reused pid is some other process.
-    ...[{ pidFile: `${o.home}/gateway.pid`, names: `${o.home}/gateway-` }, ...(o.stale ?? [])].map(
-      ({ pidFile, names }) => `k=$(cat ${q(pidFile)} 2>/dev/null || true); [ -n "$k" ] && grep -qsF ${q(names)} /proc/$k/cmdline && kill "$k" 2>/dev/null && sleep 0.2 || true`,
-    ),
-    heredoc(`gateway-${HTTP_GATEWAY_VERSION}.py`, HTTP_GATEWAY_SOURCE),
-    `od -An -N16 -tx1 /dev/urandom | tr -d ' \\n' > ${h}/gateway.token`,
-    `${q(py)} -I -S ${h}/gateway-${HTTP_GATEWAY_VERSION}.py ${o.port} ${q(o.root)} ${h} ${HTTP_RUNNER_VERSION} 9>&-`,
-    `cat ${h}/gateway.token; echo`,
+    `exec ${q(py)} -I -S -c ${q(boot)} ${GATEWAY_MARK} ${o.port} ${q(o.root)} ${q(o.home)} ${HTTP_RUNNER_VERSION} ${stale.join(" ")} <<'${PARTS_TAG}'`,
+    PARTS,
+    PARTS_TAG,
   ].join("\n");
 }
 

@@ -3,7 +3,8 @@
  * Source of the in-sandbox runner (`python3 -I -S -c <source> <root>`): one long-lived process per sandbox
  * handle that runs commands and does every file operation inside the sandbox's own view, so the host never
  * opens a sandbox-controlled path. Kept as a string so it ships with the compiled package without a data
- * file to copy. Standard library only, and only modules that load in a few ms (no json, no ctypes).
+ * file to copy. Standard library only, and only modules that load in a few ms (no json, no ctypes until
+ * after the hello; no selectors, signal or subprocess: their imports were a third of a cold start).
  *
  * Requests on stdin, every frame: u32 BE header length, u32 BE payload length, header, payload. The header
  * is NUL-separated fields, the first two the op and a request id. Replies on stdout, every frame: u32 id,
@@ -63,7 +64,8 @@
  * descendants and every process carrying its environment marker are killed (setsid does not escape that).
  */
 export const RUNNER_SOURCE = String.raw`
-import errno, os, selectors, signal, stat, struct, sys, time
+import errno, os, select, stat, struct, sys, time
+import _signal as signal
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "/workspace"
 IN, OUT = 0, 1
@@ -74,7 +76,46 @@ MAXHOPS = 40
 MAXTREE = 100000
 DIRF = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 NONCE = os.urandom(6).hex()
-sel = selectors.DefaultSelector()
+EVENT_READ, EVENT_WRITE = select.EPOLLIN, select.EPOLLOUT
+
+
+class Key:
+    __slots__ = ("fd", "data")
+
+    def __init__(self, fd, data):
+        self.fd, self.data = fd, data
+
+
+class Selector:
+    """What the runner uses of selectors.EpollSelector, over epoll itself."""
+
+    def __init__(self):
+        self.ep = select.epoll()
+        self.keys = {}
+
+    def get_map(self):
+        return self.keys
+
+    def register(self, fd, events, data):
+        if fd in self.keys:
+            raise KeyError("descriptor %d is already registered" % fd)
+        self.ep.register(fd, events)
+        self.keys[fd] = Key(fd, data)
+
+    def unregister(self, fd):
+        key = self.keys.pop(fd)
+        try:
+            self.ep.unregister(fd)
+        except OSError:
+            pass
+        return key
+
+    def select(self, timeout=None):
+        ready = self.ep.poll(-1 if timeout is None else timeout, max(len(self.keys), 1))
+        return [(self.keys[fd], ev) for fd, ev in ready if fd in self.keys]
+
+
+sel = Selector()
 jobs = {}
 
 
@@ -105,6 +146,16 @@ signal.set_wakeup_fd(wfd)
 signal.signal(signal.SIGCHLD, lambda *_: None)
 os.set_blocking(IN, False)
 os.set_blocking(OUT, False)
+# Commands get no descriptor of the runner's but their pipes (Child spawns without closing any).
+try:
+    for n in os.listdir("/proc/self/fd"):
+        if int(n) > 2:
+            try:
+                os.set_inheritable(int(n), False)
+            except OSError:
+                pass
+except (OSError, ValueError):
+    pass
 try:
     import fcntl
     for fd in (IN, OUT):
@@ -174,7 +225,7 @@ def flush(o):
                 n = 0
     registered = o.fd in sel.get_map()
     if q and not registered:
-        sel.register(o.fd, selectors.EVENT_WRITE, ("out", o))
+        sel.register(o.fd, EVENT_WRITE, ("out", o))
     elif not q and registered:
         sel.unregister(o.fd)
 
@@ -211,7 +262,7 @@ def op_go(frm):
         return
     side = Out(bw)
     SIDE_FROM = int(frm)
-    sel.register(ar, selectors.EVENT_READ, ("in", None))
+    sel.register(ar, EVENT_READ, ("in", None))
 
 
 # ---- paths: descriptor-relative walk under ROOT ----
@@ -575,7 +626,7 @@ class Upload:
     def watch(self):
         if not self.watched:
             self.watched = True
-            sel.register(self.r, selectors.EVENT_READ, ("up", self))
+            sel.register(self.r, EVENT_READ, ("up", self))
 
     def take(self):
         while True:
@@ -900,11 +951,11 @@ class Job:
         self.stdin = memoryview(stdin)
         for name, f in (("out", proc.stdout), ("err", proc.stderr)):
             os.set_blocking(f.fileno(), False)
-            sel.register(f.fileno(), selectors.EVENT_READ, ("pipe", (self, name)))
+            sel.register(f.fileno(), EVENT_READ, ("pipe", (self, name)))
         self.win = proc.stdin.fileno()
         os.set_blocking(self.win, False)
         if len(self.stdin):
-            sel.register(self.win, selectors.EVENT_WRITE, ("stdin", self))
+            sel.register(self.win, EVENT_WRITE, ("stdin", self))
         else:
             self.close_stdin()
 
@@ -1004,7 +1055,7 @@ class Spawned:
         s = self.out[which]
         go = s[4] and s[1] - s[2] < self.window
         if go and not s[3]:
-            sel.register(s[0].fileno(), selectors.EVENT_READ, ("spipe", (self, which)))
+            sel.register(s[0].fileno(), EVENT_READ, ("spipe", (self, which)))
         elif not go and s[3]:
             sel.unregister(s[0].fileno())
         s[3] = go
@@ -1045,7 +1096,7 @@ class Spawned:
             return reply(self.id, ["a", len(data)])
         self.inq.extend(data)
         if len(self.inq) == len(data):
-            sel.register(self.win, selectors.EVENT_WRITE, ("sstdin", self))
+            sel.register(self.win, EVENT_WRITE, ("sstdin", self))
 
     def end_input(self):
         self.eof = True
@@ -1197,15 +1248,12 @@ def start(f, payload, spawn=False):
     mark = b"AGENTWS_JOB=" + NONCE.encode() + b"." + f[1]
     env[b"AGENTWS_JOB"] = mark[12:]
     try:
-        cwd = sandbox_dir(cwd_rel)
+        cwd, cwd_fd = sandbox_dir(cwd_rel)
     except BaseException as e:
         return fail(jid, e)
     env[b"PWD"] = os.fsencode(cwd)
     try:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True, close_fds=True, bufsize=0,
-        )
+        proc = Child(argv, cwd_fd, env)
     except Exception as e:
         # Not only OSError: whatever fails here must fail this command, not the runner.
         code = 126 if isinstance(e, OSError) and e.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 127
@@ -1215,21 +1263,81 @@ def start(f, payload, spawn=False):
             return reply(jid, ["q", code])
         reply(jid, ["x", code, 0, 0], msg)
         return
+    finally:
+        os.close(cwd_fd)
     jobs[jid] = Spawned(jid, proc, cap, mark) if spawn else Job(jid, proc, payload, cap, mark)
 
 
+SIGDEF = (signal.SIGPIPE, signal.SIGXFSZ)
+
+
+def spawnp(argv, env, acts):
+    """posix_spawn (a vfork: far cheaper than forking the runner) with the PATH search done here, against the
+    command's own environment, as execvpe does it."""
+    kw = {"file_actions": acts, "setsid": True, "setsigdef": SIGDEF}
+    if b"/" in argv[0]:
+        return os.posix_spawn(argv[0], argv, env, **kw)
+    last = other = None
+    for d in os.get_exec_path(env):
+        full = os.path.join(os.fsencode(d), argv[0])
+        try:
+            # A spawn that fails costs a process start; a missing file is known from a stat.
+            os.stat(full)
+            return os.posix_spawn(full, argv, env, **kw)
+        except (FileNotFoundError, NotADirectoryError) as e:
+            last = e
+        except OSError as e:
+            other = other or e
+    raise other or last or FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+
+
+class Child:
+    """A command's process, as subprocess.Popen(start_new_session, close_fds, three pipes, cwd) made it: its
+    own session, default SIGPIPE and SIGXFSZ, no descriptor but its pipes (the runner holds none that are
+    inheritable). The cwd is the folder the walk opened, entered by descriptor for the spawn: the runner has
+    no threads, and nothing of it works relative to its cwd."""
+
+    def __init__(self, argv, cwd_fd, env):
+        i0, i1 = os.pipe()
+        o0, o1 = os.pipe()
+        e0, e1 = os.pipe()
+        acts = [(os.POSIX_SPAWN_DUP2, i0, 0), (os.POSIX_SPAWN_DUP2, o1, 1), (os.POSIX_SPAWN_DUP2, e1, 2)]
+        try:
+            os.fchdir(cwd_fd)
+            self.pid = spawnp(argv, env, acts)
+        except BaseException:
+            for fd in (i1, o0, e0):
+                os.close(fd)
+            raise
+        finally:
+            os.chdir("/")
+            for fd in (i0, o1, e1):
+                os.close(fd)
+        self.stdin, self.stdout, self.stderr = open(i1, "wb", 0), open(o0, "rb", 0), open(e0, "rb", 0)
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = self.pid, 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
 def sandbox_dir(rel):
-    """The folder's path as processes in the sandbox see it, every link on the way resolved under the root."""
-    if not rel:
-        return ROOT
+    """(the folder's path as processes in the sandbox see it, every link on the way resolved under the root;
+    a descriptor of that folder, the caller's to close)."""
     pfd, name, cur, dangling = walk(rel, True)
     try:
         if dangling:
             raise Fail("ESCAPE", "goes through a dangling symlink")
-        os.close(open_final(pfd, name, DIRF))
+        fd = os.dup(pfd) if not name else open_final(pfd, name, DIRF)
     finally:
         os.close(pfd)
-    return "/".join([ROOT] + cur + ([name] if name else []))
+    return "/".join([ROOT] + cur + ([name] if name else [])), fd
 
 
 def stray_children():
@@ -1381,12 +1489,10 @@ def read_input(fd):
         del inbuf[:pos]
 
 
-sel.register(IN, selectors.EVENT_READ, ("in", None))
-sel.register(rfd, selectors.EVENT_READ, ("sig", None))
+sel.register(IN, EVENT_READ, ("in", None))
+sel.register(rfd, EVENT_READ, ("sig", None))
 reply(0, ["hello", "1", os.getpid()])
-# The slowest imports (subprocess, ctypes: a fifth of a cold start) come after the hello, while the
-# host's first request is on its way; the loop below reads no request before they are done.
-import subprocess  # noqa: E402
+# ctypes (for the subreaper) loads after the hello, while the host's first request is on its way.
 SUBREAPER = become_subreaper()
 while True:
     busy = readers and qlen < HIGH
