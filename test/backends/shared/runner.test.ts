@@ -5,7 +5,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BubblewrapSandbox } from "../../../sdk/backends/bubblewrap/sandbox.js";
 import { LocalSandbox } from "../../../sdk/backends/shared/host-sandbox.js";
-import { cwdError, RunnerClient, RunnerFiles } from "../../../sdk/backends/shared/runner/index.js";
+import { cwdError, RUNNER_SOURCE, RunnerClient, RunnerFiles, runnerArgv } from "../../../sdk/backends/shared/runner/index.js";
 import { hostRunner } from "../../support/host-runner.js";
 import { isWorkspaceError } from "../../../sdk/errors.js";
 
@@ -72,6 +72,36 @@ describe("runner protocol (host process over a folder)", () => {
     }
     return processesWith(pattern);
   }
+
+  it("commands get their own session, their stdio and no other descriptor, the PATH of their own environment, and leave the runner's cwd alone", async () => {
+    // A runner started with one more inheritable descriptor (fd 3) than its stdio.
+    const [cmd, ...args] = runnerArgv("python3", root, RUNNER_SOURCE);
+    const child = spawn(cmd!, args, { stdio: ["pipe", "pipe", "pipe", "pipe"], detached: true });
+    const extra = new RunnerClient({ stdin: child.stdin!, stdout: child.stdout!, pid: child.pid, exited: new Promise((r) => child.once("close", () => r({ why: "" }))), kill: () => child.kill("SIGKILL") });
+    try {
+      await extra.ready;
+      const run = (argv: string[], env: Record<string, string> = {}, cwd = "") => extra.exec({ argv, cwd, env, maxOutputBytes: 1 << 16 });
+      expect((await fs.readdir(`/proc/${child.pid}/fd`)).includes("3")).toBe(true);
+      const fds = await run(["sh", "-c", "ls /proc/$$/fd"]);
+      expect(fds.stdout.toString().split("\n").filter(Boolean).sort()).toEqual(["0", "1", "2"]);
+      const sid = await run(["sh", "-c", "read -r pid comm state ppid pgrp sid rest < /proc/$$/stat; echo $pid $pgrp $sid"]);
+      const [pid, pgrp, session] = sid.stdout.toString().trim().split(" ");
+      expect([pgrp, session]).toEqual([pid, pid]);
+      await fs.mkdir(path.join(root, "bin", "sub"), { recursive: true });
+      await fs.writeFile(path.join(root, "bin", "hello"), "#!/bin/sh\necho hello from $0 in $(pwd -P)\n", { mode: 0o755 });
+      await fs.writeFile(path.join(root, "bin", "noexec"), "#!/bin/sh\necho never\n", { mode: 0o644 });
+      const found = await run(["hello"], { PATH: `/nonexistent:${root}/bin` }, "bin/sub");
+      expect([found.exitCode, found.stdout.toString()]).toEqual([0, `hello from ${root}/bin/hello in ${root}/bin/sub\n`]);
+      const missing = await run(["hello"]);
+      expect([missing.exitCode, missing.stderr.toString()]).toEqual([127, "hello: No such file or directory\n"]);
+      const denied = await run(["noexec"], { PATH: `${root}/bin` });
+      expect([denied.exitCode, denied.stderr.toString()]).toEqual([126, "noexec: Permission denied\n"]);
+      expect(await fs.readlink(`/proc/${child.pid}/cwd`)).toBe("/");
+    } finally {
+      await extra.stop();
+      await fs.rm(path.join(root, "bin"), { recursive: true, force: true });
+    }
+  });
 
   it("kills the whole tree on timeout and at the command's end, setsid escapees included", async () => {
     const secs = uniqueSecs();
