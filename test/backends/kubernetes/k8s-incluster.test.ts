@@ -88,12 +88,23 @@ describe.skipIf(!cluster?.own)("Kubernetes in-cluster configuration (ServiceAcco
         },
       },
     });
+    // The fault suite may restart the API server beside this file: a lost connection is polled through.
+    const patient = async <T>(call: () => Promise<T>): Promise<T> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await call();
+        } catch (e) {
+          if (attempt >= 60 || !/ECONNRESET|ECONNREFUSED|socket hang up|EPIPE/.test(String((e as Error).message))) throw e;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      }
+    };
     let phase = "";
     for (let i = 0; i < 1200 && phase !== "Succeeded" && phase !== "Failed"; i++) {
       await new Promise((r) => setTimeout(r, 250));
-      phase = (await c.core.readNamespacedPod({ name: pod, namespace: ns })).status?.phase ?? "";
+      phase = (await patient(() => c.core.readNamespacedPod({ name: pod, namespace: ns }))).status?.phase ?? "";
     }
-    const log = await c.core.readNamespacedPodLog({ name: pod, namespace: ns, container: "manager" });
+    const log = await patient(() => c.core.readNamespacedPodLog({ name: pod, namespace: ns, container: "manager" }));
     expect(phase, log).toBe("Succeeded");
     const line = JSON.parse(String(log).trim().split("\n").pop()!) as Record<string, unknown>;
     expect(line).toMatchObject({ ok: true, config: "inCluster", secretsForbidden: true, read: "hello from a pod", exec: "42" });

@@ -1323,7 +1323,7 @@ class Child:
             except ChildProcessError:
                 pid, status = self.pid, 0
             if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
+                self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         return self.returncode
 
 
