@@ -139,3 +139,51 @@ describe("runner over the HTTP gateway", () => {
     await client.exited;
   });
 });
+
+describe("the HTTP gateway's start", () => {
+  it("replaces an older gateway holding the port, and leaves alone a process that only reuses a pid file's pid", async () => {
+    const base = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "agentws-http-old-")));
+    const home = path.join(base, "home");
+    const root = path.join(base, "root");
+    const port = await freePort();
+    const kids: number[] = [];
+    try {
+      // An older version's gateway: its command line names <home>/gateway-<version>.py, and it holds the port.
+      await fs.mkdir(home, { recursive: true });
+      const older = path.join(home, "gateway-0123456789abcdef.py");
+      await fs.writeFile(older, `import socket, time\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(("0.0.0.0", ${port}))\ns.listen(1)\ntime.sleep(600)\n`);
+      const old = spawn("python3", [older], { stdio: "ignore" });
+      kids.push(old.pid!);
+      await until("the older gateway to listen", () => new Promise<boolean>((r) => net.connect(port, "127.0.0.1").once("connect", function (this: net.Socket) { this.destroy(); r(true); }).once("error", () => r(false))));
+      await fs.writeFile(path.join(home, "gateway.pid"), `${old.pid}\n`);
+      await fs.writeFile(path.join(home, "gateway.token"), "f".repeat(32));
+      const script = httpGatewayScript({ home, port, root });
+      const first = (await run("sh", ["-c", script])).stdout.trim();
+      expect(first).toMatch(/^[0-9a-f]{32}$/);
+      expect(first).not.toBe("f".repeat(32));
+      await until("the older gateway to be gone", () => old.exitCode !== null || old.signalCode !== null);
+      const g1 = Number(await fs.readFile(path.join(home, "gateway.pid"), "utf8"));
+      kids.push(g1);
+      const ping = (token: string) => fetch(`http://127.0.0.1:${port}/ping`, { headers: { "x-agentws-token": token } }).then((r) => r.status);
+      expect(await ping(first)).toBe(200);
+
+      // The gateway died and its pid file now names some other process (a reused pid): that one lives on.
+      process.kill(g1, "SIGKILL");
+      await until("the gateway to be gone", () => !alive(g1) || fs.readFile(`/proc/${g1}/stat`, "utf8").then((s) => / Z /.test(s), () => true));
+      const bystander = spawn("sleep", ["600"], { stdio: "ignore" });
+      kids.push(bystander.pid!);
+      await fs.writeFile(path.join(home, "gateway.pid"), `${bystander.pid}\n`);
+      const second = (await run("sh", ["-c", script])).stdout.trim();
+      expect(second).toMatch(/^[0-9a-f]{32}$/);
+      expect(second).not.toBe(first);
+      expect(alive(bystander.pid!)).toBe(true);
+      const g2 = Number(await fs.readFile(path.join(home, "gateway.pid"), "utf8"));
+      kids.push(g2);
+      expect(g2).not.toBe(bystander.pid);
+      expect(await ping(second)).toBe(200);
+    } finally {
+      for (const k of kids) if (alive(k)) process.kill(k, "SIGKILL");
+      await fs.rm(base, { recursive: true, force: true });
+    }
+  });
+});

@@ -78,7 +78,7 @@ if me.encode() in command_line(pid_file)[1].split(b"\0"):
         os._exit(0)
 # An older gateway (or an older daemon named in stale) holds the port: it goes first, and only if that pid
 # still runs it (a reused pid is some other process).
-for f, names in [(pid_file, home + "/gateway-"), (pid_file, "agentws-gateway-")] + stale:
+for f, names in [(pid_file, home + "/gateway-")] + stale:
     pid, line = command_line(f)
     if pid and names.encode() in line:
         try:
@@ -96,7 +96,16 @@ os.close(fd)
 os.rename(token_file + ".new", token_file)
 srv = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
 srv.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
-srv.bind(("0.0.0.0", port))
+# The gateway just ended may not have let go of the port yet: an exiting process shows an empty command
+# line (its memory goes first) while its descriptors are still open.
+for attempt in range(100):
+    try:
+        srv.bind(("0.0.0.0", port))
+        break
+    except OSError as e:
+        if e.errno != 98 or attempt == 99:  # EADDRINUSE
+            raise
+        time.sleep(0.02)
 srv.listen(64)
 child = os.fork()
 if child:
@@ -477,8 +486,6 @@ const PART = "\n#-- agentws: next part --\n";
 const PARTS = [HTTP_GATEWAY_START, HTTP_GATEWAY_SOURCE, RUNNER_SOURCE].join(PART);
 const PARTS_TAG = `AGENTWS_${hash16(PARTS).toUpperCase()}`;
 if (PARTS.split(PART).length !== 3 || PARTS.split("\n").includes(PARTS_TAG)) throw new Error("the runner's sources must not hold the gateway script's separators");
-/** A process's command line carries this: how a start knows the running gateway is of its version. */
-const GATEWAY_MARK = `agentws-gateway-${HTTP_GATEWAY_VERSION}`;
 
 /**
  * A POSIX sh script that installs this runner under `home` (0700) and starts the gateway on `port`
@@ -491,9 +498,12 @@ export function httpGatewayScript(o: { home: string; port: number; root: string;
   const py = o.python ?? "python3";
   const boot = `import sys;A=sys.stdin.buffer.read(1<<22).split(b${JSON.stringify(PART)});exec(compile(A[0],"agentws-gateway-start","exec"))`;
   const stale = (o.stale ?? []).flatMap(({ pidFile, names }) => [q(pidFile), q(names)]);
+  // The gateway's command line carries this: a start knows a gateway of its own version by it, and any
+  // other start (older ones ran <home>/gateway-<version>.py) knows it as another version's, to replace.
+  const mark = `${o.home}/gateway-${HTTP_GATEWAY_VERSION}`;
   return [
     `command -v ${q(py)} >/dev/null 2>&1 || { echo "agentws: no ${py} in the sandbox" >&2; exit 127; }`,
-    `exec ${q(py)} -I -S -c ${q(boot)} ${GATEWAY_MARK} ${o.port} ${q(o.root)} ${q(o.home)} ${HTTP_RUNNER_VERSION} ${stale.join(" ")} <<'${PARTS_TAG}'`,
+    `exec ${q(py)} -I -S -c ${q(boot)} ${q(mark)} ${o.port} ${q(o.root)} ${q(o.home)} ${HTTP_RUNNER_VERSION} ${stale.join(" ")} <<'${PARTS_TAG}'`,
     PARTS,
     PARTS_TAG,
   ].join("\n");
