@@ -19,6 +19,12 @@ const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 const GONE_TIMEOUT_MS = 90_000;
 /** Waiting reasons that no amount of waiting fixes: fail the readiness wait at once. */
 const FATAL_WAITING = new Set(["ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"]);
+/**
+ * How long a Pod may wait on an unbound PVC before the PVC is touched, and then how often again. A
+ * volume controller or scheduler that missed an event (one restarted, a watch lost) otherwise leaves
+ * the Pod unschedulable until its next full resync, minutes later; an update makes both look again.
+ */
+const REQUEUE_EVERY_MS = 10_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -318,6 +324,9 @@ export class K8sDriver implements Driver {
   async #pollReady(id: string, deadline: number, wake: PodWake, initDone?: () => void): Promise<V1Pod> {
     const name = objectName(id);
     let last = "pending";
+    let waitingOnVolume: number | undefined;
+    let requeues = 0;
+    let volume = "";
     for (let delay = 25; ; delay = Math.min(delay * 2, 250)) {
       const pod = await this.#readPod(id).catch((e: unknown) => {
         if (e instanceof WorkspaceError && e.code === "unavailable") return null; // the API server restarting: keep waiting
@@ -333,10 +342,21 @@ export class K8sDriver implements Driver {
         const waiting = [...(s?.initContainerStatuses ?? []), ...(s?.containerStatuses ?? [])].map((c) => c.state?.waiting).find((w) => w?.reason);
         const unscheduled = s?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False");
         last = waiting ? `${waiting.reason}: ${waiting.message ?? ""}` : unscheduled ? `unschedulable: ${unscheduled.message ?? ""}` : (s?.phase ?? "pending");
+        if (unscheduled && /PersistentVolumeClaim/i.test(unscheduled.message ?? "")) {
+          waitingOnVolume ??= Date.now();
+          if (Date.now() - waitingOnVolume >= REQUEUE_EVERY_MS * (requeues + 1)) {
+            requeues++;
+            const pvc = await this.#annotate(id, { [ANNOTATIONS.requeued]: String(requeues) }).catch(() => undefined);
+            if (pvc) volume = ` (PVC ${this.namespace}/${name} ${pvc.status?.phase ?? "Pending"}, storage class ${pvc.spec?.storageClassName ?? "(default)"})`;
+          }
+        } else {
+          waitingOnVolume = undefined;
+          volume = "";
+        }
         if (waiting?.reason && FATAL_WAITING.has(waiting.reason)) throw new ProvisionFailedError(`pod ${this.namespace}/${name} cannot start: ${last.slice(0, 500)}`);
       }
       if (Date.now() + delay > deadline)
-        throw new TimeoutError(`pod ${this.namespace}/${name} did not run within ${this.spec.readinessTimeoutMs} ms (last: ${last.slice(0, 500)})`);
+        throw new TimeoutError(`pod ${this.namespace}/${name} did not run within ${this.spec.readinessTimeoutMs} ms (last: ${last.slice(0, 500)}${volume})`);
       await wake.sleep(delay);
     }
   }

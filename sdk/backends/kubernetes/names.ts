@@ -21,6 +21,8 @@ export const ANNOTATIONS = {
   released: "agent-workspaces/released",
   /** The uid the volume's root was handed to once, so later Pods skip the init container. */
   volumeOwner: "agent-workspaces/volume-owner",
+  /** Touched while a Pod waits on its unbound PVC: the update makes the volume controller and the scheduler look again. */
+  requeued: "agent-workspaces/requeued",
 } as const;
 export const TAG_LABEL_PREFIX = "tag.agent-workspaces/";
 export const CONTAINER = "workspace";

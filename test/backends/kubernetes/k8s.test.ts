@@ -106,6 +106,24 @@ describe.skipIf(!cluster)("Kubernetes backend (real cluster)", () => {
     expect(await objectsFor(c, w)).toEqual({ pods: [objectName(w)], pvcs: [objectName(w)] });
   });
 
+  it("touches a PVC the Pod keeps waiting on, and names it in the timeout", async () => {
+    // A storage class no provisioner serves: the claim stays Pending, the Pod unschedulable.
+    const w = id();
+    const stuck = driver({ storageClassName: "agentws-no-provisioner", readinessTimeoutMs: 23_000 });
+    let requeued: string | undefined;
+    const watching = (async () => {
+      for (let i = 0; i < 120 && !requeued; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        const pvc = await c.core.readNamespacedPersistentVolumeClaim({ name: objectName(w), namespace: c.namespace }).catch(() => undefined);
+        requeued = pvc?.metadata?.annotations?.["agent-workspaces/requeued"];
+      }
+    })();
+    await expectCode(stuck.create({ workspaceId: w, managedBy: "runtime" }), "timeout", new RegExp(`unbound immediate PersistentVolumeClaims.*\\(PVC ${c.namespace}/${objectName(w)} Pending, storage class agentws-no-provisioner\\)`));
+    await watching;
+    expect(requeued).toBe("1");
+    expect(await objectsFor(c, w)).toEqual({ pods: [], pvcs: [] });
+  });
+
   it("a readiness timeout (an image that is not there) leaves no Pod, and no PVC unless it held data", async () => {
     const w = id();
     const bad = driver({ image: "agentws.local/not-there:1", imagePullPolicy: "IfNotPresent", readinessTimeoutMs: 4000 });
