@@ -344,11 +344,7 @@ export class K8sDriver implements Driver {
         last = waiting ? `${waiting.reason}: ${waiting.message ?? ""}` : unscheduled ? `unschedulable: ${unscheduled.message ?? ""}` : (s?.phase ?? "pending");
         if (unscheduled && /PersistentVolumeClaim/i.test(unscheduled.message ?? "")) {
           waitingOnVolume ??= Date.now();
-          if (Date.now() - waitingOnVolume >= REQUEUE_EVERY_MS * (requeues + 1)) {
-            requeues++;
-            const pvc = await this.#annotate(id, { [ANNOTATIONS.requeued]: String(requeues) }).catch(() => undefined);
-            if (pvc) volume = ` (PVC ${this.namespace}/${name} ${pvc.status?.phase ?? "Pending"}, storage class ${pvc.spec?.storageClassName ?? "(default)"})`;
-          }
+          if (Date.now() - waitingOnVolume >= REQUEUE_EVERY_MS * (requeues + 1)) volume = (await this.#requeueVolume(id, ++requeues)) ?? volume;
         } else {
           waitingOnVolume = undefined;
           volume = "";
@@ -359,6 +355,12 @@ export class K8sDriver implements Driver {
         throw new TimeoutError(`pod ${this.namespace}/${name} did not run within ${this.spec.readinessTimeoutMs} ms (last: ${last.slice(0, 500)}${volume})`);
       await wake.sleep(delay);
     }
+  }
+
+  /** Touches the PVC a Pod waits on (see REQUEUE_EVERY_MS); returns what the timeout says of it, or undefined when the patch failed. */
+  async #requeueVolume(id: string, count: number): Promise<string | undefined> {
+    const pvc = await this.#annotate(id, { [ANNOTATIONS.requeued]: String(count) }).catch(() => undefined);
+    return pvc && ` (PVC ${this.namespace}/${objectName(id)} ${pvc.status?.phase ?? "Pending"}, storage class ${pvc.spec?.storageClassName ?? "(default)"})`;
   }
 
   /** Deletes the Pod (missing is fine) and waits until it has left the API, so the name is free again. */

@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { K8sDriver } from "../../../sdk/backends/kubernetes/driver.js";
 import { K8sWorkspaceManager } from "../../../sdk/backends/kubernetes/manager.js";
-import { objectName } from "../../../sdk/backends/kubernetes/names.js";
+import { ANNOTATIONS, objectName } from "../../../sdk/backends/kubernetes/names.js";
 import type { K8sSandbox } from "../../../sdk/backends/kubernetes/sandbox.js";
 import { K8sWorkspace } from "../../../sdk/backends/kubernetes/workspace.js";
 import { uniqueId, type WorkspaceFixture } from "../../contract/fixture.js";
@@ -115,7 +115,7 @@ describe.skipIf(!cluster)("Kubernetes backend (real cluster)", () => {
       for (let i = 0; i < 120 && !requeued; i++) {
         await new Promise((r) => setTimeout(r, 200));
         const pvc = await c.core.readNamespacedPersistentVolumeClaim({ name: objectName(w), namespace: c.namespace }).catch(() => undefined);
-        requeued = pvc?.metadata?.annotations?.["agent-workspaces/requeued"];
+        requeued = pvc?.metadata?.annotations?.[ANNOTATIONS.requeued];
       }
     })();
     await expectCode(stuck.create({ workspaceId: w, managedBy: "runtime" }), "timeout", new RegExp(`unbound immediate PersistentVolumeClaims.*\\(PVC ${c.namespace}/${objectName(w)} Pending, storage class agentws-no-provisioner\\)`));
