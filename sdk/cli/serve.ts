@@ -1,6 +1,6 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { fromZodError } from "../errors.js";
+import { InvalidArgumentError } from "../errors.js";
 import { consoleLogger } from "../logger.js";
 import { EgressPolicySchema, type EgressPolicy } from "../util/egress.js";
 import { readStackOutputs } from "../manager/fleet-source.js";
@@ -74,7 +74,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
 export function egressPolicy(flags: string[], allowPrivate: boolean, env: NodeJS.ProcessEnv = process.env): EgressPolicy {
   const allow = [...flags, env.AGENTWS_EGRESS_ALLOW ?? ""].flatMap((s) => s.split(",")).map((s) => s.trim()).filter(Boolean);
   const parsed = EgressPolicySchema.safeParse({ allow, allowPrivate: allowPrivate || env.AGENTWS_EGRESS_ALLOW_PRIVATE === "1" });
-  if (!parsed.success) throw fromZodError("--egress-allow", parsed.error);
+  if (!parsed.success) throw new InvalidArgumentError("--egress-allow", parsed.error.issues.map((i) => i.message).join("; "));
   return parsed.data;
 }
 

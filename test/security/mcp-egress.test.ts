@@ -289,6 +289,27 @@ describe("the service (agentws serve's path): an agent plants .mcp through the M
   });
 });
 
+describe("the service's allowlist (serveFleet's egress, what `agentws serve --egress-allow` sets)", () => {
+  it("lets a caller register a listed loopback server, which then answers", async () => {
+    const root = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-egress-svc-allow-"));
+    const served = await serveFleet({ backend: "local", basedir: path.join(root, "ws"), store: path.join(root, "sessions.db"), port: 0, egress: { allow: [`127.0.0.1:${canary.port}`] } });
+    try {
+      const t = newToken();
+      await served.store.addTokenHash("olivia", t.hash);
+      const api = (method: string, route: string, body?: unknown) =>
+        fetch(`${served.service.url}${route}`, { method, headers: { authorization: `Bearer ${t.token}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      const session = (await (await api("POST", "/sessions", { agentId: AGENT })).json()) as { sessionId: string };
+      const added = await api("POST", `/sessions/${session.sessionId}/workspace/mcp`, { name: "internal", stateful: true, transport: { type: "http", url: canary.url } });
+      expect(added.status).toBe(201);
+      const servers = (await (await api("GET", `/sessions/${session.sessionId}/workspace/mcp`)).json()) as Array<{ name: string; isHealthy: boolean }>;
+      expect(servers).toEqual([expect.objectContaining({ name: "internal", isHealthy: true })]);
+    } finally {
+      await served.service.close();
+      await fs.rm(root, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("the allowlist", () => {
   let basedir: string;
   beforeAll(async () => {
