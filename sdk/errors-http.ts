@@ -10,6 +10,7 @@ export const HTTP_STATUS: Readonly<Record<WorkspaceErrorCode, number>> = {
   invalid_argument: 400,
   path_escape: 400,
   unauthenticated: 401,
+  forbidden: 403,
   not_found: 404,
   conflict: 409,
   closed: 409,
@@ -41,6 +42,7 @@ export const MCP_ERROR_CODE: Readonly<Record<WorkspaceErrorCode, number>> = {
   exec_failed: -32009,
   provision_failed: -32010,
   mcp_error: -32011,
+  forbidden: -32012,
 };
 
 export function toHttpStatus(e: unknown): number {

@@ -16,6 +16,7 @@ export type WorkspaceErrorCode =
   | "mcp_error"
   | "rate_limited"
   | "unauthenticated"
+  | "forbidden"
   | "unsupported"
   | "internal";
 
@@ -132,6 +133,13 @@ export class RateLimitedError extends WorkspaceError {
 export class UnauthenticatedError extends WorkspaceError {
   constructor(message: string, options: WorkspaceErrorOptions = {}) {
     super("unauthenticated", message, options);
+  }
+}
+
+/** A policy refuses the call (e.g. the egress policy, for a connection to a non-public address): not retryable unchanged. */
+export class ForbiddenError extends WorkspaceError {
+  constructor(message: string, options: WorkspaceErrorOptions = {}) {
+    super("forbidden", message, options);
   }
 }
 

@@ -18,6 +18,7 @@ export {
   McpError,
   RateLimitedError,
   UnauthenticatedError,
+  ForbiddenError,
   UnsupportedError,
   InternalError,
   parseRetryAfter,
@@ -74,6 +75,7 @@ export type { Skill, SkillArchiveOptions } from "./workspace/skills.js";
 export type { Message, ToolResult, DataBlock, TextBlock, ContentBlock } from "./workspace/offload.js";
 export type { WorkspaceTool } from "./workspace/tools/index.js";
 export { renderInstructions } from "./workspace/instructions.js";
+export { EgressPolicySchema, type EgressPolicy } from "./util/egress.js";
 
 // The built-in backends, kept on the root for existing users; each also has its own entry point
 // (agent-workspaces/local, /bubblewrap, /docker). Only their index.ts is imported here.

@@ -1,6 +1,8 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { InvalidArgumentError } from "../errors.js";
 import { consoleLogger } from "../logger.js";
+import { EgressPolicySchema, type EgressPolicy } from "../util/egress.js";
 import { readStackOutputs } from "../manager/fleet-source.js";
 import { newToken, openSessionStore, serveFleet } from "../service/index.js";
 
@@ -26,8 +28,11 @@ export async function serveCommand(argv: string[]): Promise<number> {
       port: { type: "string" },
       host: { type: "string" },
       "no-stack": { type: "boolean" },
+      "egress-allow": { type: "string", multiple: true },
+      "egress-allow-private": { type: "boolean" },
     },
   });
+  const egress = egressPolicy(values["egress-allow"] ?? [], values["egress-allow-private"] ?? false);
   const stackName = values.stack ?? process.env.AGENTWS_STACK ?? "local";
   let fleet;
   if (!values["no-stack"]) {
@@ -46,6 +51,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     port: Number(values.port ?? process.env.AGENTWS_PORT ?? 8787),
     hostname: values.host ?? "127.0.0.1",
     downloadSecret: process.env.AGENTWS_DOWNLOAD_SECRET,
+    egress,
     logger: consoleLogger("info"),
   });
   err(`agentws serve: ${served.backend} workspaces at ${served.service.url} (OpenAPI: /openapi.json, metrics: /metrics); Ctrl-C stops`);
@@ -58,6 +64,18 @@ export async function serveCommand(argv: string[]): Promise<number> {
   err("agentws serve: shutting down (finishing in-flight requests, then closing workspaces)");
   await served.service.close();
   return 0;
+}
+
+/**
+ * The service's egress policy from `--egress-allow ENTRY` (repeatable, or comma-separated), the
+ * AGENTWS_EGRESS_ALLOW variable (comma-separated) and `--egress-allow-private` (or
+ * AGENTWS_EGRESS_ALLOW_PRIVATE=1). Entries are checked here, so a typo stops the start.
+ */
+export function egressPolicy(flags: string[], allowPrivate: boolean, env: NodeJS.ProcessEnv = process.env): EgressPolicy {
+  const allow = [...flags, env.AGENTWS_EGRESS_ALLOW ?? ""].flatMap((s) => s.split(",")).map((s) => s.trim()).filter(Boolean);
+  const parsed = EgressPolicySchema.safeParse({ allow, allowPrivate: allowPrivate || env.AGENTWS_EGRESS_ALLOW_PRIVATE === "1" });
+  if (!parsed.success) throw new InvalidArgumentError("--egress-allow", parsed.error.issues.map((i) => i.message).join("; "));
+  return parsed.data;
 }
 
 /** `agentws token <user>`: a new bearer token for a user; the store keeps only its hash, the token is printed once. */

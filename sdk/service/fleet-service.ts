@@ -7,6 +7,7 @@ import type { WorkspaceManager } from "../manager/manager.js";
 import { expandHome } from "../paths.js";
 import { BACKEND_KINDS, loadBackend } from "../backends/registry.js";
 import type { BackendKind } from "../backends/spec.js";
+import type { EgressPolicy } from "../util/egress.js";
 import type { Workspace } from "../workspace/workspace.js";
 import { createApp } from "./app.js";
 import { anyTokenAuth, storeTokenAuth, tokenFileAuth } from "./auth.js";
@@ -31,6 +32,12 @@ export interface ServeFleetOptions {
   downloadSecret?: string | undefined;
   /** Idle seconds before a workspace is paused/closed. Default 900. */
   ttl?: number | undefined;
+  /**
+   * Where the service host may connect for HTTP MCP servers that sessions declare or agents write
+   * into `.mcp`. Default: public addresses only (loopback, private, link-local and metadata
+   * addresses refused); list internal MCP servers in `allow`.
+   */
+  egress?: EgressPolicy | undefined;
   logger?: Logger | undefined;
 }
 
@@ -59,7 +66,7 @@ export async function serveFleet(options: ServeFleetOptions = {}): Promise<Serve
   const logger = options.logger ?? silentLogger;
   const basedir = path.resolve(expandHome(options.basedir ?? path.join(os.homedir(), ".agent-workspaces", `${kind}-runtime`)));
   const Manager = module.Manager as unknown as new (o: Record<string, unknown>) => WorkspaceManager<Workspace>;
-  const manager = new Manager({ basedir, ignoreOtherBackends: true, ttl: options.ttl ?? 900, logger });
+  const manager = new Manager({ basedir, ignoreOtherBackends: true, ttl: options.ttl ?? 900, logger, ...(options.egress ? { egress: options.egress } : {}) });
   if (options.fleet) manager.loadFleet(options.fleet);
   const store = await openSessionStore(options.store ?? path.join(os.homedir(), ".agent-workspaces", "service", "sessions.db"));
   try {

@@ -3,6 +3,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { TimeoutError, WorkspaceError } from "../errors.js";
+import type { EgressGuard } from "../util/egress.js";
 import { toWorkspacePath } from "../paths.js";
 import type { Sandbox } from "../sandbox.js";
 import { isStateful, type McpServerSpec } from "./mcp-spec.js";
@@ -54,6 +55,8 @@ export interface McpClientOptions {
   closeGraceMs: number;
   /** Runs every MCP listing and call as workspace activity: counted in flight, so never evicted mid-call. */
   track: <T>(fn: () => Promise<T>) => Promise<T>;
+  /** Every HTTP request (redirects included) goes through its fetch: checked, and pinned to the checked address. */
+  egress: EgressGuard;
 }
 
 const CLIENT_INFO = { name: "agent-workspaces", version: "0.1.0" };
@@ -104,7 +107,7 @@ async function openConnection(sandbox: Sandbox, spec: McpServerSpec, options: Mc
     });
   } else {
     const { url, headers } = withBasicAuth(t.url, t.headers);
-    transport = new StreamableHTTPClientTransport(url, headers ? { requestInit: { headers } } : {});
+    transport = new StreamableHTTPClientTransport(url, { fetch: options.egress.fetch, ...(headers ? { requestInit: { headers } } : {}) });
     if (t.timeout !== undefined) timeoutMs = t.timeout * 1000;
   }
   const client = new Client(CLIENT_INFO);
@@ -133,6 +136,9 @@ async function openConnection(sandbox: Sandbox, spec: McpServerSpec, options: Mc
 
 /** Maps SDK and transport failures to WorkspaceErrors that say what happened and what to do. */
 function mapMcpError(e: unknown, spec: McpServerSpec, conn: Connection | undefined, what: string, timeoutMs: number): WorkspaceError {
+  // The egress policy's refusals (and failed lookups) name the host only; say which server too.
+  if (e instanceof WorkspaceError && e.details?.host !== undefined)
+    return new WorkspaceError(e.code, `MCP server '${spec.name}' failed during ${what}: ${e.message}`, { cause: e, details: { mcp: spec.name, host: e.details.host } });
   if (e instanceof WorkspaceError) return e;
   const exit = conn?.exitInfo() ?? "";
   if (e instanceof McpError && e.code === ErrorCode.RequestTimeout && !exit) {

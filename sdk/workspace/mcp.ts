@@ -1,5 +1,6 @@
 import { ConflictError, WorkspaceError, fromZodError, isWorkspaceError } from "../errors.js";
 import type { Logger } from "../logger.js";
+import { EgressGuard, type EgressPolicy } from "../util/egress.js";
 import { toWorkspacePath } from "../paths.js";
 import type { Sandbox } from "../sandbox.js";
 import { McpHandle, type McpClientHandle, type McpClientOptions } from "./mcp-client.js";
@@ -21,6 +22,8 @@ export interface McpRegistryOptions {
   defaultCallTimeoutMs?: number;
   /** Grace period for a stdio server to exit after stdin closes. Default 2 s. */
   closeGraceMs?: number;
+  /** Where HTTP MCP servers may be (the agent writes `.mcp`). Default: public addresses only. */
+  egress?: EgressPolicy | undefined;
 }
 
 export interface McpScope {
@@ -67,6 +70,7 @@ export class McpRegistry {
       defaultCallTimeoutMs: options.defaultCallTimeoutMs ?? 600_000,
       closeGraceMs: options.closeGraceMs ?? 2000,
       track: options.track,
+      egress: new EgressGuard(options.egress),
     };
   }
 
@@ -309,6 +313,8 @@ export class McpRegistry {
     const keys = [...this.#live.keys()];
     await Promise.all(keys.map((k) => this.#closeScope(k)));
     this.#lastUsed.clear();
+    // Idle keep-alive connections to HTTP servers go too (the guard opens new ones on the next use).
+    this.#clientOptions.egress.close();
   }
 
   async #closeQuietly(handle: McpHandle): Promise<void> {

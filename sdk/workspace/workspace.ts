@@ -5,6 +5,7 @@ import { WorkspaceError, fromZodError } from "../errors.js";
 import { silentLogger, type Logger } from "../logger.js";
 import { expandHome } from "../paths.js";
 import type { Sandbox } from "../sandbox.js";
+import { EgressPolicySchema } from "../util/egress.js";
 import { McpServerSpecSchema, type McpServerSpec } from "./mcp-spec.js";
 import { McpRegistry, type McpClientHandle } from "./mcp.js";
 import { SkillStore, type Skill, type SkillArchiveOptions } from "./skills.js";
@@ -22,6 +23,12 @@ export const WorkspaceOptionsSchema = z.strictObject({
   maxLiveStatefulMcps: z.number().int().positive().optional(),
   /** Instruction template; `{workdir}` and `{backend}` are substituted. */
   instructions: z.string().optional(),
+  /**
+   * Where the host may connect for this workspace's HTTP MCP servers (declared by the caller or
+   * written into `.mcp` by the agent). Default: public addresses only; loopback, private,
+   * link-local and cloud metadata addresses need an `allow` entry.
+   */
+  egress: EgressPolicySchema.optional(),
 });
 export type WorkspaceOptions = z.input<typeof WorkspaceOptionsSchema> & { logger?: Logger };
 
@@ -157,6 +164,7 @@ export abstract class Workspace implements AsyncDisposable {
       this.#mcp = new McpRegistry(sandbox, {
         defaultMcps: this.defaultMcps,
         maxLiveStateful: this.options.maxLiveStatefulMcps,
+        egress: this.options.egress,
         logger: this.logger,
         track: (fn) => this.track(fn),
       });

@@ -1,5 +1,6 @@
 import { afterEach } from "vitest";
 import type { z } from "zod";
+import type { EgressPolicy } from "../../sdk/util/egress.js";
 import type { McpServerSpecSchema } from "../../sdk/workspace/mcp-spec.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 
@@ -7,6 +8,8 @@ export interface WorkspaceFixtureOptions {
   defaultMcps?: z.input<typeof McpServerSpecSchema>[];
   skillPaths?: string[];
   workspaceId?: string;
+  /** The workspace's egress policy (test MCP servers on loopback need an allow entry). */
+  egress?: EgressPolicy;
 }
 
 /**

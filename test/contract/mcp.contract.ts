@@ -497,8 +497,11 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
     });
 
     describe("streamable HTTP servers", () => {
+      // The test servers listen on the host's loopback, which the default egress policy refuses:
+      // allowed here explicitly, as an operator would for an internal MCP server.
+      const egress = { allow: ["127.0.0.1"] };
       it("calls a stateless HTTP server with one short session per operation, forwarding headers", async () => {
-        const ws = await open({ defaultMcps: [http("web", server.url, { transport: { type: "http", url: server.url, headers: { Authorization: "Bearer tkn-123" } } })] });
+        const ws = await open({ egress, defaultMcps: [http("web", server.url, { transport: { type: "http", url: server.url, headers: { Authorization: "Bearer tkn-123" } } })] });
         const [h] = await ws.listMcps();
         expect(h!.stateful).toBe(false);
         const tools = await h!.listTools();
@@ -510,7 +513,7 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
       });
 
       it("keeps one session for a stateful HTTP server and ends it on remove", async () => {
-        const ws = await open();
+        const ws = await open({ egress });
         const opened = server.initialized;
         await ws.addMcp(http("web", server.url, { stateful: true }), { agentId: "a" });
         const [h] = await ws.listMcps({ agentId: "a" });
@@ -524,7 +527,7 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
       });
 
       it("cleans up stateless registrations too: remove closes the handle and the name can be added again", async () => {
-        const ws = await open();
+        const ws = await open({ egress });
         await ws.addMcp(http("web", server.url), { agentId: "a" });
         const [h] = await ws.listMcps({ agentId: "a" });
         await ws.removeMcp("web", { agentId: "a" });
@@ -536,7 +539,7 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
       });
 
       it("does not contact a stateless server on add; a stateful one that is down fails add with mcp_error", async () => {
-        const ws = await open();
+        const ws = await open({ egress });
         const down = "http://127.0.0.1:9/mcp";
         await ws.addMcp(http("lazy", down), { agentId: "a" });
         const [lazy] = await ws.listMcps({ agentId: "a" });
@@ -548,7 +551,7 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
       });
 
       it("bounds HTTP tool calls by executionTimeout", async () => {
-        const ws = await open({ defaultMcps: [http("web", server.url, { executionTimeout: 0.3 })] });
+        const ws = await open({ egress, defaultMcps: [http("web", server.url, { executionTimeout: 0.3 })] });
         const [h] = await ws.listMcps();
         const t0 = Date.now();
         const e = await rejection(h!.callTool("sleep", { ms: 3000 }));

@@ -21,6 +21,7 @@ describe.skipIf(!key)("E2B backend (live)", () => {
         ...(process.env.E2B_TEMPLATE ? { template: process.env.E2B_TEMPLATE } : {}),
         ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
         ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),
+        ...(opts.egress ? { egress: opts.egress } : {}),
       });
     },
   });

@@ -34,6 +34,7 @@ describe.skipIf(missing.length > 0)("OpenSandbox live deployment", () => {
         image,
         ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
         ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),
+        ...(opts.egress ? { egress: opts.egress } : {}),
       });
     },
   };

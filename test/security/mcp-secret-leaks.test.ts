@@ -35,7 +35,8 @@ let n = 0;
 async function open(defaultMcps: McpServerSpec[] = []) {
   const id = `ws${n++}`;
   const log = recorder();
-  const ws = new LocalWorkspace({ workspaceId: id, workdir: path.join(base, id), logger: log.logger, defaultMcps });
+  // The HTTP cases reach servers (and refusing ports) on loopback: allowed explicitly, as the default egress policy refuses loopback.
+  const ws = new LocalWorkspace({ workspaceId: id, workdir: path.join(base, id), logger: log.logger, defaultMcps, egress: { allow: ["127.0.0.1"] } });
   await ws.initialize();
   return { ws, log };
 }

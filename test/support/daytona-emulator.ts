@@ -40,6 +40,7 @@ export function daytonaFixture(env: () => { emulator: DaytonaEmulator; track: (w
         ...emulatorSpec(env().emulator),
         ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
         ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),
+        ...(opts.egress ? { egress: opts.egress } : {}),
       });
     },
   };

@@ -32,6 +32,7 @@ export function e2bFixture(env: () => { emu: E2BEmulator; apiKey?: string }): Wo
         ...e2bConnection(emu, apiKey),
         ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
         ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),
+        ...(opts.egress ? { egress: opts.egress } : {}),
       });
     },
   };

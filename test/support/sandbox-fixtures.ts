@@ -36,6 +36,7 @@ export function bubblewrapFixture(env: () => { basedir: string }): WorkspaceFixt
         readOnlyPaths: [ROOT],
         ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
         ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),
+        ...(opts.egress ? { egress: opts.egress } : {}),
       });
     },
     mcpServerCommand: () => ["node", ECHO_SERVER],
@@ -55,6 +56,7 @@ export function dockerFixture(env: () => { basedir: string; track: (workspaceId:
         readOnlyPaths: [ROOT],
         ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
         ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),
+        ...(opts.egress ? { egress: opts.egress } : {}),
       });
     },
     mcpServerCommand: () => ["node", ECHO_SERVER],

@@ -14,6 +14,7 @@ import {
   TimeoutError,
   TooLargeError,
   UnauthenticatedError,
+  ForbiddenError,
   UnavailableError,
   UnsupportedError,
   WorkspaceError,
@@ -36,6 +37,7 @@ const one: Record<WorkspaceErrorCode, WorkspaceError> = {
   mcp_error: new McpError("m"),
   rate_limited: new RateLimitedError("slow down", { retryAfterMs: 1500 }),
   unauthenticated: new UnauthenticatedError("who"),
+  forbidden: new ForbiddenError("no entry"),
   unsupported: new UnsupportedError("no"),
   internal: new InternalError("bug"),
 };

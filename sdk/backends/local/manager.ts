@@ -10,7 +10,7 @@ import { ManagerOptionsSchema, WorkspaceManager, type ManagedIdentity, type Mana
 export const LocalWorkspaceManagerOptionsSchema = ManagerOptionsSchema.extend({
   /** Host folder holding one folder per workspace id: `<basedir>/<workspaceId>`. Default ~/.agent-workspaces/local. */
   basedir: z.string().min(1).optional(),
-  ...WorkspaceOptionsSchema.pick({ defaultMcps: true, skillPaths: true, maxLiveStatefulMcps: true, instructions: true }).shape,
+  ...WorkspaceOptionsSchema.pick({ defaultMcps: true, skillPaths: true, maxLiveStatefulMcps: true, instructions: true, egress: true }).shape,
 });
 export type LocalWorkspaceManagerOptions = z.input<typeof LocalWorkspaceManagerOptionsSchema> & Pick<ManagerOptions, "logger" | "onEvent">;
 
@@ -29,7 +29,7 @@ export class LocalWorkspaceManager extends WorkspaceManager<LocalWorkspace> {
     const { logger, onEvent, ...rest } = options;
     const parsed = LocalWorkspaceManagerOptionsSchema.safeParse(rest);
     if (!parsed.success) throw fromZodError("options", parsed.error);
-    const { basedir, defaultMcps, skillPaths, maxLiveStatefulMcps, instructions, ...managerOptions } = parsed.data;
+    const { basedir, defaultMcps, skillPaths, maxLiveStatefulMcps, instructions, egress, ...managerOptions } = parsed.data;
     const root = path.resolve(basedir ?? defaultLocalBasedir());
     const defaultDriver = new LocalDriver({ kind: "local", basedir: root });
     super({
@@ -53,6 +53,7 @@ export class LocalWorkspaceManager extends WorkspaceManager<LocalWorkspace> {
           skillPaths: declared?.skillPaths ?? skillPaths,
           maxLiveStatefulMcps,
           instructions,
+          ...(egress ? { egress } : {}),
           logger: this.logger,
         });
         this.#outcomes.set(ws, outcome);

@@ -6,9 +6,9 @@ import { WorkspaceOptionsSchema, type WorkspaceOptions } from "../../workspace/w
 import { WorkspaceManager, type ManagedIdentity, type ManagerOptions, type ManagerOptionsSchema } from "../../manager/manager.js";
 
 /** Workspace options a sandbox manager takes once and hands to every workspace it builds (a declared entry's seeds win). */
-export const SandboxSeedOptionsShape = WorkspaceOptionsSchema.pick({ defaultMcps: true, skillPaths: true, maxLiveStatefulMcps: true, instructions: true }).shape;
+export const SandboxSeedOptionsShape = WorkspaceOptionsSchema.pick({ defaultMcps: true, skillPaths: true, maxLiveStatefulMcps: true, instructions: true, egress: true }).shape;
 
-type SeedOptions = Pick<z.output<typeof WorkspaceOptionsSchema>, "defaultMcps" | "skillPaths" | "maxLiveStatefulMcps" | "instructions">;
+type SeedOptions = Pick<z.output<typeof WorkspaceOptionsSchema>, "defaultMcps" | "skillPaths" | "maxLiveStatefulMcps" | "instructions" | "egress">;
 
 /** A sandbox manager's parsed options: manager options, seeds, and the backend spec's fields (no kind). */
 export type SandboxManagerParsedOptions = z.output<typeof ManagerOptionsSchema> & SeedOptions & Record<string, unknown> & Pick<ManagerOptions, "logger" | "onEvent">;
@@ -33,7 +33,7 @@ export abstract class SandboxWorkspaceManager<Spec extends BackendSpec, W extend
   readonly spec: Spec;
 
   protected constructor(options: SandboxManagerParsedOptions, backend: SandboxBackend<Spec, W>) {
-    const { logger, onEvent, isolation, ttl, sweepInterval, prewarm, ignoreOtherBackends, replicaId, leaseRenewInterval, defaultMcps, skillPaths, maxLiveStatefulMcps, instructions, ...backendOptions } = options;
+    const { logger, onEvent, isolation, ttl, sweepInterval, prewarm, ignoreOtherBackends, replicaId, leaseRenewInterval, defaultMcps, skillPaths, maxLiveStatefulMcps, instructions, egress, ...backendOptions } = options;
     const spec = backend.schema.parse({ kind: backend.kind, ...backendOptions });
     super({
       isolation,
@@ -62,6 +62,7 @@ export abstract class SandboxWorkspaceManager<Spec extends BackendSpec, W extend
           skillPaths: declared?.skillPaths ?? skillPaths,
           maxLiveStatefulMcps,
           instructions,
+          ...(egress ? { egress } : {}),
           logger: this.logger,
         });
       },

@@ -1,7 +1,7 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { McpServerSpecSchema } from "../../workspace/mcp-spec.js";
 import { resolve, type ServiceContext, type ServiceEnv } from "../context.js";
-import { McpServerStatus, SessionParams } from "../schemas.js";
+import { McpServerStatus, Problem, SessionParams } from "../schemas.js";
 import { WORKSPACE_PROBLEMS, json, within } from "./common.js";
 
 const HEALTH_TIMEOUT_MS = 10_000;
@@ -46,7 +46,12 @@ export function mcpRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): vo
       tags: ["workspace"],
       summary: "Register an MCP server for this session (409 when the name is taken)",
       request: { params: SessionParams, body: { content: { "application/json": { schema: McpServerSpecSchema } }, required: true } },
-      responses: { 201: { description: "Registered" }, ...WORKSPACE_PROBLEMS },
+      responses: {
+        201: { description: "Registered" },
+        ...WORKSPACE_PROBLEMS,
+        // A stateful server is connected on add: the egress policy refuses loopback, private and metadata addresses unless allowed.
+        403: { description: "The egress policy refuses the server's address (the host is named)", content: { "application/problem+json": { schema: Problem } } },
+      },
     }),
     async (c) => {
       const spec = c.req.valid("json");

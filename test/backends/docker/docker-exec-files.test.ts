@@ -28,6 +28,7 @@ describe.skipIf(!engine)("Docker backend, file operations through exec", () => {
         readOnlyPaths: [ROOT],
         ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
         ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),
+        ...(opts.egress ? { egress: opts.egress } : {}),
       });
     },
     mcpServerCommand: () => ["node", ECHO_SERVER],

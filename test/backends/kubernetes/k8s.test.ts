@@ -55,6 +55,7 @@ describe.skipIf(!cluster)("Kubernetes backend (real cluster)", () => {
         workspaceId,
         ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
         ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),
+        ...(opts.egress ? { egress: opts.egress } : {}),
       });
     },
   };

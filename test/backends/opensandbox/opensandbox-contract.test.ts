@@ -37,6 +37,7 @@ describe.skipIf(!server)("OpenSandbox backend: contract through the real server"
         teardown: "destroy",
         ...(opts.defaultMcps ? { defaultMcps: opts.defaultMcps } : {}),
         ...(opts.skillPaths ? { skillPaths: opts.skillPaths } : {}),
+        ...(opts.egress ? { egress: opts.egress } : {}),
       });
     },
   };
