@@ -90,6 +90,30 @@ describe("runner descriptor hand-off", () => {
     await expect(readHandedOff(c.pid!, { fd: 0, dev: st.dev, ino: st.ino }, 10, MAX, st.dev)).rejects.toThrow(/ENXIO|not the runner's file/);
   });
 
+  it("never reads what the runner could not: another device (/proc/kallsyms), an O_PATH descriptor, a write-only one", async () => {
+    const a = path.join(dir, "a");
+    const dev = idOf(a).dev;
+    // The runner's own numbers for kallsyms, and the workspace's device as the runner would claim it: refused by the host's.
+    const k = holder("/proc/kallsyms");
+    const ks = statSync("/proc/kallsyms", { bigint: true });
+    await expect(readHandedOff(k.pid!, { fd: 0, dev: ks.dev, ino: ks.ino }, 10, MAX, dev)).rejects.toThrow(/not the runner's file/);
+    // A descriptor that grants no read (O_PATH, or opened write-only) on a workspace file the host could read.
+    const secret = path.join(dir, "secret");
+    await fs.writeFile(secret, "root only", { mode: 0o600 });
+    const o = spawn("python3", ["-c", "import os,sys,time; os.dup2(os.open(sys.argv[1], os.O_PATH), 0); time.sleep(60)", secret], { stdio: ["ignore", "ignore", "ignore"] });
+    kids.push(o);
+    for (let i = 0; i < 100 && !(await fs.readlink(`/proc/${o.pid}/fd/0`).catch(() => "")).endsWith("secret"); i++) await new Promise((r) => setTimeout(r, 20));
+    await expect(readHandedOff(o.pid!, { fd: 0, ...idOf(secret) }, 9, MAX, dev)).rejects.toThrow(/not the runner's file/);
+    const w = holder(secret, "a");
+    await expect(readHandedOff(w.pid!, { fd: 0, ...idOf(secret) }, 9, MAX, dev)).rejects.toThrow(/not the runner's file/);
+    // A read-only descriptor is not written through, and a size over the cap is refused before any allocation.
+    const r = holder(secret);
+    await expect(writeHandedOff(r.pid!, { fd: 0, ...idOf(secret) }, Buffer.from("x"), dev)).rejects.toThrow(/not the runner's file/);
+    await expect(readHandedOff(r.pid!, { fd: 0, ...idOf(secret) }, 2 ** 40, MAX, dev)).rejects.toMatchObject({ code: "TOOBIG" });
+    expect((await readHandedOff(r.pid!, { fd: 0, ...idOf(secret) }, 9, MAX, dev)).toString()).toBe("root only");
+    expect(await fs.readFile(secret, "utf8")).toBe("root only");
+  });
+
   it("takes a pid for the runner only when its own view of its pid is the one reported", async () => {
     const c = holder();
     const own = (await fs.readFile(`/proc/${c.pid}/status`, "utf8")).match(/^NSpid:\s*(.*)$/m)![1]!.trim().split(/\s+/).map(Number);
