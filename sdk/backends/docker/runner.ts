@@ -23,9 +23,18 @@ export interface DockerRunnerTransport extends RunnerTransport {
 /**
  * `local`: the engine runs on this kernel (the driver saw the host folder shared), so the exec's pid is a
  * pid here (the private pipe pair). `hostDevice`: the device of that host folder by the host's own stat,
- * which a file handed off by descriptor must be on (without it, big files cross the channel).
+ * which a file handed off by descriptor must be on (without it, big files cross the channel). `source`
+ * is the runner's (another program only in the hostile-runner tests).
  */
-export function startDockerRunner(docker: Docker, container: Docker.Container, env: string[], root: string, local = false, hostDevice?: bigint): DockerRunnerTransport {
+export function startDockerRunner(
+  docker: Docker,
+  container: Docker.Container,
+  env: string[],
+  root: string,
+  local = false,
+  hostDevice?: bigint,
+  source = RUNNER_SOURCE,
+): DockerRunnerTransport {
   const stdin = new PassThrough();
   const stdout = new PassThrough();
   const stderr = new PassThrough();
@@ -46,7 +55,7 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
   const exited = (async (): Promise<{ why: string }> => {
     try {
       exec = await container.exec({
-        Cmd: runnerArgv("python3", root, RUNNER_SOURCE),
+        Cmd: runnerArgv("python3", root, source),
         AttachStdin: true,
         AttachStdout: true,
         AttachStderr: true,
