@@ -114,6 +114,8 @@ function attacks(env: () => { hostRoot: string; start: (source: string) => Runne
     try {
       // The host offers the hand-off (a big file, the runner on this kernel); what comes back is only
       // ever the sandbox's own view of what the runner pointed at (zeros), through the channel.
+      // After the hello: the host then knows the runner's pid and offers the hand-off (R).
+      await within(h.sup.get().ready);
       const got = (await within(h.files.readFile("big.bin"))).toString("latin1");
       expect(REAL_ADDRESS.test(got), got.slice(0, 200)).toBe(false);
       expect(got).toMatch(/^0{16} [tT] /m);
