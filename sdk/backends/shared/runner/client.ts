@@ -790,11 +790,10 @@ export class RunnerClient {
 
   /** Kills the runner; calls in flight fail (execs resolve as stopped). */
   stop(): Promise<void> {
-    if (!this.#dead) {
-      // Held while stopping, so a caller awaiting close() is not dropped by an idle event loop.
-      this.#t.ref?.();
-      this.#killTransport();
-    }
+    // Held while stopping, so a caller awaiting close() is not dropped by an idle event loop (a runner
+    // ended by the host is dead before its process is gone: it is held too).
+    if (!this.#dead || this.#abandoned) this.#t.ref?.();
+    if (!this.#dead) this.#killTransport();
     return this.exited;
   }
 
