@@ -64,7 +64,10 @@ describe("hostile-runner fuzz against a service process doing normal work", () =
     child.stderr.on("data", (c: Buffer) => (err = (err + c.toString()).slice(-4000)));
     let peak = 0;
     const sampler = setInterval(() => (peak = Math.max(peak, rssOf(child.pid!))), 200);
+    // A child whose calls hang (no host-side deadlines) is ended, and fails below, rather than outliving the test.
+    const limit = setTimeout(() => child.kill("SIGKILL"), (SECONDS + 60) * 1000);
     const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once("exit", (c, s) => resolve([c, s])));
+    clearTimeout(limit);
     clearInterval(sampler);
     const lines = out.split("\n").filter((l) => l.startsWith("{"));
     const done = lines.map((l) => JSON.parse(l) as { done?: Done }).find((l) => l.done)?.done;
