@@ -10,6 +10,9 @@ import { UnavailableError, isWorkspaceError } from "../../sdk/errors.js";
 import { RunnerFiles, RunnerSupervisor, type RunnerClient } from "../../sdk/backends/shared/runner/index.js";
 import { fakeRunner, honest, prefix, reply, type FakeRequest, type FakeRunner } from "../support/fake-runner.js";
 import { spawnThroughRunner } from "../../sdk/backends/shared/runner/spawn.js";
+import { textChannelReader } from "../../sdk/backends/shared/runner/text-channel.js";
+import { demuxBounded } from "../../sdk/backends/docker/runner.js";
+import { PassThrough } from "node:stream";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -270,5 +273,52 @@ describe("a hostile runner ends itself, never the host", () => {
     expect(h.first.alive).toBe(true);
     await pause(10);
     expect(h.runners.length).toBe(1);
+  });
+});
+
+describe("the transports' own framing is bounded", () => {
+  it("Docker's demux passes a frame claiming 4 GiB through as it arrives, holding none of it, and stops at a header that is not Docker's", async () => {
+    const src = new PassThrough();
+    const out = new PassThrough();
+    const err = new PassThrough();
+    let got = 0;
+    let errBytes = 0;
+    out.on("data", (c: Buffer) => (got += c.length));
+    err.on("data", (c: Buffer) => (errBytes += c.length));
+    let broken = "";
+    demuxBounded(src, out, err, (why) => (broken = why));
+    const head = (kind: number, n: number) => Buffer.from([kind, 0, 0, 0, n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255]);
+    src.write(Buffer.concat([head(2, 3), Buffer.from("abc")]));
+    const before = heldBytes();
+    src.write(head(1, 0xffffffff));
+    for (let i = 0; i < 128; i++) src.write(Buffer.allocUnsafe(MiB));
+    await pause(50);
+    expect(got).toBe(128 * MiB);
+    expect(errBytes).toBe(3);
+    expect(heldBytes() - before).toBeLessThan(16 * MiB);
+    expect(broken).toBe("");
+    // A header with a stream number Docker never sends (after a whole frame) stops the demux.
+    const src2 = new PassThrough();
+    const out2 = new PassThrough();
+    let got2 = "";
+    out2.on("data", (c: Buffer) => (got2 += c.toString()));
+    demuxBounded(src2, out2, new PassThrough(), (why) => (broken = why));
+    src2.write(Buffer.concat([head(1, 2), Buffer.from("ok"), head(7, 1), Buffer.from("x"), head(1, 2), Buffer.from("no")]));
+    await pause(10);
+    expect(broken).toMatch(/header 07/);
+    expect(got2).toBe("ok");
+  });
+
+  it("the text channel refuses a line that never ends instead of growing with it", async () => {
+    const reader = textChannelReader(1 << 20);
+    const errors: Error[] = [];
+    reader.on("error", (e) => errors.push(e));
+    let decoded = 0;
+    reader.on("data", (c: Buffer) => (decoded += c.length));
+    reader.write(`${Buffer.from("hello").toString("base64")}\n`);
+    for (let i = 0; i < 8 && errors.length === 0; i++) reader.write("A".repeat(256 << 10));
+    await pause(10);
+    expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/over 1048576 characters/)]);
+    expect(decoded).toBeLessThanOrEqual(5 + (3 << 18));
   });
 });

@@ -983,6 +983,9 @@ export class RunnerClient {
   #die(): void {
     if (this.#dead) return;
     this.#dead = true;
+    // A partial frame held for a runner that is gone is let go now, not with the client.
+    this.#main.close();
+    this.#side?.reader.close();
     this.#side?.w.destroy();
     this.#side?.r.destroy();
     const all = [...this.#pending.values()];
