@@ -236,6 +236,20 @@ describe("a hostile runner ends itself, never the host", () => {
     await recovers(h, h.first);
   });
 
+  it("a runner that never says hello: `ready` fails at the deadline instead of waiting for ever", async () => {
+    const runners: FakeRunner[] = [];
+    const sup = new RunnerSupervisor(() => {
+      const r = fakeRunner(honest, { hello: runners.length > 0 });
+      runners.push(r);
+      return r;
+    }, { callTimeoutMs: 500 });
+    sups.push(sup);
+    const first = sup.get();
+    expectUnavailable(await rejection(first.ready), /did not start.*hello/);
+    await within(sup.get().ready);
+    expect(runners.length).toBe(2);
+  });
+
   it("an abrupt close mid-frame fails the call in flight", async () => {
     const h = harness((r, q) => {
       r.send(reply(q.id, ["o", "f", 2, 1000, "a"]).subarray(0, 9));

@@ -83,6 +83,7 @@ export interface RunnerExec {
   env: Record<string, string>;
   stdin?: Uint8Array | string | undefined;
   maxOutputBytes: number;
+  /** Past it the command is killed; a runner that does not report it gone within KILL_GRACE_MS is ended. None: no deadline. */
   timeoutMs?: number | undefined;
   signal?: AbortSignal | undefined;
 }
@@ -163,7 +164,7 @@ const LIST_OPS = new Set(["l", "t", "T"]);
 
 /** Tuning of one client (the defaults above suit every backend; tests shorten them). */
 export interface RunnerClientOptions {
-  /** Deadline of a file call, in ms (CALL_TIMEOUT_MS); a big transfer gets a second more per MiB. */
+  /** Deadline of a file call and of the runner's hello, in ms (CALL_TIMEOUT_MS); a big transfer gets a second more per MiB. */
   callTimeoutMs?: number | undefined;
   /** Grace after a kill request, in ms (KILL_GRACE_MS). */
   killGraceMs?: number | undefined;
@@ -260,6 +261,8 @@ export class RunnerClient {
       onFrame: (fields) => {
         if (fields[0] === "hello") {
           greeted = true;
+          const slot = this.#pending.get(0);
+          if (slot?.timer) clearTimeout(slot.timer);
           const pid = count(fields[2]);
           if (pid !== undefined && pid > 0) this.#nsPid = pid;
           hello();
@@ -272,6 +275,8 @@ export class RunnerClient {
       onDeath: (why) => noHello(new UnavailableError(`sandbox runner did not start${why ? `: ${why}` : ""}`)),
     });
     this.#main = this.#reader();
+    // A runner that never says hello would leave every `await ready` waiting: it has a call's deadline.
+    this.#arm(0, this.#callMs, "the runner's hello");
     transport.stdout.on("data", (c: Buffer) => this.#feed(this.#main, c));
     // A transport whose stream failed (a text channel's over-long line, a broken demux) ends the runner.
     transport.stdout.on("error", (e: Error) => this.#abandon(`its channel failed: ${e.message}`));
