@@ -1063,8 +1063,10 @@ class FrameReader {
       let f = this.#frame;
       if (!f) {
         if (this.#buffered < REPLY_PREFIX) break;
-        const head = Buffer.concat(this.#take(REPLY_PREFIX), REPLY_PREFIX);
+        const first = this.#chunks[0]!;
+        const head = first.length >= REPLY_PREFIX ? first : Buffer.concat(this.#take(REPLY_PREFIX), REPLY_PREFIX);
         f = { id: head.readUInt32BE(0), hl: head.readUInt32BE(4), pl: head.readUInt32BE(8) };
+        if (head === first) this.#take(REPLY_PREFIX);
         this.checkPrefix(f.id, f.hl);
         this.#frame = f;
       }
@@ -1096,7 +1098,8 @@ class FrameReader {
    * so a frame held is its bytes, not a million tiny Buffers' overhead.
    */
   #append(chunk: Buffer): void {
-    if (chunk.length >= SMALL_CHUNK) {
+    // Nothing held (the usual case: a reply arrives whole): kept as it is.
+    if (chunk.length >= SMALL_CHUNK || this.#chunks.length === 0) {
       this.#chunks.push(chunk);
       return;
     }
