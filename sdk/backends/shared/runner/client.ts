@@ -864,7 +864,12 @@ export class RunnerClient {
   #reader(): FrameReader {
     return new FrameReader(
       (id, hl) => this.#check(id, hl),
-      (id, fields, pl) => this.#pending.get(id)!.accept(fields, pl),
+      (id, fields, pl) => {
+        // Settled meanwhile by a frame on the other channel (the private pair): a duplicate.
+        const p = this.#pending.get(id);
+        if (!p) throw new ProtocolError(`a reply for id ${id}, which no call is waiting for any more`);
+        p.accept(fields, pl);
+      },
       (id, fields, payload, length) => this.#onFrame(id, fields, payload, length),
     );
   }
