@@ -5,11 +5,13 @@ import type { BwrapLauncher } from "./launch.js";
 /**
  * Starts the shared runner as the child of one long-lived bwrap (how Bubblewrap runs a process with
  * stdin and stdout). `bwrapArgs` is the full bwrap argv up to and including `--`. The bwrap runs in
- * its own process group, so killing it takes the runner and every command with it.
+ * its own process group, so killing it takes the runner and every command with it. `hostDevice` is the
+ * device of the host folder mounted as the workspace (the host's own stat): it enables the hand-off.
+ * `source` is the runner's (another program only in the hostile-runner tests).
  */
-export function startBwrapRunner(launcher: BwrapLauncher, bwrapArgs: string[], root: string): RunnerTransport {
+export function startBwrapRunner(launcher: BwrapLauncher, bwrapArgs: string[], root: string, hostDevice?: bigint, source = RUNNER_SOURCE): RunnerTransport {
   // The launcher gives bwrap its minimal environment and the handle's cgroup, in a process group of its own.
-  const child = launcher.spawn([...bwrapArgs, ...runnerArgv("/usr/bin/python3", root, RUNNER_SOURCE)]);
+  const child = launcher.spawn([...bwrapArgs, ...runnerArgv("/usr/bin/python3", root, source)]);
   // Keep the tail of stderr to explain a failure to start (bwrap or python3 missing).
   let stderr = "";
   child.stderr.on("data", (c: Buffer) => (stderr = (stderr + c.toString()).slice(-2000)));
@@ -25,6 +27,7 @@ export function startBwrapRunner(launcher: BwrapLauncher, bwrapArgs: string[], r
     pid: child.pid,
     // The runner is a child of bwrap's own init inside the sandbox's pid namespace: this host's kernel.
     runnerHostPid: async (nsPid) => (child.pid ? matchRunnerPid(await descendants(child.pid, 3), nsPid) : undefined),
+    hostDevice,
     kill: () => {
       try {
         if (child.pid) process.kill(-child.pid, "SIGKILL");

@@ -71,7 +71,8 @@ export class BubblewrapSandbox implements Sandbox {
     this.#identity = identity;
     this.#mounts = buildMounts(opts);
     this.#launcher = new BwrapLauncher({ bwrap: opts.bwrap, limits: opts.limits, logger: opts.logger });
-    this.#runners = new RunnerSupervisor(() => startBwrapRunner(this.#launcher, this.#runnerArgs(), BWRAP_WORKDIR));
+    // The workspace folder's device from the host's own stat: what a handed-off descriptor must be on.
+    this.#runners = new RunnerSupervisor(() => startBwrapRunner(this.#launcher, this.#runnerArgs(), BWRAP_WORKDIR, BigInt(identity.dev)));
     this.#files = HAS_PYTHON ? new RunnerFiles(() => this.#lease()) : new LocalSandbox(opts.hostRoot);
   }
 

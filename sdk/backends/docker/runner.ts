@@ -1,4 +1,5 @@
 import { PassThrough, type Duplex } from "node:stream";
+import type { Readable, Writable } from "node:stream";
 import type Docker from "dockerode";
 import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../shared/runner/index.js";
 import { matchRunnerPid } from "../shared/runner/handoff.js";
@@ -21,9 +22,19 @@ export interface DockerRunnerTransport extends RunnerTransport {
  */
 /**
  * `local`: the engine runs on this kernel (the driver saw the host folder shared), so the exec's pid is a
- * pid here and big files may be handed off by descriptor.
+ * pid here (the private pipe pair). `hostDevice`: the device of that host folder by the host's own stat,
+ * which a file handed off by descriptor must be on (without it, big files cross the channel). `source`
+ * is the runner's (another program only in the hostile-runner tests).
  */
-export function startDockerRunner(docker: Docker, container: Docker.Container, env: string[], root: string, local = false): DockerRunnerTransport {
+export function startDockerRunner(
+  docker: Docker,
+  container: Docker.Container,
+  env: string[],
+  root: string,
+  local = false,
+  hostDevice?: bigint,
+  source = RUNNER_SOURCE,
+): DockerRunnerTransport {
   const stdin = new PassThrough();
   const stdout = new PassThrough();
   const stderr = new PassThrough();
@@ -44,7 +55,7 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
   const exited = (async (): Promise<{ why: string }> => {
     try {
       exec = await container.exec({
-        Cmd: runnerArgv("python3", root, RUNNER_SOURCE),
+        Cmd: runnerArgv("python3", root, source),
         AttachStdin: true,
         AttachStdout: true,
         AttachStderr: true,
@@ -56,7 +67,11 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
       stream = s;
       apply();
       if (killed) s.destroy();
-      docker.modem.demuxStream(s, stdout, stderr);
+      // Our own demux: dockerode's buffers each whole frame a header claims (a runner claiming 4 GiB pinned what it sent).
+      demuxBounded(s, stdout, stderr, (why) => {
+        reason = `its stream broke Docker's framing: ${why}`;
+        s.destroy();
+      });
       stdin.pipe(s);
       s.on("error", () => undefined);
       await new Promise<void>((resolve) => {
@@ -99,6 +114,7 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
       ? {
           // The attach is relayed by dockerd: the client moves to a private pipe pair once the runner is found.
           relayed: true,
+          hostDevice,
           runnerHostPid: async (nsPid: number) => {
             const pid = (await exec?.inspect())?.Pid;
             return pid ? matchRunnerPid([pid], nsPid) : undefined;
@@ -117,4 +133,44 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
       return null;
     },
   };
+}
+
+/**
+ * Splits Docker's attach stream (8-byte headers: stream 0/1/2, three zero bytes, u32 length; then that
+ * many bytes) into stdout and stderr as the bytes arrive: payload pieces pass on as views, never
+ * gathered into a frame, so what is held is at most one header whatever length it claims. A header
+ * that is not Docker's calls `broken` and reads nothing more.
+ */
+export function demuxBounded(src: Readable, stdout: Writable, stderr: Writable, broken: (why: string) => void): void {
+  const head = Buffer.alloc(8);
+  let headLen = 0;
+  let left = 0;
+  let to: Writable = stdout;
+  let dead = false;
+  src.on("data", (chunk: Buffer) => {
+    let at = 0;
+    while (!dead && at < chunk.length) {
+      if (left > 0) {
+        const n = Math.min(left, chunk.length - at);
+        to.write(chunk.subarray(at, at + n));
+        at += n;
+        left -= n;
+        continue;
+      }
+      const n = Math.min(8 - headLen, chunk.length - at);
+      chunk.copy(head, headLen, at, at + n);
+      headLen += n;
+      at += n;
+      if (headLen < 8) break;
+      headLen = 0;
+      const kind = head[0]!;
+      if (kind > 2 || head[1] !== 0 || head[2] !== 0 || head[3] !== 0) {
+        dead = true;
+        broken(`a frame header ${head.toString("hex")}`);
+        break;
+      }
+      to = kind === 2 ? stderr : stdout;
+      left = head.readUInt32BE(4);
+    }
+  });
 }

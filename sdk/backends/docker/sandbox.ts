@@ -1,5 +1,6 @@
 // Size: the runner path plus the plain-exec fallback (confined sh scripts) for images without python3.
 import { randomBytes } from "node:crypto";
+import { statSync } from "node:fs";
 import path from "node:path";
 import { PassThrough, Writable, type Duplex, type Readable } from "node:stream";
 import type Docker from "dockerode";
@@ -124,7 +125,8 @@ export class DockerSandbox implements Sandbox {
     this.#container = docker.getContainer(containerId);
     this.persistent = options.persistent;
     this.#env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
-    this.#runners = new RunnerSupervisor(() => startDockerRunner(this.#docker, this.#container, this.#env, DOCKER_WORKDIR, this.#hostShared));
+    const device = hostDevice(options.hostRoot);
+    this.#runners = new RunnerSupervisor(() => startDockerRunner(this.#docker, this.#container, this.#env, DOCKER_WORKDIR, this.#hostShared, device));
     this.#rf = new RunnerFiles(() => this.#lease());
     if (options.plain) this.#mode = "plain";
     const parked = PARKED.get(this.#parkKey);
@@ -608,4 +610,14 @@ function describeDockerError(e: unknown): string {
 /** The workspace's own container answered: docker/errors.ts holds the one table (paused, stopped, gone first). */
 export function mapDockerError(e: unknown, what: string): unknown {
   return dockerError(e, what, "container");
+}
+
+/** The device of the shared host folder from this host's own stat (see startDockerRunner), if it is one. */
+function hostDevice(hostRoot: string | undefined): bigint | undefined {
+  if (!hostRoot) return undefined;
+  try {
+    return statSync(hostRoot, { bigint: true }).dev;
+  } catch {
+    return undefined;
+  }
 }

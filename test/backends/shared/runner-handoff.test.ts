@@ -28,9 +28,12 @@ function handingRunner(root: string, hostPid: (child: number, nsPid: number) => 
       }
     },
     runnerHostPid: (ns) => hostPid(child.pid!, ns),
+    hostDevice: statSync(root, { bigint: true }).dev,
     relayed,
   };
 }
+
+const MAX = 1 << 30;
 
 describe("runner descriptor hand-off", () => {
   let dir: string;
@@ -58,25 +61,25 @@ describe("runner descriptor hand-off", () => {
   it("reads the reported inode, and refuses a descriptor that is another file", async () => {
     const a = path.join(dir, "a");
     const c = holder(a);
-    expect((await readHandedOff(c.pid!, { fd: 0, ...idOf(a) }, 17, undefined)).toString()).toBe("the runner's file");
-    await expect(readHandedOff(c.pid!, { fd: 0, ...idOf(path.join(dir, "b")) }, 12, undefined)).rejects.toThrow(/not the runner's file/);
+    expect((await readHandedOff(c.pid!, { fd: 0, ...idOf(a) }, 17, MAX, idOf(a).dev)).toString()).toBe("the runner's file");
+    await expect(readHandedOff(c.pid!, { fd: 0, ...idOf(path.join(dir, "b")) }, 12, MAX, idOf(a).dev)).rejects.toThrow(/not the runner's file/);
   });
 
   it("bounds a read by maxBytes even when the file grew past the size reported", async () => {
     const a = path.join(dir, "grown");
     await fs.writeFile(a, Buffer.alloc(200_000, 1));
     const c = holder(a);
-    await expect(readHandedOff(c.pid!, { fd: 0, ...idOf(a) }, 10, 100_000)).rejects.toMatchObject({ code: "TOOBIG" });
+    await expect(readHandedOff(c.pid!, { fd: 0, ...idOf(a) }, 10, 100_000, idOf(a).dev)).rejects.toMatchObject({ code: "TOOBIG" });
   });
 
   it("never writes to an inode other than the reported one", async () => {
     const a = path.join(dir, "w");
     await fs.writeFile(a, "old");
     const c = holder(a, "r+");
-    await expect(writeHandedOff(c.pid!, { fd: 0, ...idOf(path.join(dir, "b")) }, Buffer.from("new"))).rejects.toThrow(/not the runner's file/);
+    await expect(writeHandedOff(c.pid!, { fd: 0, ...idOf(path.join(dir, "b")) }, Buffer.from("new"), idOf(a).dev)).rejects.toThrow(/not the runner's file/);
     expect(await fs.readFile(a, "utf8")).toBe("old");
     expect(await fs.readFile(path.join(dir, "b"), "utf8")).toBe("another file");
-    await writeHandedOff(c.pid!, { fd: 0, ...idOf(a) }, Buffer.from("new"));
+    await writeHandedOff(c.pid!, { fd: 0, ...idOf(a) }, Buffer.from("new"), idOf(a).dev);
     expect(await fs.readFile(a, "utf8")).toBe("new");
   });
 
@@ -84,7 +87,31 @@ describe("runner descriptor hand-off", () => {
     const c = holder();
     const st = await fs.stat(`/proc/${c.pid}/fd/0`, { bigint: true });
     // Refused at open (ENXIO) or after fstat: either way an error, not a read that waits for a writer.
-    await expect(readHandedOff(c.pid!, { fd: 0, dev: st.dev, ino: st.ino }, 10, undefined)).rejects.toThrow(/ENXIO|not the runner's file/);
+    await expect(readHandedOff(c.pid!, { fd: 0, dev: st.dev, ino: st.ino }, 10, MAX, st.dev)).rejects.toThrow(/ENXIO|not the runner's file/);
+  });
+
+  it("never reads what the runner could not: another device (/proc/kallsyms), an O_PATH descriptor, a write-only one", async () => {
+    const a = path.join(dir, "a");
+    const dev = idOf(a).dev;
+    // The runner's own numbers for kallsyms, and the workspace's device as the runner would claim it: refused by the host's.
+    const k = holder("/proc/kallsyms");
+    const ks = statSync("/proc/kallsyms", { bigint: true });
+    await expect(readHandedOff(k.pid!, { fd: 0, dev: ks.dev, ino: ks.ino }, 10, MAX, dev)).rejects.toThrow(/not the runner's file/);
+    // A descriptor that grants no read (O_PATH, or opened write-only) on a workspace file the host could read.
+    const secret = path.join(dir, "secret");
+    await fs.writeFile(secret, "root only", { mode: 0o600 });
+    const o = spawn("python3", ["-c", "import os,sys,time; os.dup2(os.open(sys.argv[1], os.O_PATH), 0); time.sleep(60)", secret], { stdio: ["ignore", "ignore", "ignore"] });
+    kids.push(o);
+    for (let i = 0; i < 100 && !(await fs.readlink(`/proc/${o.pid}/fd/0`).catch(() => "")).endsWith("secret"); i++) await new Promise((r) => setTimeout(r, 20));
+    await expect(readHandedOff(o.pid!, { fd: 0, ...idOf(secret) }, 9, MAX, dev)).rejects.toThrow(/not the runner's file/);
+    const w = holder(secret, "a");
+    await expect(readHandedOff(w.pid!, { fd: 0, ...idOf(secret) }, 9, MAX, dev)).rejects.toThrow(/not the runner's file/);
+    // A read-only descriptor is not written through, and a size over the cap is refused before any allocation.
+    const r = holder(secret);
+    await expect(writeHandedOff(r.pid!, { fd: 0, ...idOf(secret) }, Buffer.from("x"), dev)).rejects.toThrow(/not the runner's file/);
+    await expect(readHandedOff(r.pid!, { fd: 0, ...idOf(secret) }, 2 ** 40, MAX, dev)).rejects.toMatchObject({ code: "TOOBIG" });
+    expect((await readHandedOff(r.pid!, { fd: 0, ...idOf(secret) }, 9, MAX, dev)).toString()).toBe("root only");
+    expect(await fs.readFile(secret, "utf8")).toBe("root only");
   });
 
   it("takes a pid for the runner only when its own view of its pid is the one reported", async () => {

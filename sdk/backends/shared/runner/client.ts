@@ -27,6 +27,13 @@ export interface RunnerTransport {
    */
   runnerHostPid?(nsPid: number): Promise<number | undefined>;
   /**
+   * The device of the workspace's folder as this host sees it (a host-side stat of the folder the sandbox
+   * mounts, never a number from the runner), for a runner on this kernel over a host folder. A handed-off
+   * descriptor must be a regular file on it (handoff.ts); without it there is no hand-off, and big files
+   * cross the runner's channel.
+   */
+  readonly hostDevice?: bigint | undefined;
+  /**
    * The process's stdin and stdout are relayed by a daemon (a Docker exec attach): once the runner is found
    * on this kernel (runnerHostPid), the client moves its calls to a private pipe pair the runner makes,
    * opened through /proc/<runner host pid>/fd, which skips the relay. Optional; absent means stay.
@@ -76,6 +83,7 @@ export interface RunnerExec {
   env: Record<string, string>;
   stdin?: Uint8Array | string | undefined;
   maxOutputBytes: number;
+  /** Past it the command is killed; a runner that does not report it gone within KILL_GRACE_MS is ended. None: no deadline. */
   timeoutMs?: number | undefined;
   signal?: AbortSignal | undefined;
 }
@@ -124,10 +132,70 @@ const LAZY_MS = 50;
 /** Bytes per write frame: big files cross in pieces, each a view of the caller's buffer (no copy). */
 const CHUNK = 1 << 20;
 const REPLY_PREFIX = 12;
+/** Chunks under this size are copied together (FrameReader's #append), TAIL_BYTES at a time. */
+const SMALL_CHUNK = 4096;
+const TAIL_BYTES = 64 << 10;
+
+/*
+ * Caps on what a runner may send: everything on its channel is hostile input (the agent may have become
+ * the runner). Each is checked on a frame's prefix or header, before its payload is buffered; a frame over
+ * one ends that runner (its calls fail, the next call starts a fresh one), never this process.
+ */
+/** A reply's header (NUL-separated fields): the honest runner's are a few hundred bytes (an errno message, a stat). */
+export const MAX_HEADER_BYTES = 64 << 10;
+/** One read's data frame: the honest runner reads and sends 1 MiB at a time. */
+export const MAX_DATA_FRAME = 4 << 20;
+/** One listing's reply (l, t, T: a whole folder or tree in one frame). */
+export const MAX_LIST_BYTES = 64 << 20;
+/** What a read without its own maxBytes may return (the runner is sent this cap and refuses bigger files). */
+export const MAX_READ_BYTES = 1 << 30;
+/** Host-side deadline of one file call (read, write, list, stat...): past it the runner is ended. */
+export const CALL_TIMEOUT_MS = 60_000;
+/** How long a command (or spawned process) asked to die has to be reported gone before its runner is ended. */
+export const KILL_GRACE_MS = 5_000;
+/** Slack over a spawned process's window: the runner drains up to 1 MiB more of a stream at its exit. */
+const SPAWN_SLACK = (1 << 20) + (64 << 10);
+/** A big transfer's deadline grows by a second per this many bytes (a slow honest channel still finishes). */
+const MIN_RATE = 1 << 20;
+/** Ops whose work grows with a tree (copy, recursive remove, tree listing): ten deadlines. */
+const SLOW_OPS = new Set(["C", "d", "T"]);
+/** Ops whose "o" reply carries a listing as its payload. */
+const LIST_OPS = new Set(["l", "t", "T"]);
+
+/** Tuning of one client (the defaults above suit every backend; tests shorten them). */
+export interface RunnerClientOptions {
+  /** Deadline of a file call and of the runner's hello, in ms (CALL_TIMEOUT_MS); a big transfer gets a second more per MiB. */
+  callTimeoutMs?: number | undefined;
+  /** Grace after a kill request, in ms (KILL_GRACE_MS). */
+  killGraceMs?: number | undefined;
+  /** Cap of a read without maxBytes (MAX_READ_BYTES). */
+  maxReadBytes?: number | undefined;
+}
+
+/** The runner broke the protocol: ends that runner (never thrown to a caller, only its message). */
+class ProtocolError extends Error {}
 
 interface Pending {
+  /** Checks a frame's header before its payload is buffered: throws ProtocolError for a wrong kind or too big a payload. */
+  accept(fields: string[], payloadLength: number): void;
   onFrame(fields: string[], payload: Buffer[], length: number): boolean;
   onDeath(reason: string): void;
+  /** The call's host-side deadline, if armed (see #arm). */
+  timer?: NodeJS.Timeout | undefined;
+}
+
+/** Throws unless the frame is one of `kinds` with at most `max` payload bytes. */
+function accepts(fields: string[], pl: number, what: string, kinds: readonly string[], max = 0): void {
+  const kind = fields[0] ?? "";
+  if (!kinds.includes(kind)) throw new ProtocolError(`a '${kind.slice(0, 16)}' frame for ${what}`);
+  if (pl > max) throw new ProtocolError(`a ${pl}-byte '${kind}' frame for ${what}, over its ${max}-byte cap`);
+}
+
+/** A non-negative safe integer field, else undefined (never NaN, -1 or 2**64). */
+function count(field: string | undefined): number | undefined {
+  if (field === undefined || !/^\d{1,16}$/.test(field)) return undefined;
+  const n = Number(field);
+  return Number.isSafeInteger(n) ? n : undefined;
 }
 
 /**
@@ -140,10 +208,15 @@ export class RunnerClient {
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
   readonly #main: FrameReader;
+  readonly #callMs: number;
+  readonly #graceMs: number;
+  readonly #maxRead: number;
   /** The private pipe pair once open (see RunnerTransport.relayed): requests from id #sideFrom on use it. */
-  #side: { w: Socket; r: Socket } | undefined;
+  #side: { w: Socket; r: Socket; reader: FrameReader } | undefined;
   #sideFrom = Number.MAX_SAFE_INTEGER;
   #dead = false;
+  /** Ended by this side for a protocol breach or a missed deadline: #why says which, the transport's exit does not replace it. */
+  #abandoned = false;
   #retired = false;
   #why = "";
   #spawnFailed = false;
@@ -168,8 +241,11 @@ export class RunnerClient {
   readonly ready: Promise<void>;
   readonly exited: Promise<void>;
 
-  constructor(transport: RunnerTransport) {
+  constructor(transport: RunnerTransport, options: RunnerClientOptions = {}) {
     this.#t = transport;
+    this.#callMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS;
+    this.#graceMs = options.killGraceMs ?? KILL_GRACE_MS;
+    this.#maxRead = options.maxReadBytes ?? MAX_READ_BYTES;
     let hello!: () => void;
     let noHello!: (e: Error) => void;
     this.ready = new Promise<void>((resolve, reject) => {
@@ -177,25 +253,36 @@ export class RunnerClient {
       noHello = reject;
     });
     this.ready.catch(() => undefined);
+    // Id 0 stays: it carries one hello, then at most the runner's complaints about notes (failures of ops
+    // that have no reply, say a release of a descriptor), which are dropped.
+    let greeted = false;
     this.#pending.set(0, {
+      accept: (fields, pl) => accepts(fields, pl, "the runner's greeting", greeted ? ["e"] : ["hello", "e"]),
       onFrame: (fields) => {
         if (fields[0] === "hello") {
-          const pid = Number(fields[2]);
-          if (Number.isSafeInteger(pid) && pid > 0) this.#nsPid = pid;
+          greeted = true;
+          const slot = this.#pending.get(0);
+          if (slot?.timer) clearTimeout(slot.timer);
+          const pid = count(fields[2]);
+          if (pid !== undefined && pid > 0) this.#nsPid = pid;
           hello();
-          if (transport.relayed && this.#canHandOff()) void this.#openSide();
+          if (transport.relayed && this.#canSide()) void this.#openSide();
         }
         // Held open until the runner said hello (someone may be awaiting `ready`), idle from then on.
         if (this.#calls() === 0) this.#idle();
-        return true;
+        return false;
       },
       onDeath: (why) => noHello(new UnavailableError(`sandbox runner did not start${why ? `: ${why}` : ""}`)),
     });
-    this.#main = new FrameReader((id, fields, payload, length) => this.#onFrame(id, fields, payload, length));
-    transport.stdout.on("data", (c: Buffer) => this.#main.push(c));
+    this.#main = this.#reader();
+    // A runner that never says hello would leave every `await ready` waiting: it has a call's deadline.
+    this.#arm(0, this.#callMs, "the runner's hello");
+    transport.stdout.on("data", (c: Buffer) => this.#feed(this.#main, c));
+    // A transport whose stream failed (a text channel's over-long line, a broken demux) ends the runner.
+    transport.stdout.on("error", (e: Error) => this.#abandon(`its channel failed: ${e.message}`));
     transport.stdin.on("error", () => undefined);
     this.exited = transport.exited.then(({ why, spawnFailed }) => {
-      this.#why = why.trim().slice(-2000);
+      if (!this.#abandoned) this.#why = why.trim().slice(-2000);
       this.#spawnFailed = spawnFailed === true;
       this.#die();
     });
@@ -229,6 +316,10 @@ export class RunnerClient {
     const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
     const header = ["x", String(id), String(req.maxOutputBytes), req.cwd, String(req.argv.length), ...req.argv, ...env];
     const stdin = req.stdin === undefined ? Buffer.alloc(0) : Buffer.from(req.stdin);
+    const max = req.maxOutputBytes;
+    // The result frame: stdout and stderr, each capped by the runner at max (a command that failed to
+    // start sends its argv[0] and the reason instead).
+    const room = 2 * max + Buffer.byteLength(req.argv[0] ?? "") + 4096;
     return new Promise<ExecResult>((resolve, reject) => {
       let killed = false;
       let timer: NodeJS.Timeout | undefined;
@@ -236,26 +327,35 @@ export class RunnerClient {
         if (killed || !this.#pending.has(id)) return;
         killed = true;
         this.#send(["k", String(id)]);
+        // A runner that does not report the command gone is ended; the exec then resolves as timed out.
+        this.#arm(id, this.#graceMs, `a killed command's end`);
       };
       const cleanup = () => {
         if (timer) clearTimeout(timer);
         req.signal?.removeEventListener("abort", kill);
       };
       this.#add(id, {
+        accept: (fields, pl) => accepts(fields, pl, "an exec", ["x", "e"], fields[0] === "x" ? room : 0),
         onFrame: (fields, payload, length) => {
-          cleanup();
           if (fields[0] === "e") {
+            cleanup();
             reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
             return true;
           }
-          const all = Buffer.concat(payload, length);
-          const outLen = Number(fields[3]);
+          const code = count(fields[1]);
+          const outLen = count(fields[3]);
+          if (code === undefined || outLen === undefined || outLen > length) throw new ProtocolError(`an exec result with code '${fields[1]}' and ${fields[3]} of ${length} bytes as stdout`);
+          cleanup();
+          const all = payload.length === 1 ? payload[0]! : Buffer.concat(payload, length);
+          // Never more than the caller's cap per stream, whatever the runner sent.
+          const stdout = all.subarray(0, Math.min(outLen, max));
+          const stderr = all.subarray(outLen, outLen + max);
           const r: ExecResult = {
-            exitCode: killed ? -1 : Number(fields[1]),
-            stdout: all.subarray(0, outLen),
-            stderr: all.subarray(outLen),
+            exitCode: killed ? -1 : code,
+            stdout,
+            stderr,
             timedOut: killed,
-            truncated: fields[2] === "1",
+            truncated: fields[2] === "1" || stdout.length < outLen || stderr.length < length - outLen,
           };
           if (r.timedOut && r.stderr.length === 0) r.stderr = Buffer.from("timed out");
           resolve(r);
@@ -263,7 +363,7 @@ export class RunnerClient {
         },
         onDeath: (why) => {
           cleanup();
-          const r = killed ? { ...stopped(""), timedOut: true } : stopped(why);
+          const r = killed ? { ...stopped(this.#abandoned ? why : ""), timedOut: true } : stopped(why);
           if (this.#spawnFailed && !killed) r.exitCode = 127;
           resolve(r);
         },
@@ -289,13 +389,34 @@ export class RunnerClient {
     }
     const id = this.#nextId++;
     const sid = String(id);
+    // What the runner may have in flight: per output stream, the window (plus its drain at the end) over
+    // what the host acknowledged; stdin acknowledgements, never more than was sent.
+    const received = { 1: 0, 2: 0 };
+    const acked = { 1: 0, 2: 0 };
+    let sent = 0;
+    let written = 0;
+    const most = Math.max(window, 4096) + SPAWN_SLACK;
     this.#add(id, {
+      accept: (fields, pl) => {
+        const kind = fields[0];
+        const s = kind === "1" ? 1 : 2;
+        accepts(fields, pl, "a spawned process", ["1", "2", "a", "q", "e"], kind === "1" || kind === "2" ? most - (received[s] - acked[s]) : 0);
+      },
       onFrame: (fields, payload, length) => {
         const kind = fields[0];
-        if (kind === "1" || kind === "2") sink.output(kind === "1" ? 1 : 2, payload.length === 1 ? payload[0]! : Buffer.concat(payload, length));
-        else if (kind === "a") sink.written(Number(fields[1]) || 0);
-        else if (kind === "q") sink.exit(Number(fields[1]));
-        else if (kind === "e") sink.failed(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""), 127);
+        if (kind === "1" || kind === "2") {
+          received[kind === "1" ? 1 : 2] += length;
+          sink.output(kind === "1" ? 1 : 2, payload.length === 1 ? payload[0]! : Buffer.concat(payload, length));
+        } else if (kind === "a") {
+          const n = count(fields[1]);
+          if (n === undefined || written + n > sent) throw new ProtocolError(`a spawned process acknowledged '${fields[1]}' stdin bytes, ${sent - written} in flight`);
+          written += n;
+          sink.written(n);
+        } else if (kind === "q") {
+          const code = Number(fields[1]);
+          if (!Number.isSafeInteger(code)) throw new ProtocolError(`a spawned process exited with '${fields[1]}'`);
+          sink.exit(code);
+        } else sink.failed(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""), 127);
         return kind === "q" || kind === "e";
       },
       onDeath: (why) => sink.failed(runnerGone(why), this.#spawnFailed ? 127 : null),
@@ -305,17 +426,35 @@ export class RunnerClient {
     const live = () => this.#pending.has(id);
     return {
       write: (data) => {
-        for (let at = 0; live() && at < data.byteLength; at += CHUNK) this.#send(["i", sid], data.subarray(at, at + CHUNK));
+        for (let at = 0; live() && at < data.byteLength; at += CHUNK) {
+          const piece = data.subarray(at, at + CHUNK);
+          sent += piece.byteLength;
+          this.#send(["i", sid], piece);
+        }
       },
       end: () => live() && this.#send(["I", sid]),
-      consumed: (stream, bytes) => live() && this.#send(["a", sid, String(stream), String(bytes)]),
-      kill: () => live() && this.#send(["k", sid]),
+      consumed: (stream, bytes) => {
+        if (!live()) return;
+        acked[stream] += bytes;
+        this.#send(["a", sid, String(stream), String(bytes)]);
+      },
+      kill: () => {
+        if (!live()) return;
+        this.#send(["k", sid]);
+        // Not reported gone within the grace: the runner is ended (and the process with it).
+        if (!this.#pending.get(id)?.timer) this.#arm(id, this.#graceMs, `a killed process's end`);
+      },
     };
   }
 
   /** One request answered by one "o" (or "e") frame. */
   call(op: string, args: string[], payload?: Buffer): Promise<RunnerReply> {
-    return this.#request((id) => this.#send([op, String(id), ...args], payload), (resolve, reject) => ({
+    // A spare (P) is answered by a descriptor; listings carry their entries, nothing else carries a payload.
+    const ok = op === "P" ? "h" : "o";
+    const room = LIST_OPS.has(op) ? MAX_LIST_BYTES : 0;
+    const ms = SLOW_OPS.has(op) ? 10 * this.#callMs : this.#callMs;
+    return this.#request(`a '${op}' call`, ms, (id) => this.#send([op, String(id), ...args], payload), (resolve, reject) => ({
+      accept: (fields, pl) => accepts(fields, pl, `a '${op}' call`, [ok, "e"], fields[0] === ok ? room : 0),
       onFrame: (fields, chunks, length) => {
         if (fields[0] === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
         else resolve({ fields: fields.slice(1), payload: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length) });
@@ -331,15 +470,25 @@ export class RunnerClient {
   read(rel: string, maxBytes: number | undefined, handoff = this.#canHandOff() || this.#canRemote()): Promise<Buffer> {
     let out: Buffer | undefined;
     let len = 0;
-    const cap = maxBytes === undefined ? "-" : String(maxBytes);
+    // The host's own cap, whatever the runner says: the caller's, else MAX_READ_BYTES (sent to the runner,
+    // which refuses a bigger file with TOOBIG, as it does any file over a caller's cap).
+    const cap = maxBytes !== undefined && Number.isSafeInteger(maxBytes) && maxBytes >= 0 ? Math.min(maxBytes, this.#maxRead) : this.#maxRead;
     let rid = 0;
-    return this.#request((id) => ((rid = id), this.#send([handoff ? "R" : "r", String(id), rel, cap])), (resolve, reject) => ({
+    let state: "start" | "data" = "start";
+    const what = "a read";
+    return this.#request(what, this.#callMs, (id) => ((rid = id), this.#send([handoff ? "R" : "r", String(id), rel, String(cap)])), (resolve, reject) => ({
+      accept: (fields, pl) =>
+        state === "start"
+          ? accepts(fields, pl, what, handoff ? ["h", "s", "e"] : ["s", "e"])
+          : accepts(fields, pl, what, ["d", "o", "e"], fields[0] === "d" ? Math.min(MAX_DATA_FRAME, cap - len) : 0),
       onFrame: (fields, chunks, length) => {
         const kind = fields[0];
         if (kind === "h") {
-          // Settled here; the held descriptor is released once read, and a failed hand-off reads again over the pipe.
           const h = parseHandedOff(fields);
-          const done = this.#drain(h, Number(fields[4]) || 0, maxBytes);
+          const size = count(fields[4]);
+          if (!h || size === undefined || size > cap) throw new ProtocolError(`a hand-off of '${fields.slice(1, 5).join(" ")}' for a read capped at ${cap} bytes`);
+          // Settled here; the held descriptor is released once read, and a failed hand-off reads again over the pipe.
+          const done = this.#drain(h, size, cap);
           // Through the service's file API the release waits for the next frame (see #sendLazy).
           const local = this.#hostPid !== undefined;
           void done.finally(() => (local ? this.#send(["z", String(rid)]) : this.#sendLazy(["z", String(rid)]))).catch(() => undefined);
@@ -347,12 +496,18 @@ export class RunnerClient {
           return true;
         }
         if (kind === "s") {
-          out = Buffer.allocUnsafe(Number(fields[1]) || 0);
+          // The size is the runner's word: checked against the cap before anything is allocated by it.
+          const size = count(fields[1]);
+          if (size === undefined || size > cap) throw new ProtocolError(`a size of '${fields[1]}' for a read capped at ${cap} bytes`);
+          out = Buffer.allocUnsafe(size);
+          state = "data";
+          this.#arm(rid, this.#callMs + (size / MIN_RATE) * 1000, what);
           return false;
         }
         if (kind === "d") {
+          // accept() kept len + length within the cap; a file that grew is grown into, never past it.
           if (!out || len + length > out.length) {
-            const grown = Buffer.allocUnsafe(Math.max(len + length, (out?.length ?? 0) * 2));
+            const grown = Buffer.allocUnsafe(Math.min(cap, Math.max(len + length, (out?.length ?? 0) * 2)));
             out?.copy(grown, 0, 0, len);
             out = grown;
           }
@@ -360,6 +515,7 @@ export class RunnerClient {
           return false;
         }
         if (kind === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
+        else if (count(fields[1]) !== len) throw new ProtocolError(`a read's end reporting '${fields[1]}' bytes after ${len}`);
         else resolve(out ? out.subarray(0, len) : Buffer.alloc(0));
         return true;
       },
@@ -383,7 +539,10 @@ export class RunnerClient {
       for (let at = from; at < data.byteLength; at += CHUNK) this.#send(["c", sid], data.subarray(at, at + CHUNK));
       this.#send(["e", sid]);
     };
+    let handedOff = false;
     return this.#request(
+      "a write",
+      this.#callMs + (data.byteLength / MIN_RATE) * 1000,
       (id) => {
         const sid = String(id);
         if (handoff) return this.#send(["W", sid, rel, kind, m]);
@@ -393,8 +552,11 @@ export class RunnerClient {
       (resolve, reject) => {
         let sid = "";
         return {
+          // One descriptor at most, and only when one was asked for (W).
+          accept: (fields, pl) => accepts(fields, pl, "a write", handoff && !handedOff ? ["h", "o", "e"] : ["o", "e"]),
           onFrame: (fields) => {
             if (fields[0] === "h") {
+              handedOff = true;
               const h = parseHandedOff(fields);
               void this.#fill(h, data).then(
                 () => this.#send(["e", sid]),
@@ -544,7 +706,16 @@ export class RunnerClient {
     return this.#spareAsk;
   }
 
+  /**
+   * Descriptor hand-off: only with the runner on this kernel and the workspace's own device known from the
+   * host's side (RunnerTransport.hostDevice), never a number the runner reported.
+   */
   #canHandOff(): boolean {
+    return this.#canSide() && this.#t.hostDevice !== undefined;
+  }
+
+  /** The private pipe pair (RunnerTransport.relayed): the runner found on this kernel. */
+  #canSide(): boolean {
     return this.#t.runnerHostPid !== undefined && this.#nsPid !== undefined;
   }
 
@@ -572,10 +743,11 @@ export class RunnerClient {
   }
 
   /** Reads the runner's held descriptor: on this kernel through its /proc link, else through the service's file API. */
-  async #drain(h: HandedOff | undefined, size: number, maxBytes: number | undefined): Promise<Buffer> {
+  async #drain(h: HandedOff | undefined, size: number, maxBytes: number): Promise<Buffer> {
     if (!h) throw new Error("no hand-off");
     const pid = await this.#runnerHostPid();
-    if (pid !== undefined) return readHandedOff(pid, h, size, maxBytes);
+    const device = this.#t.hostDevice;
+    if (pid !== undefined && device !== undefined) return readHandedOff(pid, h, size, maxBytes, device);
     const remote = this.#t.remoteFiles;
     if (!remote || this.#nsPid === undefined) throw new Error("no hand-off");
     let data: Buffer;
@@ -587,7 +759,7 @@ export class RunnerClient {
     }
     // The runner held the descriptor throughout (a pid reused after its end would name another process's).
     if (this.#dead) throw runnerGone(this.#why);
-    if (maxBytes !== undefined && data.length > maxBytes) throw new RunnerFailure("TOOBIG", String(data.length));
+    if (data.length > maxBytes) throw new RunnerFailure("TOOBIG", String(data.length));
     return data;
   }
 
@@ -595,7 +767,8 @@ export class RunnerClient {
   async #fill(h: HandedOff | undefined, data: Uint8Array): Promise<void> {
     if (!h) throw new Error("no hand-off");
     const pid = await this.#runnerHostPid();
-    if (pid !== undefined) return writeHandedOff(pid, h, data);
+    const device = this.#t.hostDevice;
+    if (pid !== undefined && device !== undefined) return writeHandedOff(pid, h, data, device);
     const remote = this.#t.remoteFiles;
     if (!remote || this.#nsPid === undefined) throw new Error("no hand-off");
     try {
@@ -622,11 +795,10 @@ export class RunnerClient {
 
   /** Kills the runner; calls in flight fail (execs resolve as stopped). */
   stop(): Promise<void> {
-    if (!this.#dead) {
-      // Held while stopping, so a caller awaiting close() is not dropped by an idle event loop.
-      this.#t.ref?.();
-      this.#killTransport();
-    }
+    // Held while stopping, so a caller awaiting close() is not dropped by an idle event loop (a runner
+    // ended by the host is dead before its process is gone: it is held too).
+    if (!this.#dead || this.#abandoned) this.#t.ref?.();
+    if (!this.#dead) this.#killTransport();
     return this.exited;
   }
 
@@ -639,7 +811,10 @@ export class RunnerClient {
     }
   }
 
+  /** One call with a host-side deadline of `ms` (`what` names it in the runner's end if it is missed). */
   #request<T>(
+    what: string,
+    ms: number,
     send: (id: number) => void,
     make: (resolve: (v: T | Promise<T>) => void, reject: (e: unknown) => void) => Omit<Pending, "onDeath"> & { bind?: (id: number) => void },
   ): Promise<T> {
@@ -648,9 +823,70 @@ export class RunnerClient {
     return new Promise<T>((resolve, reject) => {
       const p = make(resolve, reject);
       p.bind?.(id);
-      this.#add(id, { onFrame: p.onFrame, onDeath: (why) => reject(runnerGone(why)) });
+      this.#add(id, { accept: p.accept, onFrame: p.onFrame, onDeath: (why) => reject(runnerGone(why)) });
+      this.#arm(id, ms, what);
       send(id);
     });
+  }
+
+  /**
+   * (Re)sets call `id`'s deadline: missed, the runner is ended (every call on it fails, the next call
+   * starts a fresh one). A wedged runner never leaves a call, and with it its workspace, busy for ever.
+   */
+  #arm(id: number, ms: number, what: string): void {
+    const p = this.#pending.get(id);
+    if (!p) return;
+    if (p.timer) clearTimeout(p.timer);
+    p.timer = setTimeout(() => this.#abandon(`${what} got no answer within ${Math.round(ms / 1000)} s`), Math.min(ms, 2 ** 31 - 1));
+    p.timer.unref();
+  }
+
+  /**
+   * Ends this runner from the host's side (a protocol breach, a missed deadline): the buffered bytes are
+   * dropped, calls in flight fail with `why` now (execs resolve as stopped), and the process is killed.
+   */
+  #abandon(why: string): void {
+    if (this.#dead) return;
+    this.#abandoned = true;
+    this.#why = `ended by the host: ${why}`;
+    this.#main.close();
+    this.#side?.reader.close();
+    this.#die();
+    this.#killTransport();
+    // Requests queued for a runner that no longer reads are the host's memory: let them go.
+    try {
+      this.#t.stdin.destroy();
+    } catch {
+      // Already destroyed.
+    }
+  }
+
+  #reader(): FrameReader {
+    return new FrameReader(
+      (id, hl) => this.#check(id, hl),
+      (id, fields, pl) => {
+        // Settled meanwhile by a frame on the other channel (the private pair): a duplicate.
+        const p = this.#pending.get(id);
+        if (!p) throw new ProtocolError(`a reply for id ${id}, which no call is waiting for any more`);
+        p.accept(fields, pl);
+      },
+      (id, fields, payload, length) => this.#onFrame(id, fields, payload, length),
+    );
+  }
+
+  /** One chunk off a channel: nothing thrown while handling it escapes the stream's listener. */
+  #feed(reader: FrameReader, chunk: Buffer): void {
+    try {
+      reader.push(chunk);
+    } catch (e) {
+      this.#abandon(e instanceof ProtocolError ? `it sent ${e.message}` : `a reply could not be handled: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+
+  /** A frame's prefix: its header length and id, before anything of it is buffered. */
+  #check(id: number, hl: number): void {
+    if (hl > MAX_HEADER_BYTES) throw new ProtocolError(`a ${hl}-byte frame header (the cap is ${MAX_HEADER_BYTES})`);
+    if (!this.#pending.has(id)) throw new ProtocolError(`a reply for id ${id}, which no call is waiting for`);
   }
 
   #add(id: number, p: Pending): void {
@@ -723,9 +959,9 @@ export class RunnerClient {
       this.#send(["G", "0", "-"]);
       return;
     }
-    const side = { w: new Socket({ fd: opened.w, readable: false, writable: true }), r: new Socket({ fd: opened.r, readable: true, writable: false }) };
-    const reader = new FrameReader((id, fields, payload, length) => this.#onFrame(id, fields, payload, length));
-    side.r.on("data", (c: Buffer) => reader.push(c));
+    const reader = this.#reader();
+    const side = { w: new Socket({ fd: opened.w, readable: false, writable: true }), r: new Socket({ fd: opened.r, readable: true, writable: false }), reader };
+    side.r.on("data", (c: Buffer) => this.#feed(reader, c));
     // The pair breaking while the runner lives would strand the calls on it: the runner is ended instead.
     const broken = () => !this.#dead && this.#killTransport();
     for (const s of [side.w, side.r]) {
@@ -742,10 +978,11 @@ export class RunnerClient {
   #onFrame(id: number, fields: string[], payload: Buffer[], length: number): void {
     const p = this.#pending.get(id);
     if (p && p.onFrame(fields, payload, length) && id !== 0) this.#settled(id);
-    else if (p && id === 0) this.#pending.delete(0);
   }
 
   #settled(id: number): void {
+    const p = this.#pending.get(id);
+    if (p?.timer) clearTimeout(p.timer);
     this.#pending.delete(id);
     if (this.#calls() === 0) {
       this.#idle();
@@ -756,11 +993,17 @@ export class RunnerClient {
   #die(): void {
     if (this.#dead) return;
     this.#dead = true;
+    // A partial frame held for a runner that is gone is let go now, not with the client.
+    this.#main.close();
+    this.#side?.reader.close();
     this.#side?.w.destroy();
     this.#side?.r.destroy();
     const all = [...this.#pending.values()];
     this.#pending.clear();
-    for (const p of all) p.onDeath(this.#why);
+    for (const p of all) {
+      if (p.timer) clearTimeout(p.timer);
+      p.onDeath(this.#why);
+    }
     this.#idle();
   }
 
@@ -782,6 +1025,8 @@ export function runnerGone(why: string): UnavailableError {
 
 /** Why the command cannot be encoded (NUL-separated fields), as the kernel would refuse it anyway; else null. */
 function badField(req: RunnerExec): string | null {
+  // The cap sizes what the host accepts back: it must be a real byte count.
+  if (!Number.isSafeInteger(req.maxOutputBytes) || req.maxOutputBytes < 0) return "maxOutputBytes must be a non-negative integer";
   if (req.argv.some((a) => a.includes("\0"))) return "argv contains a NUL byte";
   if (req.cwd.includes("\0")) return "cwd contains a NUL byte";
   for (const [k, v] of Object.entries(req.env)) {
@@ -796,34 +1041,86 @@ function stopped(detail: string): ExecResult {
   return { exitCode: -1, stdout: Buffer.alloc(0), stderr: Buffer.from(`sandbox exec runner stopped${why}`), timedOut: false, truncated: false };
 }
 
-/** Splits one stream of reply frames (u32 id, u32 header length, u32 payload length, header, payload). */
+/**
+ * Splits one stream of reply frames (u32 id, u32 header length, u32 payload length, header, payload),
+ * validating before buffering: the prefix (id and header length) is checked before the header is kept,
+ * the header (kind and payload length) before the payload is. So what it holds is never more than one
+ * frame the call accepts, plus one chunk. Anything thrown comes out of push(), for the caller to end the
+ * runner; after close() it holds nothing and takes nothing.
+ */
 class FrameReader {
   readonly #chunks: Buffer[] = [];
   #buffered = 0;
-  constructor(private readonly onFrame: (id: number, fields: string[], payload: Buffer[], length: number) => void) {}
+  /** The frame being received: its prefix, then its header once checked. */
+  #frame: { id: number; hl: number; pl: number; fields?: string[] } | undefined;
+  #closed = false;
+  constructor(
+    private readonly checkPrefix: (id: number, headerLength: number) => void,
+    private readonly checkHeader: (id: number, fields: string[], payloadLength: number) => void,
+    private readonly onFrame: (id: number, fields: string[], payload: Buffer[], length: number) => void,
+  ) {}
 
   push(chunk: Buffer): void {
-    this.#chunks.push(chunk);
+    if (this.#closed) return;
+    this.#append(chunk);
     this.#buffered += chunk.length;
-    while (this.#buffered >= REPLY_PREFIX) {
-      const head = this.#peek(REPLY_PREFIX);
-      const id = head.readUInt32BE(0);
-      const hl = head.readUInt32BE(4);
-      const pl = head.readUInt32BE(8);
-      if (this.#buffered < REPLY_PREFIX + hl + pl) break;
-      this.#take(REPLY_PREFIX);
-      const fields = hl ? Buffer.concat(this.#take(hl), hl).toString("utf8").split("\0") : [];
-      this.onFrame(id, fields, this.#take(pl), pl);
+    while (!this.#closed) {
+      let f = this.#frame;
+      if (!f) {
+        if (this.#buffered < REPLY_PREFIX) break;
+        const first = this.#chunks[0]!;
+        const head = first.length >= REPLY_PREFIX ? first : Buffer.concat(this.#take(REPLY_PREFIX), REPLY_PREFIX);
+        f = { id: head.readUInt32BE(0), hl: head.readUInt32BE(4), pl: head.readUInt32BE(8) };
+        if (head === first) this.#take(REPLY_PREFIX);
+        this.checkPrefix(f.id, f.hl);
+        this.#frame = f;
+      }
+      if (!f.fields) {
+        if (this.#buffered < f.hl) break;
+        f.fields = f.hl ? Buffer.concat(this.#take(f.hl), f.hl).toString("utf8").split("\0") : [];
+        this.checkHeader(f.id, f.fields, f.pl);
+      }
+      if (this.#buffered < f.pl) break;
+      this.#frame = undefined;
+      this.onFrame(f.id, f.fields, this.#take(f.pl), f.pl);
     }
   }
 
-  #peek(n: number): Buffer {
-    const first = this.#chunks[0]!;
-    if (first.length >= n) return first;
-    const whole = Buffer.concat(this.#chunks);
+  /** Drops what is buffered; later chunks are ignored (the runner is being ended). */
+  close(): void {
+    this.#closed = true;
     this.#chunks.length = 0;
-    this.#chunks.push(whole);
-    return whole;
+    this.#buffered = 0;
+    this.#frame = undefined;
+    this.#tail = undefined;
+  }
+
+  /** Room the last small chunks were copied into (see #append). */
+  #tail: { buf: Buffer; used: number; view: Buffer } | undefined;
+
+  /**
+   * Keeps a chunk; small ones (a runner dripping a byte at a time) are copied together into one buffer,
+   * so a frame held is its bytes, not a million tiny Buffers' overhead.
+   */
+  #append(chunk: Buffer): void {
+    // Nothing held (the usual case: a reply arrives whole): kept as it is.
+    if (chunk.length >= SMALL_CHUNK || this.#chunks.length === 0) {
+      this.#chunks.push(chunk);
+      return;
+    }
+    const t = this.#tail;
+    const last = this.#chunks[this.#chunks.length - 1];
+    if (t && last === t.view && t.used + chunk.length <= t.buf.length) {
+      chunk.copy(t.buf, t.used);
+      t.used += chunk.length;
+      t.view = t.buf.subarray(last.byteOffset - t.buf.byteOffset, t.used);
+      this.#chunks[this.#chunks.length - 1] = t.view;
+      return;
+    }
+    const buf = Buffer.allocUnsafe(TAIL_BYTES);
+    chunk.copy(buf, 0);
+    this.#tail = { buf, used: chunk.length, view: buf.subarray(0, chunk.length) };
+    this.#chunks.push(this.#tail.view);
   }
 
   /** The next n bytes as views of the received chunks (no copy). */

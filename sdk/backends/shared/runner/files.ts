@@ -4,7 +4,7 @@ import path from "node:path";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../../errors.js";
 import type { DirEntry, FileInfo } from "../../../sandbox.js";
 import { checkRelativePath } from "../../../paths.js";
-import { RunnerFailure, type RunnerClient } from "./client.js";
+import { MAX_READ_BYTES, RunnerFailure, type RunnerClient } from "./client.js";
 
 /** A runner lent for one call; `release` ends a runner started for that call alone (after its handle closed). */
 export interface RunnerLease {
@@ -30,7 +30,8 @@ export class RunnerFiles {
 
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
     const clean = checkRelativePath(rel);
-    return this.#run(clean, "read", (r) => r.read(clean, options.maxBytes), options.maxBytes);
+    // The host caps every read: a caller without a cap gets MAX_READ_BYTES (and its error names that).
+    return this.#run(clean, "read", (r) => r.read(clean, options.maxBytes), options.maxBytes ?? MAX_READ_BYTES);
   }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {

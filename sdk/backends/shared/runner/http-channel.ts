@@ -24,6 +24,12 @@ import { RUNNER_SOURCE } from "./source.js";
 /** Most bytes one POST carries: queued frames go together, up to this. */
 const MAX_BATCH = 8 << 20;
 const END = 0xffffffff;
+/**
+ * The gateway runs in the sandbox, so its replies are hostile input too: a reply body (a channel's id, a
+ * refusal) and the end record (the runner's exit code and stderr tail, 4000 bytes) are capped; stream
+ * records pass on as they arrive, never gathered.
+ */
+const MAX_REPLY = 64 << 10;
 
 /**
  * The gateway's start, run by the starting command itself (one python process, no shell tools: each
@@ -553,9 +559,15 @@ export function startHttpRunner(ep: HttpRunnerEndpoint): HttpRunnerTransport {
         { method, agent, headers: { ...headers, ...(body ? { "content-type": "application/octet-stream", "content-length": String(body.length) } : { "content-length": "0" }) } },
         (res) => {
           const parts: Buffer[] = [];
-          res.on("data", (c: Buffer) => parts.push(c));
+          let size = 0;
+          res.on("data", (c: Buffer) => {
+            size += c.length;
+            if (size <= MAX_REPLY) parts.push(c);
+            else res.destroy(new Error(`the sandbox's runner gateway sent a reply over ${MAX_REPLY} bytes`));
+          });
           res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts) }));
           res.on("error", reject);
+          res.on("close", () => size > MAX_REPLY && reject(new Error(`the sandbox's runner gateway sent a reply over ${MAX_REPLY} bytes`)));
         },
       );
       req.on("error", reject);
@@ -598,7 +610,11 @@ export function startHttpRunner(ep: HttpRunnerEndpoint): HttpRunnerTransport {
           if (state === "len" || state === "endlen") {
             const n = whole.readUInt32BE(0);
             if (state === "len" && n === END) [state, need] = ["endlen", 4];
-            else if (state === "endlen") [state, need] = ["end", n];
+            else if (state === "endlen" && n > MAX_REPLY) {
+              res.destroy();
+              finish(`the runner's stream sent an end record of ${n} bytes`);
+              return;
+            } else if (state === "endlen") [state, need] = ["end", n];
             else if (n > 0) [state, need] = ["data", n];
           } else {
             try {

@@ -6,11 +6,26 @@
 import type { ExecOptions, ExecResult } from "../../../sandbox.js";
 import { checkRelativePath } from "../../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../../util/process.js";
-import { RunnerClient, type RunnerTransport } from "./client.js";
+import { RunnerClient, type RunnerClientOptions, type RunnerTransport } from "./client.js";
 import { cwdError } from "./files.js";
 
 export { RUNNER_SOURCE } from "./source.js";
-export { RunnerClient, RunnerFailure, runnerGone, type RemoteFiles, type RunnerExec, type RunnerSpawn, type RunnerTransport } from "./client.js";
+export {
+  CALL_TIMEOUT_MS,
+  KILL_GRACE_MS,
+  MAX_DATA_FRAME,
+  MAX_HEADER_BYTES,
+  MAX_LIST_BYTES,
+  MAX_READ_BYTES,
+  RunnerClient,
+  RunnerFailure,
+  runnerGone,
+  type RemoteFiles,
+  type RunnerClientOptions,
+  type RunnerExec,
+  type RunnerSpawn,
+  type RunnerTransport,
+} from "./client.js";
 export { RunnerFiles, cwdError, mapRunnerError, type RunnerLease } from "./files.js";
 export { spawnThroughRunner, SPAWN_WINDOW } from "./spawn.js";
 
@@ -47,12 +62,15 @@ export function runnerArgv(python: string, root: string, source: string): string
  */
 export class RunnerSupervisor {
   readonly #start: () => RunnerTransport;
+  readonly #options: RunnerClientOptions;
   #current: RunnerClient | undefined;
   #key = "";
   readonly #retired = new Set<RunnerClient>();
 
-  constructor(start: () => RunnerTransport) {
+  /** `options` tune every runner it starts (deadlines, the read cap); the defaults suit every backend. */
+  constructor(start: () => RunnerTransport, options: RunnerClientOptions = {}) {
     this.#start = start;
+    this.#options = options;
   }
 
   get current(): RunnerClient | undefined {
@@ -68,7 +86,7 @@ export class RunnerSupervisor {
       old.retire();
     }
     this.#key = key;
-    this.#current = new RunnerClient(this.#start());
+    this.#current = new RunnerClient(this.#start(), this.#options);
     return this.#current;
   }
 
@@ -89,7 +107,7 @@ export class RunnerSupervisor {
 
   /** A runner for one call only, stopped when `release` is called (used after the handle closed). */
   oneShot(): { client: RunnerClient; release: () => void } {
-    const client = new RunnerClient(this.#start());
+    const client = new RunnerClient(this.#start(), this.#options);
     return { client, release: () => void client.stop() };
   }
 

@@ -64,8 +64,10 @@ export function textRunnerArgv(python: string, root: string, b64Stdin: boolean, 
  * A big reply is one long line: only each new chunk is searched for its end, and whole 4-character groups
  * are decoded as they arrive, so nothing is scanned or held twice.
  */
-export function textChannelReader(): Transform {
+export function textChannelReader(maxLine = MAX_LINE_CHARS): Transform {
   let pending = "";
+  // Characters of the line being received: the wrapper's lines are at most 1 MiB (768 KiB of bytes).
+  let lineLen = 0;
   return new Transform({
     readableObjectMode: false,
     writableObjectMode: true,
@@ -73,11 +75,16 @@ export function textChannelReader(): Transform {
       const text = typeof chunk === "string" ? chunk : chunk.toString("latin1");
       let from = 0;
       for (let nl = text.indexOf("\n"); nl >= 0; nl = text.indexOf("\n", from)) {
+        if (lineLen + nl - from > maxLine) return cb(tooLong(maxLine));
+        lineLen = 0;
         const line = pending + text.slice(from, nl);
         pending = "";
         if (line) this.push(Buffer.from(line, "base64"));
         from = nl + 1;
       }
+      lineLen += text.length - from;
+      // A runner that never ends its line ends its channel (the client then ends the runner).
+      if (lineLen > maxLine) return cb(tooLong(maxLine));
       pending += text.slice(from);
       // A line's whole groups of 4 decode on their own (only the last group of a line carries padding).
       const whole = pending.length - (pending.length % 4);
@@ -93,6 +100,13 @@ export function textChannelReader(): Transform {
       cb();
     },
   });
+}
+
+/** Longest line the reader takes: 4x the wrapper's longest (a base64 line of 768 KiB of bytes). */
+export const MAX_LINE_CHARS = 4 << 20;
+
+function tooLong(max: number): Error {
+  return new Error(`the runner's text channel sent a line over ${max} characters`);
 }
 
 /** Bytes for the runner as base64 lines, for a backend whose stdin takes text (pairs with `b64Stdin`). */
