@@ -6,7 +6,7 @@ import { checkRelativePath } from "../../paths.js";
 import { collectOutput } from "../../util/process.js";
 import { LocalSandbox } from "../shared/host-sandbox.js";
 import type { Logger } from "../../logger.js";
-import { BwrapLauncher, type SandboxLimits } from "./launch.js";
+import { BwrapLauncher, bwrapSupports, resolveBwrap, type SandboxLimits } from "./launch.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
 import { startBwrapRunner } from "./runner.js";
 
@@ -15,8 +15,13 @@ export const BWRAP_WORKDIR = "/workspace";
 export interface BubblewrapSandboxOptions {
   /** Host folder mounted read-write at /workspace. */
   hostRoot: string;
-  /** Host folder mounted read-write at /tmp (shared by every process of this handle). */
+  /**
+   * Host folder mounted read-write at /tmp, only where bwrap cannot size a tmpfs (before 0.5); otherwise
+   * /tmp is a tmpfs of `tmpBytes` per bwrap (the runner's is the one every exec and spawn shares).
+   */
   hostTmp: string;
+  /** Size cap of the sandbox's /tmp tmpfs in bytes (default TMP_BYTES); counted in memoryBytes too. */
+  tmpBytes?: number | undefined;
   /** Remove hostTmp on close (the driver makes a fresh one per handle). */
   ownsTmp?: boolean;
   /** Host folder holding extra packages, mounted read-only at /opt/agentws (optional). */
@@ -32,6 +37,9 @@ export interface BubblewrapSandboxOptions {
   /** Told once per process when the machine cannot enforce a cap. */
   logger?: Logger | undefined;
 }
+
+/** Default size cap of a sandbox's /tmp (a tmpfs): 1 GiB. */
+export const TMP_BYTES = 1 << 30;
 
 /** Mount point of the per-workspace package folder (venv, npm prefix). */
 export const BWRAP_ENV_MOUNT = "/opt/agentws";
@@ -248,7 +256,9 @@ export class BubblewrapSandbox implements Sandbox {
   /** bwrap argv for the runner: the same mounts and base environment as a per-command bwrap. */
   #runnerArgs(): string[] {
     const env = { ...baseEnv(), ...this.#opts.env, PWD: BWRAP_WORKDIR };
-    const out = [...this.#mounts, "--clearenv"];
+    // The runner is the sandbox's init: the kernel drops every signal its own namespace sends it that it
+    // has no handler for, SIGKILL included, and kill(-1) passes over it; orphans come to it (it reaps them).
+    const out = [...this.#mounts, "--as-pid-1", "--clearenv"];
     for (const [k, v] of Object.entries(env)) out.push("--setenv", k, v);
     out.push("--chdir", BWRAP_WORKDIR, "--");
     return out;
@@ -300,11 +310,16 @@ function baseEnv(): Record<string, string> {
 
 /** Mount table shared by every command: built once per handle. */
 function buildMounts(opts: BubblewrapSandboxOptions): string[] {
-  const a = ["--die-with-parent", "--new-session", "--unshare-all"];
+  // No capability in the sandbox's user namespace, for the runner and every command (bwrap also sets
+  // no_new_privs): the runner is not dumpable, so without CAP_SYS_PTRACE no agent process can trace it,
+  // open its /proc/<pid>/mem or fd/*, or take its descriptors with pidfd_getfd.
+  const a = ["--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"];
   if (opts.network === "host") a.push("--share-net");
   a.push("--proc", "/proc", "--dev", "/dev");
   a.push("--bind", opts.hostRoot, BWRAP_WORKDIR);
-  a.push("--bind", opts.hostTmp, "/tmp");
+  // A sized tmpfs: a host folder would let the sandbox fill the host's disk.
+  if (bwrapSupports(resolveBwrap(opts.bwrap ?? "bwrap"), "--size")) a.push("--perms", "1777", "--size", String(opts.tmpBytes ?? TMP_BYTES), "--tmpfs", "/tmp");
+  else a.push("--bind", opts.hostTmp, "/tmp");
   a.push("--tmpfs", "/run", "--dir", "/var", "--tmpfs", "/var/tmp");
   if (existsSync("/usr")) a.push("--ro-bind", "/usr", "/usr");
   a.push("--dir", "/etc");
