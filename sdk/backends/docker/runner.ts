@@ -1,6 +1,6 @@
 import { PassThrough, type Duplex } from "node:stream";
 import type Docker from "dockerode";
-import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../shared/runner/index.js";
+import { RUNNER_SOURCE, systemPythonArgv, type RunnerTransport } from "../shared/runner/index.js";
 import { matchRunnerPid } from "../shared/runner/handoff.js";
 
 /** A runner transport that could not even be created (the engine refused the exec): why, for the caller's error. */
@@ -44,7 +44,7 @@ export function startDockerRunner(docker: Docker, container: Docker.Container, e
   const exited = (async (): Promise<{ why: string }> => {
     try {
       exec = await container.exec({
-        Cmd: runnerArgv("python3", root, RUNNER_SOURCE),
+        Cmd: systemPythonArgv(root, RUNNER_SOURCE),
         AttachStdin: true,
         AttachStdout: true,
         AttachStderr: true,
