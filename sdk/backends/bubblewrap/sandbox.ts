@@ -143,7 +143,7 @@ export class BubblewrapSandbox implements Sandbox {
     // spawn is synchronous by contract: the cwd is checked lexically and the folder's identity here.
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     this.#checkIdentitySync();
-    if (HAS_PYTHON) return spawnThroughRunner(this.#lease(), { argv, cwd: rel, env: { ...this.#env(), ...options.env } });
+    if (HAS_PYTHON) return spawnThroughRunner(this.#spawnLease(), { argv, cwd: rel, env: { ...this.#env(), ...options.env } });
     const cwd = rel === "" ? BWRAP_WORKDIR : `${BWRAP_WORKDIR}/${rel}`;
     const env = { ...baseEnv(), ...this.#opts.env, ...options.env, PWD: cwd };
     const full = [...this.#mounts, "--clearenv"];
@@ -230,6 +230,17 @@ export class BubblewrapSandbox implements Sandbox {
     await this.#checkIdentity();
     const runner = await this.#liveRunner();
     return runner ? { client: runner } : this.#runners.oneShot();
+  }
+
+  /**
+   * The runner for a spawn. Once close() has begun, a runner already ending: a one-shot runner lasts as long
+   * as its call, and a spawn's call as long as its process, which must not outlive the handle. The process
+   * then ends as one close() killed.
+   */
+  async #spawnLease(): Promise<RunnerLease> {
+    const lease = await this.#lease();
+    if (this.#closed) void lease.client.stop();
+    return lease;
   }
 
   /** Identity of hostEnvDir: a package reinstall swaps the folder, and only a fresh bwrap sees the new one. */
