@@ -527,7 +527,8 @@ function describe(id: string, info: Docker.ContainerInspectInfo): BackendDescrip
   const state: BackendState = info.State.Paused ? "paused" : info.State.Running ? "running" : "stopped";
   const tags: Record<string, string> = {};
   for (const [k, v] of Object.entries(labels)) if (k.startsWith(TAG_PREFIX)) tags[k.slice(TAG_PREFIX.length)] = v;
-  const bind = info.Mounts?.find((m) => m.Destination === DOCKER_WORKDIR);
+  // A bind only: an ephemeral container with a read-only rootfs has an anonymous volume there.
+  const bind = info.Mounts?.find((m) => m.Destination === DOCKER_WORKDIR && m.Type === "bind");
   const location: Record<string, string> = {
     containerId: info.Id,
     containerName: info.Name.replace(/^\//, ""),
