@@ -58,7 +58,7 @@ export async function start(
   docker: Docker,
   c: Docker.Container,
   argv: string[],
-  o: { user?: string; env?: string[]; cwd?: string; stdin?: boolean } = {},
+  o: { user?: string; env?: string[]; cwd?: string; stdin?: boolean; privileged?: boolean } = {},
 ): Promise<ExecStart> {
   const exec = await c.exec({
     Cmd: argv,
@@ -67,6 +67,7 @@ export async function start(
     AttachStderr: true,
     Tty: false,
     User: o.user ?? "user",
+    ...(o.privileged ? { Privileged: true } : {}),
     Env: o.env ?? [],
     WorkingDir: o.cwd ?? USER_HOME,
   });
@@ -102,7 +103,7 @@ export async function run(
   docker: Docker,
   c: Docker.Container,
   argv: string[],
-  o: { user?: string; env?: string[]; cwd?: string; stdin?: Buffer; max?: number } = {},
+  o: { user?: string; env?: string[]; cwd?: string; stdin?: Buffer; max?: number; privileged?: boolean } = {},
 ): Promise<RunResult> {
   const max = o.max ?? 64 * 1024 * 1024;
   const s = await start(docker, c, argv, { ...o, stdin: o.stdin !== undefined });
