@@ -16,7 +16,7 @@ export async function execCapture(
   docker: Docker,
   containerId: string,
   argv: string[],
-  options: { env?: Record<string, string> | undefined; cwd?: string | undefined; stdin?: Buffer | undefined; privileged?: boolean } = {},
+  options: { env?: Record<string, string> | undefined; cwd?: string | undefined; stdin?: Buffer | undefined } = {},
 ): Promise<Captured> {
   const c = docker.getContainer(containerId);
   const exec = await c.exec({
@@ -27,7 +27,6 @@ export async function execCapture(
     Tty: false,
     Env: Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`),
     ...(options.cwd ? { WorkingDir: options.cwd } : {}),
-    ...(options.privileged ? { Privileged: true, User: "root" } : {}),
   });
   const stream = (await exec.start({ hijack: true, stdin: options.stdin !== undefined })) as unknown as Duplex;
   const out: Buffer[] = [];

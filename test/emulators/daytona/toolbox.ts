@@ -6,7 +6,7 @@ import type Docker from "dockerode";
 import type { WebSocket } from "ws";
 import { RunnerClient } from "../../../sdk/backends/shared/runner/index.js";
 import { startDockerRunner } from "../../../sdk/backends/docker/runner.js";
-import { execAttached, execCapture, type Attached, type Captured } from "./docker.js";
+import { execAttached, type Attached, type Captured } from "./docker.js";
 import { HttpError, type Reply } from "./http.js";
 
 /** One command of a session: its log as Daytona frames it (stdout and stderr chunks, in order) and its process. */
@@ -234,12 +234,7 @@ export class Toolbox {
   }
 
   async #sh(box: ToolboxBox, script: string, args: string[], stdin?: Buffer): Promise<Buffer> {
-    // Daytona's daemon is root with every capability: it opens a runner's /proc/<pid>/fd/<n> though the
-    // runner is not dumpable, which the sandbox's processes cannot. Emulated by a privileged exec for those
-    // paths only (the emulated daemon is itself a runner, as unprivileged as the sandbox's processes).
-    const r = args.some((a) => /^\/proc\/\d+\/fd\/\d+$/.test(a))
-      ? await execCapture(this.docker, box.containerId, ["sh", "-c", script, "sh", ...args], { stdin, privileged: true })
-      : await this.run(box, ["sh", "-c", script, "sh", ...args], { stdin });
+    const r = await this.run(box, ["sh", "-c", script, "sh", ...args], { stdin });
     if (r.exitCode === 66) throw new HttpError(404, `no such file or directory: ${args[0]}`);
     if (r.exitCode === 67) throw new HttpError(400, `is a directory: ${args[0]}`);
     if (r.exitCode !== 0) throw new HttpError(400, r.stderr.toString().trim().slice(0, 500) || `failed (${r.exitCode})`);

@@ -40,7 +40,9 @@ export async function createSandboxContainer(docker: Docker, image: string, sand
     Labels: { [SANDBOX_LABEL]: sandboxId },
     Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
     WorkingDir: USER_HOME,
-    HostConfig: { NetworkMode: "none", Init: true, PidsLimit: 512, Memory: 1024 ** 3, MemorySwap: 1024 ** 3 },
+    // CAP_SYS_PTRACE for root only (envd, root with every capability in a real sandbox, opens a non-dumpable
+    // runner's /proc/<pid>/fd/<n>); commands run as \`user\`, whose processes have no effective capability.
+    HostConfig: { NetworkMode: "none", Init: true, PidsLimit: 512, Memory: 1024 ** 3, MemorySwap: 1024 ** 3, CapAdd: ["SYS_PTRACE"] },
   });
   await c.start();
   return c;
@@ -58,7 +60,7 @@ export async function start(
   docker: Docker,
   c: Docker.Container,
   argv: string[],
-  o: { user?: string; env?: string[]; cwd?: string; stdin?: boolean; privileged?: boolean } = {},
+  o: { user?: string; env?: string[]; cwd?: string; stdin?: boolean } = {},
 ): Promise<ExecStart> {
   const exec = await c.exec({
     Cmd: argv,
@@ -67,7 +69,6 @@ export async function start(
     AttachStderr: true,
     Tty: false,
     User: o.user ?? "user",
-    ...(o.privileged ? { Privileged: true } : {}),
     Env: o.env ?? [],
     WorkingDir: o.cwd ?? USER_HOME,
   });
@@ -103,7 +104,7 @@ export async function run(
   docker: Docker,
   c: Docker.Container,
   argv: string[],
-  o: { user?: string; env?: string[]; cwd?: string; stdin?: Buffer; max?: number; privileged?: boolean } = {},
+  o: { user?: string; env?: string[]; cwd?: string; stdin?: Buffer; max?: number } = {},
 ): Promise<RunResult> {
   const max = o.max ?? 64 * 1024 * 1024;
   const s = await start(docker, c, argv, { ...o, stdin: o.stdin !== undefined });

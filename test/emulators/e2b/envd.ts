@@ -291,11 +291,11 @@ const END = Symbol("end");
 
 /**
  * Who moves a transfer's bytes. envd is root with every capability in its VM: it opens a runner's
- * /proc/<pid>/fd/<n> though the runner is not dumpable, which the sandbox's user cannot. Emulated by a
- * privileged exec as root for those paths only (the sandbox's own processes keep the default set).
+ * /proc/<pid>/fd/<n> though the runner is not dumpable, which the sandbox's user cannot. Emulated by an
+ * exec as root (which alone holds the container's CAP_SYS_PTRACE) for those paths only.
  */
-function as(user: string, p: string): { user: string; privileged?: boolean } {
-  return /^\/proc\/\d+\/fd\/\d+$/.test(p) ? { user: "root", privileged: true } : { user };
+function as(user: string, p: string): { user: string } {
+  return /^\/proc\/\d+\/fd\/\d+$/.test(p) ? { user: "root" } : { user };
 }
 
 function jsonError(res: ServerResponse, code: number, message: string): void {
