@@ -1,4 +1,4 @@
-import { spawn as spawnChild, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { spawn as spawnChild, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { accessSync, constants, existsSync } from "node:fs";
 import path from "node:path";
@@ -38,6 +38,19 @@ export function resolveBwrap(bwrap: string): string {
 }
 const resolved = new Map<string, string>();
 
+/** Whether this bwrap knows an option (its --help lists it); asked once per binary and option. */
+export function bwrapSupports(bwrap: string, option: string): boolean {
+  const key = `${bwrap}\0${option}`;
+  let hit = supported.get(key);
+  if (hit === undefined) {
+    const r = spawnSync(bwrap, ["--help"], { encoding: "utf8", env: { ...BWRAP_HOST_ENV }, timeout: 10_000 });
+    hit = new RegExp(`^\\s*${option}\\b`, "m").test(`${r.stdout ?? ""}${r.stderr ?? ""}`);
+    supported.set(key, hit);
+  }
+  return hit;
+}
+const supported = new Map<string, boolean>();
+
 /** Warned once per process and reason: an operator sees it, a busy service does not repeat it. */
 const warned = new Set<string>();
 function warnOnce(logger: Logger | undefined, key: string, msg: string, fields: Record<string, unknown>): void {
@@ -51,7 +64,7 @@ function warnOnce(logger: Logger | undefined, key: string, msg: string, fields: 
  * bwrap or anything it starts can fork. Exits 125 when it cannot join (the command fails; no
  * uncapped sandbox starts). `sh -c SCRIPT argv0 N dir1..dirN bwrap args...`.
  */
-const JOIN_SCRIPT = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; n=$((n-1)); done; exec "$@"';
+const JOIN_SCRIPT = 'unset PWD OLDPWD; n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; n=$((n-1)); done; exec "$@"';
 const HOST_SH = "/bin/sh";
 
 export interface BwrapLauncherOptions {
@@ -94,7 +107,8 @@ export class BwrapLauncher {
   spawn(args: string[]): ChildProcessWithoutNullStreams {
     const dirs = Object.values(this.#cgroups());
     const [cmd, argv] = dirs.length ? [HOST_SH, ["-c", JOIN_SCRIPT, "agentws-cgroup-join", String(dirs.length), ...dirs, this.#bwrap, ...args]] : [this.#bwrap, args];
-    const child = spawnChild(cmd, argv, { stdio: ["pipe", "pipe", "pipe"], detached: true, env: { ...BWRAP_HOST_ENV } });
+    // cwd "/": the shell that joins the cgroups would put the service's working directory in bwrap's PWD.
+    const child = spawnChild(cmd, argv, { stdio: ["pipe", "pipe", "pipe"], detached: true, cwd: "/", env: { ...BWRAP_HOST_ENV } });
     if (dirs.length) {
       this.#live++;
       let counted = true;

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../shared/runner/index.js";
 import { descendants, matchRunnerPid } from "../shared/runner/handoff.js";
 import type { BwrapLauncher } from "./launch.js";
@@ -29,6 +30,11 @@ export function startBwrapRunner(launcher: BwrapLauncher, bwrapArgs: string[], r
     runnerHostPid: async (nsPid) => (child.pid ? matchRunnerPid(await descendants(child.pid, 3), nsPid) : undefined),
     hostDevice,
     kill: () => {
+      // The runner is the sandbox's init (--as-pid-1): the SIGKILL bwrap's death sends it (--die-with-parent)
+      // comes from no process and an init ignores it; one from here, an ancestor namespace, always lands.
+      // Its stdin closed as well: a runner that reads EOF ends itself and its commands.
+      if (child.pid) for (const pid of childrenOf(child.pid)) killQuietly(pid);
+      child.stdin.destroy();
       try {
         if (child.pid) process.kill(-child.pid, "SIGKILL");
       } catch {
@@ -38,4 +44,25 @@ export function startBwrapRunner(launcher: BwrapLauncher, bwrapArgs: string[], r
     ref: () => handles().forEach((h) => h.ref?.()),
     unref: () => handles().forEach((h) => h.unref?.()),
   };
+}
+
+/** Live children of `pid` (bwrap is single-threaded): read at kill time, so no pid here can have been reused. */
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+      .trim()
+      .split(/\s+/)
+      .filter((k) => /^\d+$/.test(k))
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, "SIGKILL");
+  } catch {
+    // Gone already.
+  }
 }

@@ -6,7 +6,7 @@ import { checkRelativePath } from "../../paths.js";
 import { collectOutput } from "../../util/process.js";
 import { LocalSandbox } from "../shared/host-sandbox.js";
 import type { Logger } from "../../logger.js";
-import { BwrapLauncher, type SandboxLimits } from "./launch.js";
+import { BwrapLauncher, bwrapSupports, resolveBwrap, type SandboxLimits } from "./launch.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
 import { startBwrapRunner } from "./runner.js";
 
@@ -15,8 +15,13 @@ export const BWRAP_WORKDIR = "/workspace";
 export interface BubblewrapSandboxOptions {
   /** Host folder mounted read-write at /workspace. */
   hostRoot: string;
-  /** Host folder mounted read-write at /tmp (shared by every process of this handle). */
+  /**
+   * Host folder mounted read-write at /tmp, only where bwrap cannot size a tmpfs (before 0.5); otherwise
+   * /tmp is a tmpfs of `tmpBytes` per bwrap (the runner's is the one every exec and spawn shares).
+   */
   hostTmp: string;
+  /** Size cap of the sandbox's /tmp tmpfs in bytes (default TMP_BYTES); counted in memoryBytes too. */
+  tmpBytes?: number | undefined;
   /** Remove hostTmp on close (the driver makes a fresh one per handle). */
   ownsTmp?: boolean;
   /** Host folder holding extra packages, mounted read-only at /opt/agentws (optional). */
@@ -32,6 +37,9 @@ export interface BubblewrapSandboxOptions {
   /** Told once per process when the machine cannot enforce a cap. */
   logger?: Logger | undefined;
 }
+
+/** Default size cap of a sandbox's /tmp (a tmpfs): 1 GiB. */
+export const TMP_BYTES = 1 << 30;
 
 /** Mount point of the per-workspace package folder (venv, npm prefix). */
 export const BWRAP_ENV_MOUNT = "/opt/agentws";
@@ -136,7 +144,7 @@ export class BubblewrapSandbox implements Sandbox {
     // spawn is synchronous by contract: the cwd is checked lexically and the folder's identity here.
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     this.#checkIdentitySync();
-    if (HAS_PYTHON) return spawnThroughRunner(this.#lease(), { argv, cwd: rel, env: { ...this.#env(), ...options.env } });
+    if (HAS_PYTHON) return spawnThroughRunner(this.#spawnLease(), { argv, cwd: rel, env: { ...this.#env(), ...options.env } });
     const cwd = rel === "" ? BWRAP_WORKDIR : `${BWRAP_WORKDIR}/${rel}`;
     const env = { ...baseEnv(), ...this.#opts.env, ...options.env, PWD: cwd };
     const full = [...this.#mounts, "--clearenv"];
@@ -225,6 +233,17 @@ export class BubblewrapSandbox implements Sandbox {
     return runner ? { client: runner } : this.#runners.oneShot();
   }
 
+  /**
+   * The runner for a spawn. Once close() has begun, a runner already ending: a one-shot runner lasts as long
+   * as its call, and a spawn's call as long as its process, which must not outlive the handle. The process
+   * then ends as one close() killed.
+   */
+  async #spawnLease(): Promise<RunnerLease> {
+    const lease = await this.#lease();
+    if (this.#closed) void lease.client.stop();
+    return lease;
+  }
+
   /** Identity of hostEnvDir: a package reinstall swaps the folder, and only a fresh bwrap sees the new one. */
   async #envKey(): Promise<string> {
     if (!this.#opts.hostEnvDir) return "";
@@ -249,7 +268,9 @@ export class BubblewrapSandbox implements Sandbox {
   /** bwrap argv for the runner: the same mounts and base environment as a per-command bwrap. */
   #runnerArgs(): string[] {
     const env = { ...baseEnv(), ...this.#opts.env, PWD: BWRAP_WORKDIR };
-    const out = [...this.#mounts, "--clearenv"];
+    // The runner is the sandbox's init: the kernel drops every signal its own namespace sends it that it
+    // has no handler for, SIGKILL included, and kill(-1) passes over it; orphans come to it (it reaps them).
+    const out = [...this.#mounts, "--as-pid-1", "--clearenv"];
     for (const [k, v] of Object.entries(env)) out.push("--setenv", k, v);
     out.push("--chdir", BWRAP_WORKDIR, "--");
     return out;
@@ -301,11 +322,16 @@ function baseEnv(): Record<string, string> {
 
 /** Mount table shared by every command: built once per handle. */
 function buildMounts(opts: BubblewrapSandboxOptions): string[] {
-  const a = ["--die-with-parent", "--new-session", "--unshare-all"];
+  // No capability in the sandbox's user namespace, for the runner and every command (bwrap also sets
+  // no_new_privs): the runner is not dumpable, so without CAP_SYS_PTRACE no agent process can trace it,
+  // open its /proc/<pid>/mem or fd/*, or take its descriptors with pidfd_getfd.
+  const a = ["--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"];
   if (opts.network === "host") a.push("--share-net");
   a.push("--proc", "/proc", "--dev", "/dev");
   a.push("--bind", opts.hostRoot, BWRAP_WORKDIR);
-  a.push("--bind", opts.hostTmp, "/tmp");
+  // A sized tmpfs: a host folder would let the sandbox fill the host's disk.
+  if (bwrapSupports(resolveBwrap(opts.bwrap ?? "bwrap"), "--size")) a.push("--perms", "1777", "--size", String(opts.tmpBytes ?? TMP_BYTES), "--tmpfs", "/tmp");
+  else a.push("--bind", opts.hostTmp, "/tmp");
   a.push("--tmpfs", "/run", "--dir", "/var", "--tmpfs", "/var/tmp");
   if (existsSync("/usr")) a.push("--ro-bind", "/usr", "/usr");
   a.push("--dir", "/etc");

@@ -41,6 +41,9 @@ export function containerName(workspaceId: string): string {
  * `<basedir>/<id>` bind-mounted at /workspace (or none: an ephemeral container). Pause and unpause
  * implement the idle TTL. Creating an existing name adopts it (two racing replicas end with one).
  */
+/** Size cap of each tmpfs of a read-only-rootfs container (/tmp, /var/tmp, /root): 1 GiB, counted in memoryBytes. */
+export const DOCKER_TMP_BYTES = 1 << 30;
+
 export class DockerDriver implements Driver {
   readonly kind = "docker";
   readonly spec: DockerBackendSpec;
@@ -110,7 +113,7 @@ export class DockerDriver implements Driver {
         Env: Object.entries(this.spec.env ?? {}).map(([k, v]) => `${k}=${v}`),
         Tty: false,
         ...(this.#user() ? { User: this.#user() } : {}),
-        HostConfig: { Binds: binds, NetworkMode: networkMode, Init: true, ...this.#limits() },
+        HostConfig: { Binds: binds, NetworkMode: networkMode, Init: true, ...this.#limits(), ...this.#rootfs(host !== null) },
       });
       let c: Docker.Container | undefined;
       for (let attempt = 0; !c; attempt++) {
@@ -476,6 +479,22 @@ export class DockerDriver implements Driver {
     return { PidsLimit: s.maxProcesses, Memory: s.memoryBytes, MemorySwap: s.memoryBytes, CpuPeriod: CPU_PERIOD_US, CpuQuota: Math.max(1000, Math.round(s.cpus * CPU_PERIOD_US)) };
   }
 
+  /**
+   * The runner's boundary in the container. CAP_SYS_PTRACE is not in Docker's default set; dropped by name
+   * all the same, since the runner being undumpable protects it only from processes without it. With a
+   * read-only rootfs (the default): sized tmpfs where programs expect to write, and an anonymous volume
+   * (removed with the container) at /workspace when no host folder is bound there.
+   */
+  #rootfs(hostFolder: boolean): Pick<Docker.HostConfig, "CapDrop" | "ReadonlyRootfs" | "Tmpfs" | "Mounts"> {
+    const out: Pick<Docker.HostConfig, "CapDrop" | "ReadonlyRootfs" | "Tmpfs" | "Mounts"> = { CapDrop: ["SYS_PTRACE"] };
+    if (!this.spec.readOnlyRootfs) return out;
+    const tmp = `rw,nosuid,nodev,size=${DOCKER_TMP_BYTES},mode=1777`;
+    out.ReadonlyRootfs = true;
+    out.Tmpfs = { "/tmp": tmp, "/var/tmp": tmp, "/run": `rw,nosuid,nodev,size=${64 << 20},mode=755`, "/root": `rw,nosuid,nodev,size=${DOCKER_TMP_BYTES},mode=700` };
+    if (!hostFolder) out.Mounts = [{ Type: "volume", Source: "", Target: DOCKER_WORKDIR }];
+    return out;
+  }
+
   /** Who runs inside: the spec's user, else for a bind mount the caller's ids when it is not root (so its files stay the caller's). */
   #user(): string | undefined {
     if (this.spec.user) return this.spec.user;
@@ -508,7 +527,8 @@ function describe(id: string, info: Docker.ContainerInspectInfo): BackendDescrip
   const state: BackendState = info.State.Paused ? "paused" : info.State.Running ? "running" : "stopped";
   const tags: Record<string, string> = {};
   for (const [k, v] of Object.entries(labels)) if (k.startsWith(TAG_PREFIX)) tags[k.slice(TAG_PREFIX.length)] = v;
-  const bind = info.Mounts?.find((m) => m.Destination === DOCKER_WORKDIR);
+  // A bind only: an ephemeral container with a read-only rootfs has an anonymous volume there.
+  const bind = info.Mounts?.find((m) => m.Destination === DOCKER_WORKDIR && m.Type === "bind");
   const location: Record<string, string> = {
     containerId: info.Id,
     containerName: info.Name.replace(/^\//, ""),

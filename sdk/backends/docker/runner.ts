@@ -1,7 +1,7 @@
 import { PassThrough, type Duplex } from "node:stream";
 import type { Readable, Writable } from "node:stream";
 import type Docker from "dockerode";
-import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../shared/runner/index.js";
+import { RUNNER_SOURCE, systemPythonArgv, type RunnerTransport } from "../shared/runner/index.js";
 import { matchRunnerPid } from "../shared/runner/handoff.js";
 
 /** A runner transport that could not even be created (the engine refused the exec): why, for the caller's error. */
@@ -55,7 +55,7 @@ export function startDockerRunner(
   const exited = (async (): Promise<{ why: string }> => {
     try {
       exec = await container.exec({
-        Cmd: runnerArgv("python3", root, source),
+        Cmd: systemPythonArgv(root, source),
         AttachStdin: true,
         AttachStdout: true,
         AttachStderr: true,

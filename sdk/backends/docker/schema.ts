@@ -35,6 +35,13 @@ export const DockerBackendSchema = withChangePolicy(z.strictObject({
   caCertificates: z.string().startsWith("/").optional(),
   /** "uid:gid" container processes run as. Default: the caller's own ids when it is not root (bind-mounted files stay the caller's), else root. */
   user: z.string().regex(/^\d+(:\d+)?$/, "user must be 'uid' or 'uid:gid' (numbers)").optional(),
+  /**
+   * Mount the image read-only (default true), with sized tmpfs at /tmp, /var/tmp, /run and /root: the
+   * agent cannot replace the interpreter (or /etc/ld.so.preload, or a library) the next runner starts
+   * from. false weakens that boundary (an agent that replaces python3 and kills its runner becomes the
+   * next one); it lets tools write into the image's folders (apt, pip without --user), lost on re-create.
+   */
+  readOnlyRootfs: z.boolean().default(true),
 }), {
   noun: "container",
   // A container's image, env, mounts, network, user and labels (tags) are fixed at creation: a change
@@ -51,6 +58,7 @@ export const DockerBackendSchema = withChangePolicy(z.strictObject({
     network: "recreate",
     readOnlyPaths: "recreate",
     user: "recreate",
+    readOnlyRootfs: "recreate",
     maxProcesses: "update",
     memoryBytes: "update",
     cpus: "update",

@@ -1,6 +1,6 @@
 import { PassThrough, Writable } from "node:stream";
 import { Exec, type V1Status } from "@kubernetes/client-node";
-import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../shared/runner/index.js";
+import { RUNNER_SOURCE, systemPythonArgv, type RunnerTransport } from "../shared/runner/index.js";
 import type { KubeClients } from "./client.js";
 import { UnavailableError } from "../../errors.js";
 import { kubeError, shortMessage } from "./client.js";
@@ -110,7 +110,7 @@ export interface K8sRunnerTransport extends RunnerTransport {
  * command and file operation is a frame on this websocket, not an exec of its own.
  */
 export function startK8sRunner(target: PodRef): K8sRunnerTransport {
-  const x = openExec(target, runnerArgv("python3", WORKDIR, RUNNER_SOURCE));
+  const x = openExec(target, systemPythonArgv(WORKDIR, RUNNER_SOURCE));
   let tail = "";
   x.stderr.on("data", (c: Buffer) => (tail = (tail + c.toString()).slice(-2000)));
   let apiError: unknown;

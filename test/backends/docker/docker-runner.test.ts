@@ -28,7 +28,8 @@ describe.skipIf(!engine)("Docker through the in-sandbox runner", () => {
   });
 
   it("serves exec and files through one runner; an image without python3 falls back to plain exec, said once", async () => {
-    const d = driver();
+    // A writable rootfs (the opt-out), so the test can take python3 away from inside.
+    const d = new DockerDriver({ basedir, baseImage: BASE_IMAGE, readOnlyRootfs: false });
     const w = uniqueId("dkr");
     made.push(w);
     await d.create({ workspaceId: w, managedBy: "runtime" });

@@ -283,7 +283,10 @@ export class DaytonaEmulator {
       WorkingDir: "/",
       Env: Object.entries(box.env).map(([k, v]) => `${k}=${v}`),
       Labels: { [EMULATOR_LABEL]: this.#instance, "agentws-emulator.sandbox": id },
-      HostConfig: { NetworkMode: this.#opts.network ?? "none", Init: true, PidsLimit: 1024 },
+      // CAP_SYS_PTRACE: the daemon (root, every capability in a real sandbox) opens a non-dumpable runner's
+      // /proc/<pid>/fd/<n> for big-file transfers. The emulated daemon and the sandbox's commands both run
+      // as root here, so they share it: this emulator does not hold the runner boundary (see the README).
+      HostConfig: { NetworkMode: this.#opts.network ?? "none", Init: true, PidsLimit: 1024, CapAdd: ["SYS_PTRACE"] },
     });
     box.containerId = container.id;
     this.#boxes.set(id, box);

@@ -40,7 +40,9 @@ export async function createSandboxContainer(docker: Docker, image: string, sand
     Labels: { [SANDBOX_LABEL]: sandboxId },
     Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
     WorkingDir: USER_HOME,
-    HostConfig: { NetworkMode: "none", Init: true, PidsLimit: 512, Memory: 1024 ** 3, MemorySwap: 1024 ** 3 },
+    // CAP_SYS_PTRACE for root only (envd, root with every capability in a real sandbox, opens a non-dumpable
+    // runner's /proc/<pid>/fd/<n>); commands run as \`user\`, whose processes have no effective capability.
+    HostConfig: { NetworkMode: "none", Init: true, PidsLimit: 512, Memory: 1024 ** 3, MemorySwap: 1024 ** 3, CapAdd: ["SYS_PTRACE"] },
   });
   await c.start();
   return c;

@@ -253,7 +253,7 @@ export class Envd {
   async #download(res: ServerResponse, url: URL, user: string): Promise<void> {
     const p = this.#path(url.searchParams.get("path") ?? "", user);
     this.onTransfer({ route: "download", path: p });
-    const r = await run(this.docker, this.container, ["sh", "-c", '[ -e "$1" ] || exit 44; [ -d "$1" ] && exit 45; exec cat -- "$1"', "sh", p], { user, max: 1024 ** 3 });
+    const r = await run(this.docker, this.container, ["sh", "-c", '[ -e "$1" ] || exit 44; [ -d "$1" ] && exit 45; exec cat -- "$1"', "sh", p], { ...as(user, p), max: 1024 ** 3 });
     if (r.code === 44) return jsonError(res, 404, `path '${p}' does not exist`);
     if (r.code === 45) return jsonError(res, 400, `path '${p}' is a directory`);
     if (r.code !== 0) return jsonError(res, 500, r.stderr.toString().slice(0, 500));
@@ -278,7 +278,7 @@ export class Envd {
     for (const f of files) {
       const p = this.#path(f.path, user);
       this.onTransfer({ route: "upload", path: p });
-      const r = await run(this.docker, this.container, ["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh", p], { user, stdin: f.data });
+      const r = await run(this.docker, this.container, ["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh", p], { ...as(user, p), stdin: f.data });
       if (r.code !== 0) return jsonError(res, 500, r.stderr.toString().slice(0, 500));
       out.push({ name: path.posix.basename(p), type: "file", path: p });
     }
@@ -288,6 +288,15 @@ export class Envd {
 }
 
 const END = Symbol("end");
+
+/**
+ * Who moves a transfer's bytes. envd is root with every capability in its VM: it opens a runner's
+ * /proc/<pid>/fd/<n> though the runner is not dumpable, which the sandbox's user cannot. Emulated by an
+ * exec as root (which alone holds the container's CAP_SYS_PTRACE) for those paths only.
+ */
+function as(user: string, p: string): { user: string } {
+  return /^\/proc\/\d+\/fd\/\d+$/.test(p) ? { user: "root" } : { user };
+}
 
 function jsonError(res: ServerResponse, code: number, message: string): void {
   const body = JSON.stringify({ code, message });

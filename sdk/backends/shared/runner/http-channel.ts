@@ -120,6 +120,10 @@ if child:
     os._exit(0)
 os.close(lock)
 os.setsid()
+# Not dumpable, as every runner: the gateway holds each runner's pipes, which an agent process could
+# otherwise take through /proc/<gateway>/fd or ptrace (its forked first runner inherits this too).
+import ctypes
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
 fd = os.open(os.path.join(home, "gateway.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 nul = os.open(os.devnull, os.O_RDONLY)
 os.dup2(nul, 0)

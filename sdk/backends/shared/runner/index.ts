@@ -55,6 +55,20 @@ export function runnerArgv(python: string, root: string, source: string): string
   return [python, "-I", "-S", "-c", source, root];
 }
 
+/** Where systemPythonArgv looks for python3, in order: image folders, never the caller's PATH. */
+export const SYSTEM_PYTHON_DIRS = ["/usr/local/bin", "/usr/bin", "/bin"] as const;
+const FIND_PYTHON = `for d in ${SYSTEM_PYTHON_DIRS.join(" ")}; do [ -x "$d/python3" ] && exec "$d/python3" "$@"; done; echo "python3: not found in ${SYSTEM_PYTHON_DIRS.join(" ")}" >&2; exit 127`;
+
+/**
+ * runnerArgv with python3 taken from the image's own folders rather than the sandbox's PATH, which may
+ * name a folder the agent writes (a venv in the workspace): the next runner must not start from what the
+ * agent put there. With a read-only root filesystem those folders are out of the agent's reach too.
+ * Exits 127 like a missing interpreter when none is there.
+ */
+export function systemPythonArgv(root: string, source: string): string[] {
+  return ["/bin/sh", "-c", FIND_PYTHON, "python3", ...runnerArgv("python3", root, source).slice(1)];
+}
+
 /**
  * One live runner per sandbox handle: `get` hands it out, starting a fresh one when there is none or the
  * last one died (synchronously, so concurrent first calls share one). A different `key` (say, a swapped

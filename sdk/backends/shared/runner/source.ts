@@ -3,8 +3,9 @@
  * Source of the in-sandbox runner (`python3 -I -S -c <source> <root>`): one long-lived process per sandbox
  * handle that runs commands and does every file operation inside the sandbox's own view, so the host never
  * opens a sandbox-controlled path. Kept as a string so it ships with the compiled package without a data
- * file to copy. Standard library only, and only modules that load in a few ms (no json, no ctypes until
- * after the hello; no selectors, signal or subprocess: their imports were a third of a cold start).
+ * file to copy. Standard library only, and only modules that load in a few ms (no json; no selectors, signal
+ * or subprocess: their imports were a third of a cold start). ctypes loads first: the runner makes itself
+ * non-dumpable before anything else (about 4 ms of its start).
  *
  * Requests on stdin, every frame: u32 BE header length, u32 BE payload length, header, payload. The header
  * is NUL-separated fields, the first two the op and a request id. Replies on stdout, every frame: u32 id,
@@ -66,6 +67,19 @@
 export const RUNNER_SOURCE = String.raw`
 import errno, os, select, stat, struct, sys, time
 import _signal as signal
+import ctypes
+
+# First of all, before any descriptor of the channel is worth anything to take: not dumpable. Then tracing
+# this process, /proc/<pid>/mem, /proc/<pid>/fd and pidfd_getfd all need CAP_SYS_PTRACE in its user
+# namespace, which no agent process has (each backend drops it: bwrap --cap-drop ALL, Docker's default set).
+# A runner that cannot do this refuses to start rather than serve a channel any process can take.
+LIBC = ctypes.CDLL(None, use_errno=True)
+if LIBC.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+    sys.stderr.write("runner: PR_SET_DUMPABLE failed\n")
+    os._exit(70)
+# Python's SIGINT handler would end the runner; the default is ignored for a namespace's init (bwrap
+# --as-pid-1), and elsewhere ends it no more than SIGKILL, which the agent's processes may send anyway.
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "/workspace"
 IN, OUT = 0, 1
@@ -123,8 +137,7 @@ def become_subreaper():
     # Orphans of a command (setsid escapees whose parent exited) become the runner's children rather than
     # init's: then a finished command that left nothing is known without scanning /proc (stray_children).
     try:
-        import ctypes
-        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        return LIBC.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
     except Exception:
         return False
 
@@ -1492,7 +1505,6 @@ def read_input(fd):
 sel.register(IN, EVENT_READ, ("in", None))
 sel.register(rfd, EVENT_READ, ("sig", None))
 reply(0, ["hello", "1", os.getpid()])
-# ctypes (for the subreaper) loads after the hello, while the host's first request is on its way.
 SUBREAPER = become_subreaper()
 while True:
     busy = readers and qlen < HIGH
