@@ -635,21 +635,52 @@ async function copyEntries(src: number, dst: number, to: string, exclude: (name:
       } catch {
         continue;
       }
-      let data: Buffer;
       try {
         if (!fsSync.fstatSync(fd).isFile()) continue;
-        data = await readRegular(fd, shown, undefined);
-      } finally {
-        fsSync.closeSync(fd);
-      }
-      try {
-        await writeNew(fdPath(dst, d.name), data, 0o644);
+        await copyRegular(fd, fdPath(dst, d.name));
       } catch (e) {
         if (errnoOf(e) === "EEXIST") throw new ConflictError(`${shown} already exists`, { field: shown, cause: e });
         throw mapFsError(e, shown);
+      } finally {
+        fsSync.closeSync(fd);
       }
     }
   }
+}
+
+/** Copies chunk by chunk: a file of any size (an agent's sparse 5 GiB one) never sits in host memory. */
+const COPY_CHUNK = 1024 * 1024;
+const ZERO_CHUNK = Buffer.alloc(COPY_CHUNK);
+
+/**
+ * The regular file open on `src` (up to its size at the call, so a file an agent keeps growing cannot
+ * make the copy endless) into the new file `dst`: created exclusively, never through a symlink, mode
+ * 0644. All-zero chunks are skipped and the size set at the end, so a sparse file stays sparse rather
+ * than filling the disk.
+ */
+async function copyRegular(src: number, dst: string): Promise<void> {
+  const out = fsSync.openSync(dst, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o644);
+  try {
+    const size = fsSync.fstatSync(src).size;
+    const sync = size < SYNC_IO_LIMIT;
+    const buf = Buffer.allocUnsafe(Math.max(1, Math.min(COPY_CHUNK, size)));
+    let copied = 0;
+    while (copied < size) {
+      const want = Math.min(buf.length, size - copied);
+      const n = sync ? fsSync.readSync(src, buf, 0, want, null) : (await readFd(src, buf, 0, want, null)).bytesRead;
+      if (n === 0) break;
+      if (!buf.subarray(0, n).equals(ZERO_CHUNK.subarray(0, n)))
+        for (let done = 0; done < n; )
+          done += sync ? fsSync.writeSync(out, buf, done, n - done, copied + done) : (await writeFd(out, buf, done, n - done, copied + done)).bytesWritten;
+      copied += n;
+    }
+    fsSync.ftruncateSync(out, copied);
+  } catch (e) {
+    fsSync.closeSync(out);
+    unlinkQuietly(dst);
+    throw e;
+  }
+  fsSync.closeSync(out);
 }
 
 function lstatOrUndefined(p: string): fsSync.Stats | undefined {

@@ -94,5 +94,7 @@ async function readBounded(ws: Workspace, rel: string, max: number): Promise<Buf
   if (info.type === "other") throw new InvalidArgumentError("path", `'${rel}' is not a regular file`);
   if (info.size > max) throw new TooLargeError(`file '${rel}' is ${info.size} bytes, over the download limit of ${max}`);
   // The size may change between stat and read: the read itself is capped too.
-  return sandbox.readFile(rel, { maxBytes: max });
+  const bytes = await sandbox.readFile(rel, { maxBytes: max });
+  if (bytes.length > max) throw new TooLargeError(`file '${rel}' is over the download limit of ${max} bytes`, { field: "path" });
+  return bytes;
 }

@@ -4,6 +4,7 @@ import { absPath } from "./common.js";
 import { MAX_COLUMNS, VCS_DIRS, splitGlobs, type GrepInput } from "./grep.js";
 import { compilePathGlob, expandBraces, type PathMatcher } from "./glob-match.js";
 import { MAX_WALK_ENTRIES, WALK_CONCURRENCY, join, limiter, listDir } from "./walk.js";
+import { readCapped } from "../capped-read.js";
 
 /** Files bigger than this are skipped by the scan (ripgrep would stream them). */
 const MAX_SCAN_FILE_BYTES = 16 * 1024 * 1024;
@@ -66,7 +67,7 @@ export async function scanGrep(sandbox: Sandbox, input: GrepInput, target: strin
       limit(async () => {
         let data: Buffer;
         try {
-          data = await sandbox.readFile(file, { maxBytes: MAX_SCAN_FILE_BYTES });
+          data = await readCapped(sandbox, file, MAX_SCAN_FILE_BYTES);
         } catch {
           return [];
         }
