@@ -6,7 +6,22 @@ import fsSync, { promises as fs, constants as fsc, type Dirent } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, isWorkspaceError } from "../../errors.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import {
+  cursorAt,
+  pageBounds,
+  type DirEntry,
+  type ExecOptions,
+  type ExecResult,
+  type FileInfo,
+  type ListPage,
+  type ListPageOptions,
+  type Sandbox,
+  type SandboxProcess,
+  type SpawnOptions,
+  type TreeEntry,
+  type WalkTreeOptions,
+  type WalkTreeResult,
+} from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput } from "../../util/process.js";
 import { RootedPaths, errnoOf, fdPath } from "./rooted.js";
@@ -26,6 +41,10 @@ const SYNC_IO_LIMIT = 256 * 1024;
 const CREATE_SYNC_LIMIT = 2 * 1024 * 1024;
 /** Read once at load: the umask is process-wide and a server does not change it as it runs. */
 const UMASK = process.umask();
+/** Entries one fs.opendir batch reads: the most a folder read holds the event loop for between two thread-pool hops. */
+const DIR_BATCH = 512;
+/** Stats dispatched to the thread pool at once when a big folder is listed. */
+const LSTAT_SLICE = 1024;
 /** Directories with more entries than this are stat-ed through the thread pool, in parallel. */
 const SYNC_LIST_LIMIT = 512;
 
@@ -263,13 +282,16 @@ export class LocalSandbox implements Sandbox {
     try {
       let names: string[];
       try {
-        names = fsSync.readdirSync(fdPath(fd));
+        names = (await readEntries(fd)).map((d) => d.name);
       } catch (e) {
         throw mapFsError(e, rel);
       }
       if (names.length > SYNC_LIST_LIMIT) {
-        const out = await Promise.all(names.map((name) => lstatInfoAsync(fdPath(fd, name), name)));
-        return out.filter((x): x is FileInfo => x !== null);
+        // In slices: dispatching 200,000 stats at once would itself hold the event loop for long.
+        const out: FileInfo[] = [];
+        for (let at = 0; at < names.length; at += LSTAT_SLICE)
+          for (const info of await Promise.all(names.slice(at, at + LSTAT_SLICE).map((name) => lstatInfoAsync(fdPath(fd, name), name)))) if (info) out.push(info);
+        return out;
       }
       const out: FileInfo[] = [];
       for (const name of names) {
@@ -282,11 +304,131 @@ export class LocalSandbox implements Sandbox {
     }
   }
 
+  /**
+   * One page of a folder. The folder is read in batches through the thread pool (fs.opendir), so a
+   * folder of any size never holds the event loop for more than one batch; the cursor is the readdir
+   * position, and skipping to it costs batches, not stats.
+   */
+  async listPage(rel: string, options: ListPageOptions = {}): Promise<ListPage> {
+    const { offset, limit } = pageBounds(options);
+    const fd = this.#openDirFollowing(rel);
+    let dir: fsSync.Dir | undefined;
+    try {
+      const names: string[] = [];
+      let more = false;
+      try {
+        dir = await fs.opendir(fdPath(fd), { bufferSize: DIR_BATCH });
+        for (let seen = 0; ; seen++) {
+          const d = await dir.read();
+          if (d === null) break;
+          if (seen < offset) continue;
+          if (names.length === limit) {
+            more = true;
+            break;
+          }
+          names.push(d.name);
+        }
+      } catch (e) {
+        throw mapFsError(e, rel);
+      }
+      const entries: FileInfo[] = [];
+      if (names.length > SYNC_LIST_LIMIT) {
+        for (let at = 0; at < names.length; at += LSTAT_SLICE)
+          for (const info of await Promise.all(names.slice(at, at + LSTAT_SLICE).map((name) => lstatInfoAsync(fdPath(fd, name), name)))) if (info) entries.push(info);
+      } else
+        for (const name of names) {
+          const info = lstatInfo(fdPath(fd, name), name);
+          if (info) entries.push(info);
+        }
+      return more ? { entries, nextCursor: cursorAt(offset + limit) } : { entries };
+    } finally {
+      await dir?.close().catch(() => undefined);
+      fsSync.closeSync(fd);
+    }
+  }
+
+  /**
+   * The tree below `rel`, each folder opened from its parent's descriptor (one openat per folder, at
+   * any depth: no path is resolved again per level) and read in thread-pool batches, so neither a deep
+   * chain nor a huge folder costs more than its entries or holds the event loop for long.
+   */
+  async walkTree(rel: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
+    const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
+    const skip = new Set(options.skipDirs ?? []);
+    const entries: TreeEntry[] = [];
+    let truncated = false;
+    const scan = async (fd: number, parent: number): Promise<Array<[number, string]>> => {
+      const subdirs: Array<[number, string]> = [];
+      const dir = await fs.opendir(fdPath(fd), { bufferSize: DIR_BATCH });
+      try {
+        for (let d = await dir.read(); d !== null; d = await dir.read()) {
+          if (entries.length >= options.maxEntries || Date.now() > deadline) {
+            truncated = true;
+            break;
+          }
+          const type = direntType(d);
+          let size = 0;
+          let mtimeMs = 0;
+          if (type === "file") {
+            const st = lstatOrUndefined(fdPath(fd, d.name));
+            if (!st) continue;
+            size = st.size;
+            mtimeMs = st.mtimeMs;
+          }
+          entries.push({ parent, name: d.name, type, size, mtimeMs });
+          if (type === "dir" && !skip.has(d.name)) subdirs.push([entries.length - 1, d.name]);
+        }
+      } finally {
+        await dir.close().catch(() => undefined);
+      }
+      return subdirs;
+    };
+    // Open folders whose sub-folders are still to walk: one descriptor per level of the current path.
+    const stack: Array<{ fd: number; subdirs: Array<[number, string]>; next: number }> = [{ fd: this.#openDirFollowing(rel), subdirs: [], next: 0 }];
+    try {
+      try {
+        stack[0]!.subdirs = await scan(stack[0]!.fd, -1);
+      } catch (e) {
+        throw mapFsError(e, rel);
+      }
+      while (stack.length > 0 && !truncated) {
+        const top = stack[stack.length - 1]!;
+        if (top.next >= top.subdirs.length) {
+          fsSync.closeSync(stack.pop()!.fd);
+          continue;
+        }
+        const [index, name] = top.subdirs[top.next++]!;
+        if (stack.length > MAX_TREE_DEPTH) {
+          truncated = true;
+          break;
+        }
+        let fd: number;
+        try {
+          fd = fsSync.openSync(fdPath(top.fd, name), DIR_FLAGS);
+        } catch (e) {
+          // Out of descriptors: say the walk is partial. Gone or swapped for a symlink: skipped, as a symlink is.
+          if (errnoOf(e) === "EMFILE" || errnoOf(e) === "ENFILE") truncated = true;
+          continue;
+        }
+        const frame = { fd, subdirs: [] as Array<[number, string]>, next: 0 };
+        stack.push(frame);
+        try {
+          frame.subdirs = await scan(fd, index);
+        } catch {
+          // Unreadable folder (permissions): listed, not entered.
+        }
+      }
+    } finally {
+      for (const frame of stack) fsSync.closeSync(frame.fd);
+    }
+    return { entries, truncated };
+  }
+
   /** Names and types only, from one readdir (no lstat per entry). */
   async readDirTyped(rel: string): Promise<DirEntry[]> {
     const fd = this.#openDirFollowing(rel);
     try {
-      return fsSync.readdirSync(fdPath(fd), { withFileTypes: true }).map((d) => ({ name: d.name, type: direntType(d) }));
+      return (await readEntries(fd)).map((d) => ({ name: d.name, type: direntType(d) }));
     } catch (e) {
       throw mapFsError(e, rel);
     } finally {
@@ -681,6 +823,22 @@ async function copyRegular(src: number, dst: string): Promise<void> {
     throw e;
   }
   fsSync.closeSync(out);
+}
+
+/** A folder whose fstat size is at most this (about 2,000 names on ext4) is read in one synchronous readdir. */
+const SYNC_DIR_BYTES = 64 * 1024;
+
+/** Every entry of the folder open on `fd`: a big folder in thread-pool batches, so the event loop is never held for the whole read. */
+async function readEntries(fd: number): Promise<Dirent[]> {
+  if (fsSync.fstatSync(fd).size <= SYNC_DIR_BYTES) return fsSync.readdirSync(fdPath(fd), { withFileTypes: true });
+  const out: Dirent[] = [];
+  const dir = await fs.opendir(fdPath(fd), { bufferSize: DIR_BATCH });
+  try {
+    for (let d = await dir.read(); d !== null; d = await dir.read()) out.push(d);
+  } finally {
+    await dir.close().catch(() => undefined);
+  }
+  return out;
 }
 
 function lstatOrUndefined(p: string): fsSync.Stats | undefined {

@@ -1,4 +1,5 @@
 import { isWorkspaceError } from "../../errors.js";
+import { listDirectoryPage } from "../../listing.js";
 import type { FileInfo, Sandbox } from "../../sandbox.js";
 
 /** Upper bound on directory entries one Glob/Grep walk visits, so a huge tree cannot stall a tool. */
@@ -24,7 +25,8 @@ export function join(dir: string, name: string): string {
 /** Whether rel is a directory (symlinks followed inside the root); a symlink leaving the root throws. */
 export async function isDirectory(sandbox: Sandbox, rel: string): Promise<boolean> {
   try {
-    await sandbox.list(rel);
+    // One entry is enough to know: a folder of 200,000 entries costs one small page, not a full listing.
+    await listDirectoryPage(sandbox, rel, { limit: 1 });
     return true;
   } catch (e) {
     if (isWorkspaceError(e, "path_escape")) throw e;
