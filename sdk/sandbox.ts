@@ -184,16 +184,17 @@ export function treePath(entries: readonly TreeEntry[], i: number): string {
 }
 
 /** The offset and limit a ListPageOptions stands for; InvalidArgumentError names a bad cursor or limit. */
-export function pageBounds(options: ListPageOptions = {}): { offset: number; limit: number } {
+export function pageBounds(options: ListPageOptions = {}): { offset: number; limit: number; token?: string } {
   const { cursor, limit = DEFAULT_LIST_PAGE } = options;
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_PAGE) throw new InvalidArgumentError("limit", `must be an integer from 1 to ${MAX_LIST_PAGE}`);
   if (cursor === undefined || cursor === "") return { offset: 0, limit };
-  // Opaque to callers: the readdir position the previous page stopped at.
-  if (typeof cursor !== "string" || !/^o[0-9]{1,9}$/.test(cursor)) throw new InvalidArgumentError("cursor", "is not a cursor this listing gave out");
-  return { offset: Number(cursor.slice(1)), limit };
+  // Opaque to callers: the readdir position the previous page stopped at, and maybe a handle the backend kept.
+  const m = typeof cursor === "string" ? /^o([0-9]{1,9})(?:\.([0-9a-f]{16}))?$/.exec(cursor) : null;
+  if (!m) throw new InvalidArgumentError("cursor", "is not a cursor this listing gave out");
+  return m[2] ? { offset: Number(m[1]), limit, token: m[2] } : { offset: Number(m[1]), limit };
 }
 
-/** The cursor of the page starting at readdir position `offset`. */
-export function cursorAt(offset: number): string {
-  return `o${offset}`;
+/** The cursor of the page starting at readdir position `offset` (with `token`: a handle kept open for it). */
+export function cursorAt(offset: number, token?: string): string {
+  return token ? `o${offset}.${token}` : `o${offset}`;
 }

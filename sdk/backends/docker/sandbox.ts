@@ -5,7 +5,7 @@ import { PassThrough, Writable, type Duplex, type Readable } from "node:stream";
 import type Docker from "dockerode";
 import tar from "tar-stream";
 import { ConflictError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
-import { pageOfEntries, walkTreeByList } from "../../listing.js";
+import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";

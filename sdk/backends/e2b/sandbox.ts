@@ -7,7 +7,7 @@ import tar from "tar-stream";
 import type { Sandbox as E2BSdkSandbox, CommandHandle } from "e2b";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
 import { checkRelativePath } from "../../paths.js";
-import { pageOfEntries, walkTreeByList } from "../../listing.js";
+import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";

@@ -7,7 +7,7 @@ import type { Sandbox as OsbSandbox } from "@alibaba-group/opensandbox";
 import { ClosedError, ConflictError, NotFoundError, PathEscapeError, UnavailableError, WorkspaceError } from "../../errors.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { checkRelativePath } from "../../paths.js";
-import { pageOfEntries, walkTreeByList } from "../../listing.js";
+import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";

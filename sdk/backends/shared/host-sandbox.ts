@@ -73,6 +73,8 @@ export class LocalSandbox implements Sandbox {
   readonly workdir: string;
   #realRoot: string | undefined;
   #rooted: RootedPaths | undefined;
+  /** Folders a listing page stopped in, kept open briefly for the next page. */
+  readonly #pages = new OpenPages();
 
   constructor(root: string) {
     this.workdir = path.resolve(root);
@@ -310,23 +312,25 @@ export class LocalSandbox implements Sandbox {
    * position, and skipping to it costs batches, not stats.
    */
   async listPage(rel: string, options: ListPageOptions = {}): Promise<ListPage> {
-    const { offset, limit } = pageBounds(options);
-    const fd = this.#openDirFollowing(rel);
-    let dir: fsSync.Dir | undefined;
+    const { offset, limit, token } = pageBounds(options);
+    // The previous page's open folder, when the cursor names it: the next page costs its own entries, not a re-skip.
+    const kept = token ? this.#pages.take(token, rel, offset) : undefined;
+    const fd = kept?.fd ?? this.#openDirFollowing(rel);
+    let dir: fsSync.Dir | undefined = kept?.dir;
+    let keep = false;
     try {
       const names: string[] = [];
       let more = false;
       try {
-        dir = await fs.opendir(fdPath(fd), { bufferSize: DIR_BATCH });
-        for (let seen = 0; ; seen++) {
-          const d = await dir.read();
-          if (d === null) break;
-          if (seen < offset) continue;
-          if (names.length === limit) {
+        dir ??= await fs.opendir(fdPath(fd), { bufferSize: DIR_BATCH });
+        for (let seen = kept ? offset : 0; ; seen++) {
+          if (seen >= offset && names.length === limit) {
             more = true;
             break;
           }
-          names.push(d.name);
+          const d = await dir.read();
+          if (d === null) break;
+          if (seen >= offset) names.push(d.name);
         }
       } catch (e) {
         throw mapFsError(e, rel);
@@ -340,10 +344,14 @@ export class LocalSandbox implements Sandbox {
           const info = lstatInfo(fdPath(fd, name), name);
           if (info) entries.push(info);
         }
-      return more ? { entries, nextCursor: cursorAt(offset + limit) } : { entries };
+      if (!more) return { entries };
+      keep = true;
+      return { entries, nextCursor: cursorAt(offset + limit, this.#pages.keep(rel, offset + limit, fd, dir!)) };
     } finally {
-      await dir?.close().catch(() => undefined);
-      fsSync.closeSync(fd);
+      if (!keep) {
+        await dir?.close().catch(() => undefined);
+        fsSync.closeSync(fd);
+      }
     }
   }
 
@@ -580,6 +588,56 @@ export class LocalSandbox implements Sandbox {
     const root = this.#root();
     if (this.#rooted?.root !== root) this.#rooted = new RootedPaths(root, this.workdir === root ? [] : [this.workdir]);
     return this.#rooted;
+  }
+}
+
+/** Folders kept open between listing pages: at most this many per sandbox, each for at most PAGE_KEEP_MS. */
+const PAGES_KEPT = 16;
+const PAGE_KEEP_MS = 30_000;
+
+interface OpenPage {
+  rel: string;
+  offset: number;
+  fd: number;
+  dir: fsSync.Dir;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * Open folder handles a listing page stopped in, by a random token carried in the cursor, so paging
+ * through 200,000 entries reads each once (a fresh open would skip everything before the cursor again).
+ * A cursor whose handle expired still works: the folder is opened again and skipped to the position.
+ */
+class OpenPages {
+  readonly #open = new Map<string, OpenPage>();
+
+  keep(rel: string, offset: number, fd: number, dir: fsSync.Dir): string {
+    if (this.#open.size >= PAGES_KEPT) this.#close(this.#open.keys().next().value!);
+    const token = randomBytes(8).toString("hex");
+    const timer = setTimeout(() => this.#close(token), PAGE_KEEP_MS);
+    timer.unref();
+    this.#open.set(token, { rel, offset, fd, dir, timer });
+    return token;
+  }
+
+  /** The kept handle for exactly this folder and position (then no longer kept), or undefined. */
+  take(token: string, rel: string, offset: number): { fd: number; dir: fsSync.Dir } | undefined {
+    const page = this.#open.get(token);
+    if (!page || page.rel !== rel || page.offset !== offset) return undefined;
+    this.#open.delete(token);
+    clearTimeout(page.timer);
+    return page;
+  }
+
+  #close(token: string): void {
+    const page = this.#open.get(token);
+    if (!page) return;
+    this.#open.delete(token);
+    clearTimeout(page.timer);
+    page.dir.close().then(
+      () => fsSync.closeSync(page.fd),
+      () => fsSync.closeSync(page.fd),
+    );
   }
 }
 

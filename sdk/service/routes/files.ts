@@ -1,6 +1,6 @@
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import { InvalidArgumentError, NotFoundError, TooLargeError } from "../../errors.js";
-import { listDirectoryPage } from "../../listing.js";
+import { listDirectoryPage } from "../../util/listing.js";
 import { checkRelativePath, toWorkspacePath } from "../../paths.js";
 import { DEFAULT_LIST_PAGE, MAX_LIST_PAGE } from "../../sandbox.js";
 import type { Workspace } from "../../workspace/workspace.js";

@@ -2,7 +2,7 @@ import { posix } from "node:path";
 import { z } from "zod";
 import { PathEscapeError } from "../../errors.js";
 import { toWorkspacePath } from "../../paths.js";
-import { walkDirectoryTree } from "../../listing.js";
+import { walkDirectoryTree } from "../../util/listing.js";
 import { treePath, type Sandbox, type WalkTreeResult } from "../../sandbox.js";
 import { absPath, capOutput, defineTool, paginate, resolvePath, type ToolContext, type WorkspaceTool } from "./common.js";
 import { compileSegment, type SegmentMatcher } from "./glob-match.js";
@@ -99,13 +99,21 @@ export async function globFiles(sandbox: Sandbox, base: string, pattern: string,
     if (truncated || i >= segments.length) return;
     if (Date.now() > deadline) return void (truncated = true);
     if (i === firstStar) return matchTree(dir, i);
-    const entries = await list(dir);
+    let entries = await list(dir);
     if (!entries) return;
+    // Over the walk's budget: what fits is still matched, and the answer says it is partial.
+    const room = MAX_WALK_ENTRIES - visited;
+    if (entries.length > room) {
+      truncated = true;
+      entries = entries.slice(0, Math.max(0, room));
+    }
     visited += entries.length;
-    if (visited > MAX_WALK_ENTRIES) return void (truncated = true);
     const last = i === segments.length - 1;
     const next: Array<Promise<void>> = [];
-    for (const e of entries) {
+    for (let x = 0; x < entries.length; x++) {
+      // A huge folder is matched in slices: the event loop runs in between.
+      if (x % YIELD_EVERY === YIELD_EVERY - 1) await new Promise((resolve) => setImmediate(resolve));
+      const e = entries[x]!;
       if (!matchAt(i, e.name)) continue;
       const p = join(dir, e.name);
       if (last) {
@@ -177,7 +185,7 @@ export async function globFiles(sandbox: Sandbox, base: string, pattern: string,
 }
 
 /** Tree entries matched between two turns of the event loop. */
-const YIELD_EVERY = 8192;
+const YIELD_EVERY = 4096;
 
 function byNewest(x: GlobMatch, y: GlobMatch): number {
   return y.mtimeMs - x.mtimeMs || (x.path < y.path ? -1 : x.path > y.path ? 1 : 0);

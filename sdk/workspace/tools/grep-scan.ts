@@ -1,5 +1,5 @@
 import { posix } from "node:path";
-import { walkDirectoryTree } from "../../listing.js";
+import { walkDirectoryTree } from "../../util/listing.js";
 import { treePath, type Sandbox } from "../../sandbox.js";
 import { absPath } from "./common.js";
 import { GREP_TIMEOUT_MS, MAX_COLUMNS, VCS_DIRS, splitGlobs, type GrepInput } from "./grep.js";

@@ -1,6 +1,6 @@
 import { isWorkspaceError } from "../../errors.js";
-import { listDirectoryPage } from "../../listing.js";
-import type { FileInfo, Sandbox } from "../../sandbox.js";
+import { listDirectoryPage } from "../../util/listing.js";
+import { MAX_LIST_PAGE, type FileInfo, type Sandbox } from "../../sandbox.js";
 
 /** Upper bound on directory entries one Glob/Grep walk visits, so a huge tree cannot stall a tool. */
 export const MAX_WALK_ENTRIES = 200_000;
@@ -11,11 +11,19 @@ export function hasMagic(segment: string): boolean {
 
 /** Lists a directory, or null when it is not one (missing, a file, unreadable). */
 export async function listDir(sandbox: Sandbox, rel: string): Promise<FileInfo[] | null> {
+  // Page by page: a folder of 200,000 entries never arrives (or is parsed) as one piece.
+  const out: FileInfo[] = [];
+  let cursor: string | undefined;
   try {
-    return await sandbox.list(rel);
+    do {
+      const page = await listDirectoryPage(sandbox, rel, { limit: MAX_LIST_PAGE, ...(cursor ? { cursor } : {}) });
+      out.push(...page.entries);
+      cursor = page.nextCursor;
+    } while (cursor !== undefined && out.length <= MAX_WALK_ENTRIES);
   } catch {
     return null;
   }
+  return out;
 }
 
 export function join(dir: string, name: string): string {

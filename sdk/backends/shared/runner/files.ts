@@ -12,6 +12,8 @@ export interface RunnerLease {
   release?: () => void;
 }
 
+/** Tree entries parsed between two turns of the event loop. */
+const PARSE_SLICE = 4096;
 /** Entries a copyTree or copyIn may carry: a bound on what one call walks. */
 const MAX_TREE_ENTRIES = 100_000;
 
@@ -76,15 +78,27 @@ export class RunnerFiles {
     const cap = Math.max(0, Math.floor(options.maxEntries));
     const skip = (options.skipDirs ?? []).filter((d) => d !== "" && !d.includes("/")).join("/");
     const { fields: flags, payload } = await this.#run(clean, "walk", (r) => r.call("t", [clean, "R", String(cap), skip]));
-    const f = fields(payload);
     const entries: TreeEntry[] = [];
-    for (let i = 0; i + 4 < f.length && entries.length < cap; i += 5) {
-      const parent = Number(f[i]);
+    // Parsed field by field, yielding between slices: 200,000 entries split at once would hold the event loop.
+    const f: string[] = [];
+    let extra = false;
+    for (let at = 0; at < payload.length; ) {
+      const end = payload.indexOf(0, at);
+      f.push(payload.toString("utf8", at, end < 0 ? payload.length : end));
+      at = end < 0 ? payload.length : end + 1;
+      if (f.length < 5) continue;
+      if (entries.length >= cap) {
+        extra = true;
+        break;
+      }
+      const parent = Number(f[0]);
       // A parent must come before its child: anything else is a malformed answer, not a tree.
       if (!Number.isSafeInteger(parent) || parent < -1 || parent >= entries.length) throw new WorkspaceError("exec_failed", `malformed tree listing of '${clean}' from the sandbox`, { field: clean });
-      entries.push({ parent, type: typeOf(f[i + 1]!), size: Number(f[i + 2]) || 0, mtimeMs: Number(f[i + 3]) / 1e6 || 0, name: f[i + 4]! });
+      entries.push({ parent, type: typeOf(f[1]!), size: Number(f[2]) || 0, mtimeMs: Number(f[3]) / 1e6 || 0, name: f[4]! });
+      f.length = 0;
+      if (entries.length % PARSE_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
     }
-    return { entries, truncated: flags[0] === "1" || f.length / 5 > cap };
+    return { entries, truncated: flags[0] === "1" || extra };
   }
 
   async readDirTyped(rel: string): Promise<DirEntry[]> {
