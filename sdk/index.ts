@@ -28,7 +28,9 @@ export {
   type WorkspaceErrorOptions,
 } from "./errors.js";
 export { silentLogger, consoleLogger, type Logger, type ProgressEvent, type ProgressListener } from "./logger.js";
-export type { Sandbox, ExecOptions, ExecResult, SpawnOptions, SandboxProcess, DirEntry, FileInfo } from "./sandbox.js";
+export type { Sandbox, ExecOptions, ExecResult, SpawnOptions, SandboxProcess, DirEntry, FileInfo, ListPage, ListPageOptions, TreeEntry, WalkTreeOptions, WalkTreeResult } from "./sandbox.js";
+export { DEFAULT_LIST_PAGE, MAX_LIST_PAGE, treePath } from "./sandbox.js";
+export { listDirectoryPage, walkDirectoryTree } from "./util/listing.js";
 
 export { HTTP_STATUS, MCP_ERROR_CODE, toHttpStatus, toProblem, toMcpError, retryAfterHeader, type Problem } from "./errors-http.js";
 

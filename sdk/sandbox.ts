@@ -1,4 +1,5 @@
 import type { Readable, Writable } from "node:stream";
+import { InvalidArgumentError } from "./errors.js";
 
 /**
  * The handle `Workspace` needs from a backend: run processes and touch files. Every path is
@@ -53,6 +54,21 @@ export interface Sandbox {
    * NotFoundError when the directory is missing.
    */
   readDirTyped?(path: string): Promise<DirEntry[]>;
+  /**
+   * Optional: one page of a directory's entries, so a folder of any size (an agent can make 200,000
+   * entries) is listed in bounded calls. `cursor` is the opaque `nextCursor` of the previous page;
+   * pages follow the directory's own order, and entries added or removed between pages may be missed
+   * or repeated. NotFoundError when the directory is missing. Callers use `listDirectoryPage`, which
+   * falls back to `list` when absent.
+   */
+  listPage?(path: string, options?: ListPageOptions): Promise<ListPage>;
+  /**
+   * Optional: every entry below the folder `path` (which must exist), symlinks neither followed nor
+   * entered, in depth-first pre-order (a folder before its content), walked with a descriptor per
+   * level so a deep tree costs the same per entry as a flat one. Stops after `maxEntries` entries or
+   * `timeoutMs` with `truncated`. Callers fall back to `list` per folder when absent.
+   */
+  walkTree?(path: string, options: WalkTreeOptions): Promise<WalkTreeResult>;
   /**
    * Optional fast path: copies the workspace folder `from` to `to` (created; must not exist) in
    * one call, instead of a list + readFile + writeFile per file. Regular files and folders only;
@@ -116,4 +132,69 @@ export interface FileInfo {
   type: "file" | "dir" | "symlink" | "other";
   size: number;
   mtimeMs: number;
+}
+
+export interface ListPageOptions {
+  /** The previous page's `nextCursor`; absent for the first page. */
+  cursor?: string;
+  /** Entries per page: default DEFAULT_LIST_PAGE, at most MAX_LIST_PAGE. */
+  limit?: number;
+}
+
+export interface ListPage {
+  entries: FileInfo[];
+  /** Present when more entries follow: pass it as `cursor` for the next page. */
+  nextCursor?: string;
+}
+
+/** Entries per listing page when the caller gives no limit. */
+export const DEFAULT_LIST_PAGE = 1000;
+/** The most entries one listing page may carry. */
+export const MAX_LIST_PAGE = 10_000;
+
+export interface WalkTreeOptions {
+  /** Stop (truncated) after this many entries. */
+  maxEntries: number;
+  /** Stop (truncated) after about this long. */
+  timeoutMs?: number;
+  /** Folder names (at any depth) listed as entries but not entered, e.g. ".git". */
+  skipDirs?: readonly string[];
+}
+
+export interface TreeEntry {
+  /** Index in `entries` of the folder holding this entry; -1 for the walked folder itself. */
+  parent: number;
+  name: string;
+  type: FileInfo["type"];
+  /** Size and mtime of files (0 for other entries). */
+  size: number;
+  mtimeMs: number;
+}
+
+export interface WalkTreeResult {
+  entries: TreeEntry[];
+  truncated: boolean;
+}
+
+/** The path of `entries[i]` relative to the walked folder (built only for the entries a caller keeps). */
+export function treePath(entries: readonly TreeEntry[], i: number): string {
+  const names: string[] = [];
+  for (let at = i; at >= 0; at = entries[at]!.parent) names.push(entries[at]!.name);
+  return names.reverse().join("/");
+}
+
+/** The offset and limit a ListPageOptions stands for; InvalidArgumentError names a bad cursor or limit. */
+export function pageBounds(options: ListPageOptions = {}): { offset: number; limit: number; token?: string } {
+  const { cursor, limit = DEFAULT_LIST_PAGE } = options;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_PAGE) throw new InvalidArgumentError("limit", `must be an integer from 1 to ${MAX_LIST_PAGE}`);
+  if (cursor === undefined || cursor === "") return { offset: 0, limit };
+  // Opaque to callers: the readdir position the previous page stopped at, and maybe a handle the backend kept.
+  const m = typeof cursor === "string" ? /^o([0-9]{1,9})(?:\.([0-9a-f]{16}))?$/.exec(cursor) : null;
+  if (!m) throw new InvalidArgumentError("cursor", "is not a cursor this listing gave out");
+  return m[2] ? { offset: Number(m[1]), limit, token: m[2] } : { offset: Number(m[1]), limit };
+}
+
+/** The cursor of the page starting at readdir position `offset` (with `token`: a handle kept open for it). */
+export function cursorAt(offset: number, token?: string): string {
+  return token ? `o${offset}.${token}` : `o${offset}`;
 }

@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { WORKSPACE_ID_PATTERN } from "../backends/shared/schema.js";
+import { DEFAULT_LIST_PAGE, MAX_LIST_PAGE } from "../sandbox.js";
 import { isNonBlank } from "../util/identity-id.js";
 
 /**
@@ -95,10 +96,29 @@ export const FileQuery = z.object({
   token: z.string().max(1024).optional(),
 });
 
+/** A directory listing is paged: a folder an agent filled with 200,000 entries costs one bounded page per call. */
+export const DirectoryQuery = z.object({
+  path: relPath.default(""),
+  cursor: z
+    .string()
+    .max(64)
+    .optional()
+    .openapi({ description: "The `nextCursor` of the previous page; leave out for the first page." }),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_LIST_PAGE)
+    .optional()
+    .openapi({ description: `Entries per page (default ${DEFAULT_LIST_PAGE}, at most ${MAX_LIST_PAGE}, and never more than the service's maxListEntries).` }),
+});
+
 export const DirectoryListing = z
   .object({
     path: z.string(),
     entries: z.array(z.object({ name: z.string(), type: z.enum(["file", "dir", "symlink", "other"]), size: z.number(), updatedAt: z.string() })),
+    nextCursor: z.string().optional().openapi({ description: "Present when more entries follow: pass it as `cursor` for the next page." }),
+    /** Same as `nextCursor` being present (kept for clients written before paging). */
     truncated: z.boolean(),
   })
   .openapi("DirectoryListing");

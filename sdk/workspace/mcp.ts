@@ -6,6 +6,7 @@ import type { Sandbox } from "../sandbox.js";
 import { McpHandle, type McpClientHandle, type McpClientOptions } from "./mcp-client.js";
 import { MAX_MCP_FILE_BYTES, MCP_FILE, parseMcpFile, serializeMcpFile, unreadableMcpFileMessage } from "./mcp-file.js";
 import { McpServerSpecSchema, isStateful, type McpServerSpec } from "./mcp-spec.js";
+import { readCapped } from "./capped-read.js";
 
 export type { McpClientHandle, McpTool, McpToolResult } from "./mcp-client.js";
 
@@ -218,7 +219,7 @@ export class McpRegistry {
     try {
       const st = await this.#sandbox.stat(MCP_FILE);
       if (!st) return;
-      text = (await this.#sandbox.readFile(MCP_FILE, { maxBytes: MAX_MCP_FILE_BYTES })).toString("utf8");
+      text = (await readCapped(this.#sandbox, MCP_FILE, MAX_MCP_FILE_BYTES)).toString("utf8");
     } catch (e) {
       if (isWorkspaceError(e, "not_found")) return;
       this.#unreadable = isWorkspaceError(e, "too_large") ? `it is over the ${MAX_MCP_FILE_BYTES}-byte limit` : `reading it failed: ${String(e)}`;

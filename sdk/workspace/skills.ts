@@ -10,8 +10,10 @@ import { isPlainName } from "../paths.js";
 import type { DirEntry, FileInfo, Sandbox } from "../sandbox.js";
 import { DEFAULT_MAX_EXTRACTED_BYTES, extractArchive, inputLimitFor, spoolInput, type ArchiveFormat } from "./archive.js";
 import { MAX_SKILL_MD_BYTES, parseSkillMarkdown, type FrontMatterResult, type SkillManifest } from "./frontmatter.js";
+import { readCapped } from "./capped-read.js";
 import {
   INDEX_FILE,
+  emptyIndex,
   SEED_PARTITION,
   freeSkillName,
   parseIndex,
@@ -49,6 +51,14 @@ const SKILL_FILE = "SKILL.md";
 const LEGACY_INDEX = ".skills";
 /** A listing reads at most this many characters of SKILL.md in total; later skills are left out with a warning. */
 export const MAX_LISTED_SKILL_CHARS = 64 * 1024 * 1024;
+/**
+ * The most bytes of a partition's `.index` the host reads. An entry is about 150 bytes, so this holds
+ * tens of thousands of skills; a bigger file (an agent can truncate it to 5 GiB) is treated as corrupt:
+ * rebuilt from the skill folders, which hold every stored skill, and rewritten.
+ */
+export const MAX_SKILL_INDEX_BYTES = 8 * 1024 * 1024;
+/** The most bytes of one file a file-by-file partition copy carries through the host; bigger files are left out with a warning. */
+export const MAX_COPIED_SKILL_FILE_BYTES = 64 * 1024 * 1024;
 /** A host SKILL.md up to this size is read synchronously (bounded, no thread-pool hop). */
 const SYNC_READ_LIMIT = 256 * 1024;
 
@@ -97,9 +107,9 @@ export class SkillStore {
     await this.#sandbox.mkdir(seedRel);
     if (skillPaths.length === 0) return;
     await this.#withLock(SEED_PARTITION, async () => {
-      const index = await this.#loadIndex(seedRel);
+      const { index, corrupt } = await this.#loadIndex(seedRel);
       const { changed: reconciled, onDisk } = await this.#reconcile(seedRel, index);
-      let changed = reconciled;
+      let changed = reconciled || corrupt;
       // Read and validate all folders at once, decide names one by one (order matters), then copy in parallel.
       const reads = await Promise.all(
         skillPaths.map((raw) =>
@@ -137,8 +147,8 @@ export class SkillStore {
     await this.#equip(partition);
     const rel = `${SKILLS}/${partition}`;
     const index = await this.#withLock(partition, async () => {
-      const idx = await this.#loadIndex(rel);
-      if ((await this.#reconcile(rel, idx)).changed) await this.#saveIndex(rel, idx);
+      const { index: idx, corrupt } = await this.#loadIndex(rel);
+      if ((await this.#reconcile(rel, idx)).changed || corrupt) await this.#saveIndex(rel, idx);
       return idx;
     });
     // Each SKILL.md is capped, and so is their sum: an agent can plant thousands of 1 MiB files.
@@ -220,8 +230,8 @@ export class SkillStore {
     await this.#equip(partition);
     const rel = `${SKILLS}/${partition}`;
     return this.#withLock(partition, async () => {
-      const index = await this.#loadIndex(rel);
-      const { changed } = await this.#reconcile(rel, index);
+      const { index, corrupt } = await this.#loadIndex(rel);
+      const changed = (await this.#reconcile(rel, index)).changed || corrupt;
       const dir = [...index.entries].find(([, e]) => e.skillName === name)?.[0];
       if (dir === undefined) {
         if (changed) await this.#saveIndex(rel, index);
@@ -259,8 +269,9 @@ export class SkillStore {
     await this.#equip(partition);
     const rel = `${SKILLS}/${partition}`;
     return this.#withLock(partition, async () => {
-      const index = await this.#loadIndex(rel);
-      const { changed: reconciled, onDisk, missing } = await this.#reconcile(rel, index);
+      const { index, corrupt } = await this.#loadIndex(rel);
+      const { changed, onDisk, missing } = await this.#reconcile(rel, index);
+      const reconciled = changed || corrupt;
       // The partition folder is almost always there (equipped above): create it only when it is not.
       if (missing) await this.#sandbox.mkdir(rel);
       const result = await this.#install(skill, rel, index, onDisk, opts.dirName);
@@ -337,8 +348,20 @@ export class SkillStore {
     return { changed, onDisk: new Set(entries.map((e) => e.name)), missing };
   }
 
-  async #loadIndex(rel: string): Promise<SkillIndex> {
-    return parseIndex(await this.#readText(`${rel}/${INDEX_FILE}`));
+  /** The partition's index; `corrupt` when it was over MAX_SKILL_INDEX_BYTES and so read as empty (the caller rewrites it). */
+  async #loadIndex(rel: string): Promise<{ index: SkillIndex; corrupt: boolean }> {
+    const file = `${rel}/${INDEX_FILE}`;
+    try {
+      return { index: parseIndex(await this.#readText(file)), corrupt: false };
+    } catch (e) {
+      if (!isWorkspaceError(e, "too_large")) throw e;
+      this.#logger.warn("skill index over its size cap: treated as corrupt and rebuilt from the skill folders", {
+        file,
+        capBytes: MAX_SKILL_INDEX_BYTES,
+        error: (e as Error).message,
+      });
+      return { index: emptyIndex(), corrupt: true };
+    }
   }
 
   async #saveIndex(rel: string, index: SkillIndex): Promise<void> {
@@ -353,7 +376,7 @@ export class SkillStore {
    */
   async #readSkillText(rel: string): Promise<string | undefined> {
     try {
-      return (await this.#sandbox.readFile(rel, { maxBytes: MAX_SKILL_MD_BYTES })).toString("utf8");
+      return (await readCapped(this.#sandbox, rel, MAX_SKILL_MD_BYTES)).toString("utf8");
     } catch (e) {
       if (isWorkspaceError(e, "too_large")) {
         this.#logger.warn("skipping skill with an invalid SKILL.md", { file: rel, problem: `is over the ${MAX_SKILL_MD_BYTES}-byte limit for a SKILL.md` });
@@ -364,9 +387,10 @@ export class SkillStore {
     }
   }
 
+  /** An index file, capped: too_large goes to the caller. */
   async #readText(rel: string): Promise<string | undefined> {
     try {
-      return (await this.#sandbox.readFile(rel)).toString("utf8");
+      return (await readCapped(this.#sandbox, rel, MAX_SKILL_INDEX_BYTES)).toString("utf8");
     } catch (e) {
       if (isWorkspaceError(e, "not_found") || isWorkspaceError(e, "invalid_argument")) return undefined;
       throw e;
@@ -411,7 +435,17 @@ export class SkillStore {
     await Promise.all(
       wanted.map(async (e) => {
         if (e.type === "dir") await this.#copyTree(`${from}/${e.name}`, `${to}/${e.name}`);
-        else if (e.type === "file") await this.#sandbox.writeFile(`${to}/${e.name}`, await this.#sandbox.readFile(`${from}/${e.name}`));
+        else if (e.type === "file") {
+          let data: Buffer;
+          try {
+            data = await readCapped(this.#sandbox, `${from}/${e.name}`, MAX_COPIED_SKILL_FILE_BYTES);
+          } catch (err) {
+            if (!isWorkspaceError(err, "too_large")) throw err;
+            this.#logger.warn("file left out of the partition copy: over the size cap", { file: `${from}/${e.name}`, capBytes: MAX_COPIED_SKILL_FILE_BYTES });
+            return;
+          }
+          await this.#sandbox.writeFile(`${to}/${e.name}`, data);
+        }
       }),
     );
   }

@@ -1,7 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import { existsSync, lstatSync, readlinkSync, promises as fs } from "node:fs";
 import { UnavailableError, WorkspaceError } from "../../errors.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput } from "../../util/process.js";
 import { LocalSandbox } from "../shared/host-sandbox.js";
@@ -187,6 +187,14 @@ export class BubblewrapSandbox implements Sandbox {
   copyIn(hostPath: string, to: string): Promise<void> {
     return this.#files.copyIn(hostPath, to);
   }
+  listPage(p: string, options?: ListPageOptions): Promise<ListPage> {
+    return this.#files.listPage(p, options);
+  }
+
+  walkTree(p: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
+    return this.#files.walkTree(p, options);
+  }
+
   readDirTyped(p: string): Promise<DirEntry[]> {
     return this.#files.readDirTyped(p);
   }

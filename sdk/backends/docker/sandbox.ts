@@ -6,7 +6,8 @@ import { PassThrough, Writable, type Duplex, type Readable } from "node:stream";
 import type Docker from "dockerode";
 import tar from "tar-stream";
 import { ConflictError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
+import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
@@ -353,6 +354,18 @@ export class DockerSandbox implements Sandbox {
   }
 
   /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */
+  /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */
+  async listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
+    if (await this.#useRunner()) return this.#rf.listPage(rel, options);
+    return pageOfEntries(await this.list(rel), options);
+  }
+
+  /** The tree below a folder: one runner call (without python3: a listing per folder). */
+  async walkTree(rel: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
+    if (await this.#useRunner()) return this.#rf.walkTree(rel, options);
+    return walkTreeByList(this, rel, options);
+  }
+
   async readDirTyped(rel: string): Promise<DirEntry[]> {
     if (await this.#useRunner()) return this.#rf.readDirTyped(rel);
     return (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }));

@@ -7,7 +7,8 @@ import tar from "tar-stream";
 import type { Sandbox as E2BSdkSandbox, CommandHandle } from "e2b";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
 import { checkRelativePath } from "../../paths.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
+import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RemoteFiles, type RunnerLease } from "../shared/runner/index.js";
@@ -228,6 +229,20 @@ export class E2BSandbox implements Sandbox {
     const r = await this.#op("unpack", [clean, staged, name]);
     if (r.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: clean });
     this.#check(r, "copy into", clean);
+  }
+
+  /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */
+  async listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.listPage(rel, options), true);
+    return pageOfEntries(await this.list(rel), options);
+  }
+
+  /** The tree below a folder: one runner call (without python3: a listing per folder). */
+  async walkTree(rel: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.walkTree(rel, options), true);
+    return walkTreeByList(this, rel, options);
   }
 
   /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { PassThrough } from "node:stream";
 import { WorkspaceError } from "../../errors.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerLease } from "../shared/runner/index.js";
@@ -137,6 +137,14 @@ export class K8sSandbox implements Sandbox {
   copyIn(hostSource: string, to: string): Promise<void> {
     return this.#rf.copyIn(hostSource, to);
   }
+  listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
+    return this.#rf.listPage(rel, options);
+  }
+
+  walkTree(rel: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
+    return this.#rf.walkTree(rel, options);
+  }
+
   readDirTyped(rel: string): Promise<DirEntry[]> {
     return this.#rf.readDirTyped(rel);
   }

@@ -7,7 +7,8 @@ import type { Sandbox as OsbSandbox } from "@alibaba-group/opensandbox";
 import { ClosedError, ConflictError, NotFoundError, PathEscapeError, UnavailableError, WorkspaceError } from "../../errors.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { checkRelativePath } from "../../paths.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
+import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
 import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../shared/runner/http-channel.js";
@@ -313,6 +314,18 @@ export class OpenSandboxSandbox implements Sandbox {
   async list(rel: string): Promise<FileInfo[]> {
     if (await this.#useRunner()) return this.#rf.list(rel);
     return this.#plain.list(rel);  }
+
+  /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */
+  async listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
+    if (await this.#useRunner()) return this.#rf.listPage(rel, options);
+    return pageOfEntries(await this.list(rel), options);
+  }
+
+  /** The tree below a folder: one runner call (without python3: a listing per folder). */
+  async walkTree(rel: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
+    if (await this.#useRunner()) return this.#rf.walkTree(rel, options);
+    return walkTreeByList(this, rel, options);
+  }
 
   async readDirTyped(rel: string): Promise<DirEntry[]> {
     if (await this.#useRunner()) return this.#rf.readDirTyped(rel);

@@ -6,7 +6,22 @@ import fsSync, { promises as fs, constants as fsc, type Dirent } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, isWorkspaceError } from "../../errors.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, Sandbox, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import {
+  cursorAt,
+  pageBounds,
+  type DirEntry,
+  type ExecOptions,
+  type ExecResult,
+  type FileInfo,
+  type ListPage,
+  type ListPageOptions,
+  type Sandbox,
+  type SandboxProcess,
+  type SpawnOptions,
+  type TreeEntry,
+  type WalkTreeOptions,
+  type WalkTreeResult,
+} from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput } from "../../util/process.js";
 import { RootedPaths, errnoOf, fdPath } from "./rooted.js";
@@ -26,6 +41,10 @@ const SYNC_IO_LIMIT = 256 * 1024;
 const CREATE_SYNC_LIMIT = 2 * 1024 * 1024;
 /** Read once at load: the umask is process-wide and a server does not change it as it runs. */
 const UMASK = process.umask();
+/** Entries one fs.opendir batch reads: the most a folder read holds the event loop for between two thread-pool hops. */
+const DIR_BATCH = 512;
+/** Stats dispatched to the thread pool at once when a big folder is listed. */
+const LSTAT_SLICE = 1024;
 /** Directories with more entries than this are stat-ed through the thread pool, in parallel. */
 const SYNC_LIST_LIMIT = 512;
 
@@ -54,6 +73,8 @@ export class LocalSandbox implements Sandbox {
   readonly workdir: string;
   #realRoot: string | undefined;
   #rooted: RootedPaths | undefined;
+  /** Folders a listing page stopped in, kept open briefly for the next page. */
+  readonly #pages = new OpenPages();
 
   constructor(root: string) {
     this.workdir = path.resolve(root);
@@ -263,13 +284,16 @@ export class LocalSandbox implements Sandbox {
     try {
       let names: string[];
       try {
-        names = fsSync.readdirSync(fdPath(fd));
+        names = (await readEntries(fd)).map((d) => d.name);
       } catch (e) {
         throw mapFsError(e, rel);
       }
       if (names.length > SYNC_LIST_LIMIT) {
-        const out = await Promise.all(names.map((name) => lstatInfoAsync(fdPath(fd, name), name)));
-        return out.filter((x): x is FileInfo => x !== null);
+        // In slices: dispatching 200,000 stats at once would itself hold the event loop for long.
+        const out: FileInfo[] = [];
+        for (let at = 0; at < names.length; at += LSTAT_SLICE)
+          for (const info of await Promise.all(names.slice(at, at + LSTAT_SLICE).map((name) => lstatInfoAsync(fdPath(fd, name), name)))) if (info) out.push(info);
+        return out;
       }
       const out: FileInfo[] = [];
       for (const name of names) {
@@ -282,11 +306,137 @@ export class LocalSandbox implements Sandbox {
     }
   }
 
+  /**
+   * One page of a folder. The folder is read in batches through the thread pool (fs.opendir), so a
+   * folder of any size never holds the event loop for more than one batch; the cursor is the readdir
+   * position, and skipping to it costs batches, not stats.
+   */
+  async listPage(rel: string, options: ListPageOptions = {}): Promise<ListPage> {
+    const { offset, limit, token } = pageBounds(options);
+    // The previous page's open folder, when the cursor names it: the next page costs its own entries, not a re-skip.
+    const kept = token ? this.#pages.take(token, rel, offset) : undefined;
+    const fd = kept?.fd ?? this.#openDirFollowing(rel);
+    let dir: fsSync.Dir | undefined = kept?.dir;
+    let keep = false;
+    try {
+      const names: string[] = [];
+      let more = false;
+      try {
+        dir ??= await fs.opendir(fdPath(fd), { bufferSize: DIR_BATCH });
+        for (let seen = kept ? offset : 0; ; seen++) {
+          if (seen >= offset && names.length === limit) {
+            more = true;
+            break;
+          }
+          const d = await dir.read();
+          if (d === null) break;
+          if (seen >= offset) names.push(d.name);
+        }
+      } catch (e) {
+        throw mapFsError(e, rel);
+      }
+      const entries: FileInfo[] = [];
+      if (names.length > SYNC_LIST_LIMIT) {
+        for (let at = 0; at < names.length; at += LSTAT_SLICE)
+          for (const info of await Promise.all(names.slice(at, at + LSTAT_SLICE).map((name) => lstatInfoAsync(fdPath(fd, name), name)))) if (info) entries.push(info);
+      } else
+        for (const name of names) {
+          const info = lstatInfo(fdPath(fd, name), name);
+          if (info) entries.push(info);
+        }
+      if (!more) return { entries };
+      keep = true;
+      return { entries, nextCursor: cursorAt(offset + limit, this.#pages.keep(rel, offset + limit, fd, dir!)) };
+    } finally {
+      if (!keep) {
+        await dir?.close().catch(() => undefined);
+        fsSync.closeSync(fd);
+      }
+    }
+  }
+
+  /**
+   * The tree below `rel`, each folder opened from its parent's descriptor (one openat per folder, at
+   * any depth: no path is resolved again per level) and read in thread-pool batches, so neither a deep
+   * chain nor a huge folder costs more than its entries or holds the event loop for long.
+   */
+  async walkTree(rel: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
+    const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
+    const skip = new Set(options.skipDirs ?? []);
+    const entries: TreeEntry[] = [];
+    let truncated = false;
+    const scan = async (fd: number, parent: number): Promise<Array<[number, string]>> => {
+      const subdirs: Array<[number, string]> = [];
+      const dir = await fs.opendir(fdPath(fd), { bufferSize: DIR_BATCH });
+      try {
+        for (let d = await dir.read(); d !== null; d = await dir.read()) {
+          if (entries.length >= options.maxEntries || Date.now() > deadline) {
+            truncated = true;
+            break;
+          }
+          const type = direntType(d);
+          let size = 0;
+          let mtimeMs = 0;
+          if (type === "file") {
+            const st = lstatOrUndefined(fdPath(fd, d.name));
+            if (!st) continue;
+            size = st.size;
+            mtimeMs = st.mtimeMs;
+          }
+          entries.push({ parent, name: d.name, type, size, mtimeMs });
+          if (type === "dir" && !skip.has(d.name)) subdirs.push([entries.length - 1, d.name]);
+        }
+      } finally {
+        await dir.close().catch(() => undefined);
+      }
+      return subdirs;
+    };
+    // Open folders whose sub-folders are still to walk: one descriptor per level of the current path.
+    const stack: Array<{ fd: number; subdirs: Array<[number, string]>; next: number }> = [{ fd: this.#openDirFollowing(rel), subdirs: [], next: 0 }];
+    try {
+      try {
+        stack[0]!.subdirs = await scan(stack[0]!.fd, -1);
+      } catch (e) {
+        throw mapFsError(e, rel);
+      }
+      while (stack.length > 0 && !truncated) {
+        const top = stack[stack.length - 1]!;
+        if (top.next >= top.subdirs.length) {
+          fsSync.closeSync(stack.pop()!.fd);
+          continue;
+        }
+        const [index, name] = top.subdirs[top.next++]!;
+        if (stack.length > MAX_TREE_DEPTH) {
+          truncated = true;
+          break;
+        }
+        let fd: number;
+        try {
+          fd = fsSync.openSync(fdPath(top.fd, name), DIR_FLAGS);
+        } catch (e) {
+          // Out of descriptors: say the walk is partial. Gone or swapped for a symlink: skipped, as a symlink is.
+          if (errnoOf(e) === "EMFILE" || errnoOf(e) === "ENFILE") truncated = true;
+          continue;
+        }
+        const frame = { fd, subdirs: [] as Array<[number, string]>, next: 0 };
+        stack.push(frame);
+        try {
+          frame.subdirs = await scan(fd, index);
+        } catch {
+          // Unreadable folder (permissions): listed, not entered.
+        }
+      }
+    } finally {
+      for (const frame of stack) fsSync.closeSync(frame.fd);
+    }
+    return { entries, truncated };
+  }
+
   /** Names and types only, from one readdir (no lstat per entry). */
   async readDirTyped(rel: string): Promise<DirEntry[]> {
     const fd = this.#openDirFollowing(rel);
     try {
-      return fsSync.readdirSync(fdPath(fd), { withFileTypes: true }).map((d) => ({ name: d.name, type: direntType(d) }));
+      return (await readEntries(fd)).map((d) => ({ name: d.name, type: direntType(d) }));
     } catch (e) {
       throw mapFsError(e, rel);
     } finally {
@@ -438,6 +588,56 @@ export class LocalSandbox implements Sandbox {
     const root = this.#root();
     if (this.#rooted?.root !== root) this.#rooted = new RootedPaths(root, this.workdir === root ? [] : [this.workdir]);
     return this.#rooted;
+  }
+}
+
+/** Folders kept open between listing pages: at most this many per sandbox, each for at most PAGE_KEEP_MS. */
+const PAGES_KEPT = 16;
+const PAGE_KEEP_MS = 30_000;
+
+interface OpenPage {
+  rel: string;
+  offset: number;
+  fd: number;
+  dir: fsSync.Dir;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * Open folder handles a listing page stopped in, by a random token carried in the cursor, so paging
+ * through 200,000 entries reads each once (a fresh open would skip everything before the cursor again).
+ * A cursor whose handle expired still works: the folder is opened again and skipped to the position.
+ */
+class OpenPages {
+  readonly #open = new Map<string, OpenPage>();
+
+  keep(rel: string, offset: number, fd: number, dir: fsSync.Dir): string {
+    if (this.#open.size >= PAGES_KEPT) this.#close(this.#open.keys().next().value!);
+    const token = randomBytes(8).toString("hex");
+    const timer = setTimeout(() => this.#close(token), PAGE_KEEP_MS);
+    timer.unref();
+    this.#open.set(token, { rel, offset, fd, dir, timer });
+    return token;
+  }
+
+  /** The kept handle for exactly this folder and position (then no longer kept), or undefined. */
+  take(token: string, rel: string, offset: number): { fd: number; dir: fsSync.Dir } | undefined {
+    const page = this.#open.get(token);
+    if (!page || page.rel !== rel || page.offset !== offset) return undefined;
+    this.#open.delete(token);
+    clearTimeout(page.timer);
+    return page;
+  }
+
+  #close(token: string): void {
+    const page = this.#open.get(token);
+    if (!page) return;
+    this.#open.delete(token);
+    clearTimeout(page.timer);
+    page.dir.close().then(
+      () => fsSync.closeSync(page.fd),
+      () => fsSync.closeSync(page.fd),
+    );
   }
 }
 
@@ -635,21 +835,68 @@ async function copyEntries(src: number, dst: number, to: string, exclude: (name:
       } catch {
         continue;
       }
-      let data: Buffer;
       try {
         if (!fsSync.fstatSync(fd).isFile()) continue;
-        data = await readRegular(fd, shown, undefined);
-      } finally {
-        fsSync.closeSync(fd);
-      }
-      try {
-        await writeNew(fdPath(dst, d.name), data, 0o644);
+        await copyRegular(fd, fdPath(dst, d.name));
       } catch (e) {
         if (errnoOf(e) === "EEXIST") throw new ConflictError(`${shown} already exists`, { field: shown, cause: e });
         throw mapFsError(e, shown);
+      } finally {
+        fsSync.closeSync(fd);
       }
     }
   }
+}
+
+/** Copies chunk by chunk: a file of any size (an agent's sparse 5 GiB one) never sits in host memory. */
+const COPY_CHUNK = 1024 * 1024;
+const ZERO_CHUNK = Buffer.alloc(COPY_CHUNK);
+
+/**
+ * The regular file open on `src` (up to its size at the call, so a file an agent keeps growing cannot
+ * make the copy endless) into the new file `dst`: created exclusively, never through a symlink, mode
+ * 0644. All-zero chunks are skipped and the size set at the end, so a sparse file stays sparse rather
+ * than filling the disk.
+ */
+async function copyRegular(src: number, dst: string): Promise<void> {
+  const out = fsSync.openSync(dst, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o644);
+  try {
+    const size = fsSync.fstatSync(src).size;
+    const sync = size < SYNC_IO_LIMIT;
+    const buf = Buffer.allocUnsafe(Math.max(1, Math.min(COPY_CHUNK, size)));
+    let copied = 0;
+    while (copied < size) {
+      const want = Math.min(buf.length, size - copied);
+      const n = sync ? fsSync.readSync(src, buf, 0, want, null) : (await readFd(src, buf, 0, want, null)).bytesRead;
+      if (n === 0) break;
+      if (!buf.subarray(0, n).equals(ZERO_CHUNK.subarray(0, n)))
+        for (let done = 0; done < n; )
+          done += sync ? fsSync.writeSync(out, buf, done, n - done, copied + done) : (await writeFd(out, buf, done, n - done, copied + done)).bytesWritten;
+      copied += n;
+    }
+    fsSync.ftruncateSync(out, copied);
+  } catch (e) {
+    fsSync.closeSync(out);
+    unlinkQuietly(dst);
+    throw e;
+  }
+  fsSync.closeSync(out);
+}
+
+/** A folder whose fstat size is at most this (about 2,000 names on ext4) is read in one synchronous readdir. */
+const SYNC_DIR_BYTES = 64 * 1024;
+
+/** Every entry of the folder open on `fd`: a big folder in thread-pool batches, so the event loop is never held for the whole read. */
+async function readEntries(fd: number): Promise<Dirent[]> {
+  if (fsSync.fstatSync(fd).size <= SYNC_DIR_BYTES) return fsSync.readdirSync(fdPath(fd), { withFileTypes: true });
+  const out: Dirent[] = [];
+  const dir = await fs.opendir(fdPath(fd), { bufferSize: DIR_BATCH });
+  try {
+    for (let d = await dir.read(); d !== null; d = await dir.read()) out.push(d);
+  } finally {
+    await dir.close().catch(() => undefined);
+  }
+  return out;
 }
 
 function lstatOrUndefined(p: string): fsSync.Stats | undefined {

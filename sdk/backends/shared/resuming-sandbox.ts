@@ -18,6 +18,8 @@ const RETRIED = new Set<PropertyKey>([
   "readDirTyped",
   "copyTree",
   "createFile",
+  "listPage",
+  "walkTree",
 ]);
 
 /**

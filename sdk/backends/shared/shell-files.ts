@@ -138,6 +138,9 @@ export function nonRoot(rel: string): string {
   return rel;
 }
 
+/** The most bytes of one file copyTreeFileByFile carries through the host (too_large beyond). */
+export const MAX_COPY_FILE_BYTES = 256 * 1024 * 1024;
+
 /** A workspace folder copied file by file through a sandbox's own calls (the fallback's copyTree: no runner to do it in one). */
 export async function copyTreeFileByFile(
   sb: Pick<Sandbox, "stat" | "mkdir" | "list" | "readFile" | "writeFile">,
@@ -158,7 +161,13 @@ export async function copyTreeFileByFile(
       if (e.type === "dir") {
         await sb.mkdir(`${b}/${e.name}`);
         await walk(`${a}/${e.name}`, `${b}/${e.name}`);
-      } else if (e.type === "file") await sb.writeFile(`${b}/${e.name}`, await sb.readFile(`${a}/${e.name}`), { mode: 0o644, exclusive: true });
+      } else if (e.type === "file") {
+        const file = `${a}/${e.name}`;
+        // Every byte passes through the host: capped, and checked on what came back.
+        const data = await sb.readFile(file, { maxBytes: MAX_COPY_FILE_BYTES });
+        if (data.length > MAX_COPY_FILE_BYTES) throw new TooLargeError(`${file} is over the ${MAX_COPY_FILE_BYTES}-byte cap of a file-by-file copy`, { field: file });
+        await sb.writeFile(`${b}/${e.name}`, data, { mode: 0o644, exclusive: true });
+      }
     }
   };
   await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));

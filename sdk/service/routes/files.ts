@@ -1,9 +1,11 @@
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import { InvalidArgumentError, NotFoundError, TooLargeError } from "../../errors.js";
+import { listDirectoryPage } from "../../util/listing.js";
 import { checkRelativePath, toWorkspacePath } from "../../paths.js";
+import { DEFAULT_LIST_PAGE, MAX_LIST_PAGE } from "../../sandbox.js";
 import type { Workspace } from "../../workspace/workspace.js";
 import { resolve, sessionOf, workspaceOf, type ServiceContext, type ServiceEnv } from "../context.js";
-import { DirectoryListing, DownloadToken, DownloadTokenBody, FileQuery, PathQuery, SessionParams } from "../schemas.js";
+import { DirectoryListing, DirectoryQuery, DownloadToken, DownloadTokenBody, FileQuery, SessionParams } from "../schemas.js";
 import { WORKSPACE_PROBLEMS, json } from "./common.js";
 
 /** Media types served as themselves; anything else is an octet stream (never HTML or script from a workspace). */
@@ -21,17 +23,26 @@ const MEDIA: Record<string, string> = {
  */
 export function fileRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): void {
   app.openapi(
-    createRoute({ method: "get", path: "/sessions/{sessionId}/workspace/directories", tags: ["workspace"], request: { params: SessionParams, query: PathQuery }, responses: { 200: json(DirectoryListing, "Entries"), ...WORKSPACE_PROBLEMS } }),
+    createRoute({
+      method: "get",
+      path: "/sessions/{sessionId}/workspace/directories",
+      tags: ["workspace"],
+      summary: "One page of a directory's entries (in the directory's own order); follow `nextCursor` for the rest",
+      request: { params: SessionParams, query: DirectoryQuery },
+      responses: { 200: json(DirectoryListing, "Entries"), ...WORKSPACE_PROBLEMS },
+    }),
     async (c) => {
       const { ws } = await resolve(svc, c);
-      const rel = toWorkspacePath(ws.workdir, c.req.valid("query").path);
+      const q = c.req.valid("query");
+      const rel = toWorkspacePath(ws.workdir, q.path);
       const sandbox = ws.getBackend();
       const info = await sandbox.stat(rel);
       if (info === null && rel !== "") throw new NotFoundError(`directory '${rel}'`, { field: "path" });
       if (info && info.type === "file") throw new InvalidArgumentError("path", `'${rel}' is a file, not a directory`);
-      const all = await sandbox.list(rel);
-      const entries = all.slice(0, svc.limits.maxListEntries).map((e) => ({ name: e.name, type: e.type, size: e.size, updatedAt: new Date(e.mtimeMs).toISOString() }));
-      return c.json({ path: rel, entries, truncated: all.length > entries.length }, 200);
+      const limit = Math.min(q.limit ?? DEFAULT_LIST_PAGE, svc.limits.maxListEntries, MAX_LIST_PAGE);
+      const page = await listDirectoryPage(sandbox, rel, { limit, ...(q.cursor ? { cursor: q.cursor } : {}) });
+      const entries = page.entries.map((e) => ({ name: e.name, type: e.type, size: e.size, updatedAt: new Date(e.mtimeMs).toISOString() }));
+      return c.json({ path: rel, entries, ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}), truncated: page.nextCursor !== undefined }, 200);
     },
   );
 
@@ -94,5 +105,7 @@ async function readBounded(ws: Workspace, rel: string, max: number): Promise<Buf
   if (info.type === "other") throw new InvalidArgumentError("path", `'${rel}' is not a regular file`);
   if (info.size > max) throw new TooLargeError(`file '${rel}' is ${info.size} bytes, over the download limit of ${max}`);
   // The size may change between stat and read: the read itself is capped too.
-  return sandbox.readFile(rel, { maxBytes: max });
+  const bytes = await sandbox.readFile(rel, { maxBytes: max });
+  if (bytes.length > max) throw new TooLargeError(`file '${rel}' is over the download limit of ${max} bytes`, { field: "path" });
+  return bytes;
 }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { MAX_TEXT_BYTES, defineTool, resolvePath, type ToolContext, type WorkspaceTool } from "./common.js";
 import { unifiedDiff } from "./diff.js";
 import { failure } from "./read.js";
+import { readCapped } from "../capped-read.js";
 
 export const EditInputSchema = z.object({
   file_path: z.string().min(1, "file_path must not be empty").describe("Absolute path of the file (under the workspace), or a workspace-relative path."),
@@ -26,7 +27,7 @@ export function editTool(ctx: ToolContext): WorkspaceTool {
       if (old_string === new_string) return { ok: false, output: "Error: old_string and new_string are identical. No changes to make." };
       let before: string;
       try {
-        before = (await ctx.sandbox.readFile(rel, { maxBytes: MAX_TEXT_BYTES })).toString("utf8");
+        before = (await readCapped(ctx.sandbox, rel, MAX_TEXT_BYTES)).toString("utf8");
       } catch (e) {
         return failure(e, abs);
       }

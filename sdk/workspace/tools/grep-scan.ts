@@ -1,9 +1,11 @@
 import { posix } from "node:path";
-import type { Sandbox } from "../../sandbox.js";
+import { walkDirectoryTree } from "../../util/listing.js";
+import { treePath, type Sandbox } from "../../sandbox.js";
 import { absPath } from "./common.js";
-import { MAX_COLUMNS, VCS_DIRS, splitGlobs, type GrepInput } from "./grep.js";
+import { GREP_TIMEOUT_MS, MAX_COLUMNS, VCS_DIRS, splitGlobs, type GrepInput } from "./grep.js";
 import { compilePathGlob, expandBraces, type PathMatcher } from "./glob-match.js";
-import { MAX_WALK_ENTRIES, WALK_CONCURRENCY, join, limiter, listDir } from "./walk.js";
+import { MAX_WALK_ENTRIES, WALK_CONCURRENCY, join, limiter } from "./walk.js";
+import { readCapped } from "../capped-read.js";
 
 /** Files bigger than this are skipped by the scan (ripgrep would stream them). */
 const MAX_SCAN_FILE_BYTES = 16 * 1024 * 1024;
@@ -57,16 +59,19 @@ export async function scanGrep(sandbox: Sandbox, input: GrepInput, target: strin
   } catch (e) {
     return { error: `ripgrep error (code 2): ${(e as Error).message}` };
   }
-  const files = isDir ? await listFiles(sandbox, target) : [target];
+  const deadline = Date.now() + GREP_TIMEOUT_MS;
+  const files = isDir ? await listFiles(sandbox, target, deadline) : [target];
   const limit = limiter(WALK_CONCURRENCY);
   const selected = files.filter((file) => !isDir || passesFilters(target === "" ? file : file.slice(target.length + 1), types, globs));
   // Read in parallel (bounded), collect in path order.
   const results = await Promise.all(
     selected.map((file) =>
       limit(async () => {
+        // Past the deadline the remaining files are skipped: the search answers with what it has.
+        if (Date.now() > deadline) return [];
         let data: Buffer;
         try {
-          data = await sandbox.readFile(file, { maxBytes: MAX_SCAN_FILE_BYTES });
+          data = await readCapped(sandbox, file, MAX_SCAN_FILE_BYTES);
         } catch {
           return [];
         }
@@ -148,26 +153,21 @@ function searchText(text: string, re: RegExp, input: GrepInput, shown: string, p
   return out;
 }
 
-async function listFiles(sandbox: Sandbox, root: string): Promise<string[]> {
+/**
+ * Regular files below `root` (VCS folders not entered), from one tree walk: a descriptor per level, so
+ * a deep chain costs what its entries cost; bounded by MAX_WALK_ENTRIES and the deadline. Only entries
+ * the walk saw as regular files are read, and each read refuses anything else without blocking.
+ */
+async function listFiles(sandbox: Sandbox, root: string, deadline: number): Promise<string[]> {
+  let tree;
+  try {
+    tree = await walkDirectoryTree(sandbox, root, { maxEntries: MAX_WALK_ENTRIES, timeoutMs: Math.max(1, deadline - Date.now()), skipDirs: VCS_DIRS });
+  } catch {
+    return [];
+  }
   const files: string[] = [];
-  let visited = 0;
-  const limit = limiter(WALK_CONCURRENCY);
-  const walk = async (dir: string): Promise<void> => {
-    const entries = await limit(() => listDir(sandbox, dir));
-    if (!entries) return;
-    visited += entries.length;
-    if (visited > MAX_WALK_ENTRIES) return;
-    const subdirs: string[] = [];
-    for (const e of entries) {
-      const p = join(dir, e.name);
-      if (e.type === "dir") {
-        if (!VCS_DIRS.includes(e.name)) subdirs.push(p);
-      } else if (e.type === "file") files.push(p);
-    }
-    await Promise.all(subdirs.map(walk));
-  };
-  await walk(root);
-  // Listings finish in any order; report files in path order.
+  for (let i = 0; i < tree.entries.length; i++) if (tree.entries[i]!.type === "file") files.push(join(root, treePath(tree.entries, i)));
+  // Report files in path order.
   return files.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { isWorkspaceError } from "../../errors.js";
 import type { Sandbox } from "../../sandbox.js";
 import { capOutput, defineTool, paginate, resolvePath, type ToolContext, type ToolResult, type WorkspaceTool } from "./common.js";
 import { scanGrep } from "./grep-scan.js";
@@ -66,6 +67,9 @@ export function grepTool(ctx: ToolContext, engine: GrepEngine = "auto"): Workspa
       if (target.rel !== "" && !st) return { ok: false, output: `Path does not exist: ${target.abs}` };
       // Also the confinement check for a symlinked target (rg would follow it): throws path_escape.
       const isDir = await isDirectory(ctx.sandbox, target.rel);
+      // A FIFO (or device) named as the target would hold rg in open() until its timeout: the sandbox's own
+      // non-blocking open decides what it is first (a 0-byte cap reads nothing from a regular file).
+      if (!isDir && (await isSpecialFile(ctx.sandbox, target.rel))) return { ok: false, output: `Not a regular file (a FIFO, socket or device): ${target.abs}` };
       // rg walks by name: only where it runs confined to the sandbox's own view can a swap not lead it out.
       const useRg = engine === "rg" || (engine === "auto" && !ctx.sandbox.unconfinedProcesses && (await hasRipgrep(ctx.sandbox)));
       let lines: string[];
@@ -81,6 +85,17 @@ export function grepTool(ctx: ToolContext, engine: GrepEngine = "auto"): Workspa
       return pageResult(lines, input, useRg ? "rg" : "scan");
     },
   });
+}
+
+/** Whether `rel` is something other than a regular file or folder, found without blocking on it. */
+async function isSpecialFile(sandbox: Sandbox, rel: string): Promise<boolean> {
+  try {
+    await sandbox.readFile(rel, { maxBytes: 0 });
+    return false;
+  } catch (e) {
+    // too_large: a regular file with content; not_found and the rest: rg reports them as it always did.
+    return isWorkspaceError(e, "invalid_argument");
+  }
 }
 
 /** The reference's argv, verbatim. */

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { isWorkspaceError } from "../../errors.js";
 import { MAX_TEXT_BYTES, defineTool, normalizeNewlines, resolvePath, type ToolContext, type ToolResult, type WorkspaceTool } from "./common.js";
 import { PDF_MAX_BYTES, PDF_MAX_PAGES_PER_CALL, PDF_PAGES_WITHOUT_RANGE, pdfText } from "./pdf.js";
+import { readCapped } from "../capped-read.js";
 
 export const READ_MAX_LINES = 2000;
 export const READ_MAX_LINE_CHARS = 2000;
@@ -49,7 +50,7 @@ export function readTool(ctx: ToolContext): WorkspaceTool {
       const image = IMAGE_TYPES[ext];
       let data: Buffer;
       try {
-        data = await ctx.sandbox.readFile(rel, { maxBytes: isPdf ? PDF_MAX_BYTES : image ? MAX_IMAGE_BYTES : MAX_TEXT_BYTES });
+        data = await readCapped(ctx.sandbox, rel, isPdf ? PDF_MAX_BYTES : image ? MAX_IMAGE_BYTES : MAX_TEXT_BYTES);
       } catch (e) {
         return failure(e, abs);
       }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { MAX_TEXT_BYTES, defineTool, resolvePath, type ToolContext, type WorkspaceTool } from "./common.js";
 import { splitLinesKeepEnds, unifiedDiff } from "./diff.js";
 import { failure } from "./read.js";
+import { readCapped } from "../capped-read.js";
 
 export const WriteInputSchema = z.object({
   file_path: z.string().min(1, "file_path must not be empty").describe("Absolute path of the file (under the workspace), or a workspace-relative path."),
@@ -22,7 +23,7 @@ export function writeTool(ctx: ToolContext): WorkspaceTool {
       let before = "";
       if (st) {
         try {
-          before = (await ctx.sandbox.readFile(rel, { maxBytes: MAX_TEXT_BYTES })).toString("utf8");
+          before = (await readCapped(ctx.sandbox, rel, MAX_TEXT_BYTES)).toString("utf8");
         } catch (e) {
           return failure(e, abs);
         }

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../../errors.js";
-import type { DirEntry, FileInfo } from "../../../sandbox.js";
+import { cursorAt, pageBounds, type DirEntry, type FileInfo, type ListPage, type ListPageOptions, type TreeEntry, type WalkTreeOptions, type WalkTreeResult } from "../../../sandbox.js";
 import { checkRelativePath } from "../../../paths.js";
 import { MAX_READ_BYTES, RunnerFailure, type RunnerClient } from "./client.js";
 
@@ -12,6 +12,8 @@ export interface RunnerLease {
   release?: () => void;
 }
 
+/** Tree entries parsed between two turns of the event loop. */
+const PARSE_SLICE = 4096;
 /** Entries a copyTree or copyIn may carry: a bound on what one call walks. */
 const MAX_TREE_ENTRIES = 100_000;
 
@@ -57,6 +59,47 @@ export class RunnerFiles {
     const out: FileInfo[] = [];
     for (let i = 0; i + 3 < f.length; i += 4) out.push({ name: f[i + 3]!, type: typeOf(f[i]!), size: Number(f[i + 1]), mtimeMs: Number(f[i + 2]) / 1e6 });
     return out;
+  }
+
+  /** One page, skipped and cut inside the sandbox: the host never receives more than `limit` entries. */
+  async listPage(rel: string, options: ListPageOptions = {}): Promise<ListPage> {
+    const clean = checkRelativePath(rel);
+    const { offset, limit } = pageBounds(options);
+    const { fields: flags, payload } = await this.#run(clean, "list", (r) => r.call("l", [clean, String(offset), String(limit)]));
+    const f = fields(payload);
+    const entries: FileInfo[] = [];
+    // Never more than asked for, whatever the runner sent.
+    for (let i = 0; i + 3 < f.length && entries.length < limit; i += 4) entries.push({ name: f[i + 3]!, type: typeOf(f[i]!), size: Number(f[i + 1]), mtimeMs: Number(f[i + 2]) / 1e6 });
+    return flags[0] === "1" ? { entries, nextCursor: cursorAt(offset + limit) } : { entries };
+  }
+
+  /** The whole tree in one call, walked inside the sandbox with a descriptor per level. */
+  async walkTree(rel: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
+    const clean = checkRelativePath(rel);
+    const cap = Math.max(0, Math.floor(options.maxEntries));
+    const skip = (options.skipDirs ?? []).filter((d) => d !== "" && !d.includes("/")).join("/");
+    const { fields: flags, payload } = await this.#run(clean, "walk", (r) => r.call("t", [clean, "R", String(cap), skip]));
+    const entries: TreeEntry[] = [];
+    // Parsed field by field, yielding between slices: 200,000 entries split at once would hold the event loop.
+    const f: string[] = [];
+    let extra = false;
+    for (let at = 0; at < payload.length; ) {
+      const end = payload.indexOf(0, at);
+      f.push(payload.toString("utf8", at, end < 0 ? payload.length : end));
+      at = end < 0 ? payload.length : end + 1;
+      if (f.length < 5) continue;
+      if (entries.length >= cap) {
+        extra = true;
+        break;
+      }
+      const parent = Number(f[0]);
+      // A parent must come before its child: anything else is a malformed answer, not a tree.
+      if (!Number.isSafeInteger(parent) || parent < -1 || parent >= entries.length) throw new WorkspaceError("exec_failed", `malformed tree listing of '${clean}' from the sandbox`, { field: clean });
+      entries.push({ parent, type: typeOf(f[1]!), size: Number(f[2]) || 0, mtimeMs: Number(f[3]) / 1e6 || 0, name: f[4]! });
+      f.length = 0;
+      if (entries.length % PARSE_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    return { entries, truncated: flags[0] === "1" || extra };
   }
 
   async readDirTyped(rel: string): Promise<DirEntry[]> {

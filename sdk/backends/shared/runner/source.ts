@@ -733,31 +733,107 @@ def op_upload_done(r, ok):
         u.watch()
 
 
-def op_list(rid, rel):
+def op_list(rid, rel, skip="0", limit="-1"):
+    """Entries of rel; with skip/limit one page of them (readdir order), field "1" when more follow."""
+    skip, limit = int(skip), int(limit)
     fd = open_dir(rel)
     out = []
+    more = False
+    n = 0
     try:
-        for n in os.listdir(fd):
-            st = lstat_at(fd, n)
-            if st is not None:
-                out.extend(info(st, n))
+        with os.scandir(fd) as it:
+            for e in it:
+                if skip > 0:
+                    skip -= 1
+                    continue
+                if 0 <= limit <= n:
+                    more = True
+                    break
+                n += 1
+                st = lstat_at(fd, e.name)
+                if st is not None:
+                    out.extend(info(st, e.name))
     finally:
         os.close(fd)
-    reply(rid, ["o"], b"\0".join(b(x) for x in out))
+    reply(rid, ["o", "1" if more else "0"], b"\0".join(b(x) for x in out))
 
 
-def op_typed(rid, rel):
+def entry_type(e):
+    return "l" if e.is_symlink() else "d" if e.is_dir(follow_symlinks=False) else "f" if e.is_file(follow_symlinks=False) else "o"
+
+
+def op_typed(rid, rel, mode="", cap="0", skipdirs=""):
+    if mode == "R":
+        return op_walk(rid, rel, int(cap), set(x for x in skipdirs.split("/") if x))
     fd = open_dir(rel)
     out = []
     try:
         with os.scandir(fd) as it:
             for e in it:
-                t = "l" if e.is_symlink() else "d" if e.is_dir(follow_symlinks=False) else "f" if e.is_file(follow_symlinks=False) else "o"
-                out.append(t)
+                out.append(entry_type(e))
                 out.append(e.name)
     finally:
         os.close(fd)
     reply(rid, ["o"], b"\0".join(b(x) for x in out))
+
+
+WALK_BYTES = 32 << 20
+WALK_DEPTH = 4096
+
+
+def op_walk(rid, rel, cap, skip):
+    """Every entry below rel, each folder before its content, as (parent index, type, size, mtime ns, name):
+    a descriptor per level, so depth costs nothing per entry. Field "1" when cut at cap, WALK_BYTES or WALK_DEPTH."""
+    out = []
+    state = [0, 0, False]  # entries, bytes, truncated
+
+    def scan(dfd, parent):
+        subs = []
+        with os.scandir(dfd) as it:
+            for e in it:
+                if state[0] >= cap or state[1] >= WALK_BYTES:
+                    state[2] = True
+                    break
+                t = entry_type(e)
+                size = mt = 0
+                if t == "f":
+                    st = lstat_at(dfd, e.name)
+                    if st is None:
+                        continue
+                    size, mt = st.st_size, st.st_mtime_ns
+                out.extend((str(parent), t, str(size), str(mt), e.name))
+                state[1] += len(e.name) + 40
+                if t == "d" and e.name not in skip:
+                    subs.append((state[0], e.name))
+                state[0] += 1
+        return subs
+
+    stack = [[open_dir(rel), [], 0]]
+    try:
+        stack[0][1] = scan(stack[0][0], -1)
+        while stack and not state[2]:
+            top = stack[-1]
+            if top[2] >= len(top[1]):
+                os.close(stack.pop()[0])
+                continue
+            idx, name = top[1][top[2]]
+            top[2] += 1
+            if len(stack) >= WALK_DEPTH:
+                state[2] = True
+                break
+            try:
+                nfd = opendir_at(top[0], name)
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE):
+                    state[2] = True
+                    break
+                continue
+            stack.append([nfd, [], 0])
+            stack[-1][1] = scan(nfd, idx)
+    finally:
+        for f in stack:
+            os.close(f[0])
+    reply(rid, ["o", "1" if state[2] else "0"], b"\0".join(b(x) for x in out))
 
 
 def op_stat(rid, rel):
@@ -1450,9 +1526,9 @@ def handle(f, payload):
             elif op == b"W" and a[1] in ("w", "x"):
                 write_start(rid, a[0], a[1], a[2], payload, True)
             elif op == b"l":
-                op_list(rid, a[0])
+                op_list(rid, *a[:3])
             elif op == b"t":
-                op_typed(rid, a[0])
+                op_typed(rid, *a[:4])
             elif op == b"s":
                 op_stat(rid, a[0])
             elif op == b"d":
