@@ -157,6 +157,18 @@ describe("a hostile runner ends itself, never the host", () => {
     await recovers(h, h.first);
   });
 
+  it("a size under the cap that is never sent allocates at most 64 MiB ahead of the bytes", async () => {
+    const h = harness((r, q) => void r.send(reply(q.id, ["s", 900 * MiB])));
+    const before = heldBytes();
+    const call = h.files.readFile("a");
+    call.catch(() => undefined);
+    await pause(200);
+    // Pending: the runner's word alone (900 MiB) must not have become host memory.
+    expect(heldBytes() - before).toBeLessThan(80 * MiB);
+    expectUnavailable(await rejection(call), /deadline|timed out|did not answer|within/);
+    await recovers(h, h.first);
+  });
+
   it("a reply for an id nobody waits for, a duplicate reply, a reply of the wrong kind", async () => {
     const unknown = harness((r, q) => void r.send(reply(q.id + 1000, ["o"])));
     expectUnavailable(await rejection(unknown.files.stat("a")), /id \d+, which no call/);

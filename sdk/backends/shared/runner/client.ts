@@ -132,6 +132,8 @@ const LAZY_MS = 50;
 /** Bytes per write frame: big files cross in pieces, each a view of the caller's buffer (no copy). */
 const CHUNK = 1 << 20;
 const REPLY_PREFIX = 12;
+/** The most a read's announced size allocates before its bytes arrive. */
+const PREALLOC_MAX = 64 << 20;
 /** Chunks under this size are copied together (FrameReader's #append), TAIL_BYTES at a time. */
 const SMALL_CHUNK = 4096;
 const TAIL_BYTES = 64 << 10;
@@ -475,6 +477,7 @@ export class RunnerClient {
     const cap = maxBytes !== undefined && Number.isSafeInteger(maxBytes) && maxBytes >= 0 ? Math.min(maxBytes, this.#maxRead) : this.#maxRead;
     let rid = 0;
     let state: "start" | "data" = "start";
+    const started = Date.now();
     const what = "a read";
     return this.#request(what, this.#callMs, (id) => ((rid = id), this.#send([handoff ? "R" : "r", String(id), rel, String(cap)])), (resolve, reject) => ({
       accept: (fields, pl) =>
@@ -499,9 +502,10 @@ export class RunnerClient {
           // The size is the runner's word: checked against the cap before anything is allocated by it.
           const size = count(fields[1]);
           if (size === undefined || size > cap) throw new ProtocolError(`a size of '${fields[1]}' for a read capped at ${cap} bytes`);
-          out = Buffer.allocUnsafe(size);
+          // Sized by that word only up to PREALLOC_MAX: past it the buffer grows as bytes really arrive,
+          // so a runner that announces a big file and sends nothing pins no memory.
+          out = Buffer.allocUnsafe(Math.min(size, PREALLOC_MAX));
           state = "data";
-          this.#arm(rid, this.#callMs + (size / MIN_RATE) * 1000, what);
           return false;
         }
         if (kind === "d") {
@@ -512,6 +516,8 @@ export class RunnerClient {
             out = grown;
           }
           for (const c of chunks) len += c.copy(out, len);
+          // More time only for bytes that really came (a second per MiB), never for a size merely announced.
+          this.#arm(rid, started + this.#callMs + (len / MIN_RATE) * 1000 - Date.now(), what);
           return false;
         }
         if (kind === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
