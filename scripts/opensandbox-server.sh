@@ -94,8 +94,10 @@ case "${1:-}" in
     build_execd_image
     write_config
     if running; then kill "$(cat "$PIDFILE")" 2>/dev/null || true; sleep 1; fi
-    # Twice: at start the server inspects every sandbox container, and a busy engine can time that out.
-    for attempt in 1 2; do
+    # More than once: at start the server inspects every sandbox container, and a busy engine can time that
+    # out; and a port still held (a client socket that took it as its local port) frees itself in a moment.
+    for attempt in 1 2 3 4; do
+      [ "$attempt" = 1 ] || sleep 2
       log "starting the server on 127.0.0.1:$PORT (execd image $EXECD_IMAGE, attempt $attempt)"
       HOME="$STATE/home" OPENSANDBOX_INSECURE_SERVER=YES DOCKER_HOST="$DOCKER_HOST" \
         setsid "$VENV/bin/opensandbox-server" --config "$STATE/sandbox.toml" >"$STATE/server.log" 2>&1 </dev/null 9>&- &

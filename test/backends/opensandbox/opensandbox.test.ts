@@ -135,16 +135,18 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
 
   it("a server restarted in the middle of a create leaves one sandbox or none, and the next create ends with one", async () => {
     // A server instance of its own (own state, port and host ports): restarting it leaves other test files' server alone.
+    // Its ports sit below Linux's ephemeral range (32768-60999): under load a client socket of another test
+    // once held 38090 as its local port, and the restart could not bind.
     const env = {
       ...process.env,
       AGENTWS_OPENSANDBOX_STATE: path.join(os.homedir(), ".cache/agent-workspaces/opensandbox-restart-test"),
-      AGENTWS_OPENSANDBOX_PORT: "38090",
-      AGENTWS_OPENSANDBOX_PORTS: "48000-48999",
+      AGENTWS_OPENSANDBOX_PORT: "28090",
+      AGENTWS_OPENSANDBOX_PORTS: "28100-28999",
     };
     const script = path.join(ROOT, "scripts/opensandbox-server.sh");
     await run(script, ["start"], { env, timeout: 600_000 });
     const w = id("restart");
-    const d = new OpenSandboxDriver({ ...spec(), domain: "127.0.0.1:38090" });
+    const d = new OpenSandboxDriver({ ...spec(), domain: "127.0.0.1:28090" });
     try {
       const creating = d.create({ workspaceId: w, managedBy: "runtime" }).then(
         () => "created",
