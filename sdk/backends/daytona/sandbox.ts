@@ -216,7 +216,6 @@ export class DaytonaSandbox implements Sandbox {
     this.#check(r, "copy into", clean);
   }
 
-  /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */
   /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */
   async listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
     if (await this.#useRunner()) return this.#rf.listPage(rel, options);
@@ -229,6 +228,7 @@ export class DaytonaSandbox implements Sandbox {
     return walkTreeByList(this, rel, options);
   }
 
+  /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */
   async readDirTyped(rel: string): Promise<DirEntry[]> {
     if (await this.#useRunner()) return this.#rf.readDirTyped(rel);
     return (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }));

@@ -353,7 +353,6 @@ export class DockerSandbox implements Sandbox {
     this.#check(fin, "copy into", clean);
   }
 
-  /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */
   /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */
   async listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
     if (await this.#useRunner()) return this.#rf.listPage(rel, options);
@@ -366,6 +365,7 @@ export class DockerSandbox implements Sandbox {
     return walkTreeByList(this, rel, options);
   }
 
+  /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */
   async readDirTyped(rel: string): Promise<DirEntry[]> {
     if (await this.#useRunner()) return this.#rf.readDirTyped(rel);
     return (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }));

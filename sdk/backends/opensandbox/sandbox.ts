@@ -313,7 +313,8 @@ export class OpenSandboxSandbox implements Sandbox {
 
   async list(rel: string): Promise<FileInfo[]> {
     if (await this.#useRunner()) return this.#rf.list(rel);
-    return this.#plain.list(rel);  }
+    return this.#plain.list(rel);
+  }
 
   /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */
   async listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
