@@ -110,9 +110,9 @@ export class McpRegistry {
     });
   }
 
-  /** The names the scope declares, in declaration order; nothing is started. */
+  /** The names the scope declares, in declaration order; nothing is started. Not queued behind a slow start. */
   async names(scope: McpScope = {}): Promise<string[]> {
-    return this.#locked(async () => this.#effective(normScope(scope).key).map((s) => s.name));
+    return this.#effective(normScope(scope).key).map((s) => s.name);
   }
 
   /**
@@ -120,8 +120,14 @@ export class McpRegistry {
    * the scope declares no such server. A failed start propagates (its message carries no secret of the spec).
    */
   async get(name: string, scope: McpScope = {}): Promise<McpClientHandle | undefined> {
+    const { key } = normScope(scope);
+    // A running client is handed out at once: only starting one waits for the lock (and so behind another server's start).
+    const running = this.#live.get(key)?.get(name);
+    if (running && !running.closed && this.#effective(key).some((s) => s.name === name)) {
+      this.#lastUsed.set(key, ++this.#clock);
+      return running;
+    }
     return this.#locked(async () => {
-      const { key } = normScope(scope);
       const spec = this.#effective(key).find((s) => s.name === name);
       if (!spec) return undefined;
       this.#lastUsed.set(key, ++this.#clock);
