@@ -75,9 +75,16 @@ export async function serveFleet(options: ServeFleetOptions = {}): Promise<Serve
   const store = await openSessionStore(options.store ?? path.join(os.homedir(), ".agent-workspaces", "service", "sessions.db"));
   try {
     const auth = options.tokensFile ? anyTokenAuth(tokenFileAuth(options.tokensFile), storeTokenAuth(store)) : storeTokenAuth(store);
-    const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, auth, backend: kind, logger, downloadSecret: options.downloadSecret,
-      ...(options.allowedHosts ? { allowedHosts: options.allowedHosts } : {}),
-      ...(options.allowedOrigins ? { allowedOrigins: options.allowedOrigins } : {}),
+    const { allowedHosts, allowedOrigins } = options;
+    const { app, dispose } = createApp({
+      workspaceManager: manager,
+      sessionStore: store,
+      auth,
+      backend: kind,
+      logger,
+      downloadSecret: options.downloadSecret,
+      ...(allowedHosts ? { allowedHosts } : {}),
+      ...(allowedOrigins ? { allowedOrigins } : {}),
     });
     const service = await startService({
       app,
