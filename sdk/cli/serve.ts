@@ -30,6 +30,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
       "no-stack": { type: "boolean" },
       "egress-allow": { type: "string", multiple: true },
       "egress-allow-private": { type: "boolean" },
+      "allowed-host": { type: "string", multiple: true },
+      "allowed-origin": { type: "string", multiple: true },
     },
   });
   const egress = egressPolicy(values["egress-allow"] ?? [], values["egress-allow-private"] ?? false);
@@ -52,6 +54,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     hostname: values.host ?? "127.0.0.1",
     downloadSecret: process.env.AGENTWS_DOWNLOAD_SECRET,
     egress,
+    allowedHosts: listOption(values["allowed-host"], process.env.AGENTWS_ALLOWED_HOSTS),
+    allowedOrigins: listOption(values["allowed-origin"], process.env.AGENTWS_ALLOWED_ORIGINS),
     logger: consoleLogger("info"),
   });
   err(`agentws serve: ${served.backend} workspaces at ${served.service.url} (OpenAPI: /openapi.json, metrics: /metrics); Ctrl-C stops`);
@@ -76,6 +80,12 @@ export function egressPolicy(flags: string[], allowPrivate: boolean, env: NodeJS
   const parsed = EgressPolicySchema.safeParse({ allow, allowPrivate: allowPrivate || env.AGENTWS_EGRESS_ALLOW_PRIVATE === "1" });
   if (!parsed.success) throw new InvalidArgumentError("--egress-allow", parsed.error.issues.map((i) => i.message).join("; "));
   return parsed.data;
+}
+
+/** A repeatable (or comma-separated) flag plus a comma-separated variable; undefined when both are empty. */
+function listOption(flags: string[] | undefined, env: string | undefined): string[] | undefined {
+  const out = [...(flags ?? []), env ?? ""].flatMap((s) => s.split(",")).map((s) => s.trim()).filter(Boolean);
+  return out.length ? out : undefined;
 }
 
 /** `agentws token <user>`: a new bearer token for a user; the store keeps only its hash, the token is printed once. */

@@ -38,6 +38,14 @@ export interface CreateAppOptions {
   logger?: Logger;
   /** Node process metrics in /metrics too. Default true. */
   processMetrics?: boolean;
+  /**
+   * Host names (no port) the MCP endpoint answers besides loopback ones; `["*"]` allows any. Unset,
+   * a request arriving on a loopback address must name a loopback host (DNS-rebinding protection).
+   * Behind a reverse proxy on the same machine that forwards the public Host, list that name.
+   */
+  allowedHosts?: string[];
+  /** Browser origins allowed on the MCP endpoint besides its own (a request without Origin is not a browser's). */
+  allowedOrigins?: string[];
 }
 
 export interface ServiceApp {
@@ -121,7 +129,7 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   fileRoutes(app, svc);
   statusRoutes(app, svc);
   offloadRoutes(app, svc);
-  mcpEndpoint(app, svc);
+  mcpEndpoint(app, svc, { allowedHosts: options.allowedHosts, allowedOrigins: options.allowedOrigins });
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
   app.doc31("/openapi.json", {

@@ -28,6 +28,8 @@ export interface ServiceLimits {
   maxReadBytes: number;
   /** Entries a directory listing returns. Default 10 000. */
   maxListEntries: number;
+  /** How long the MCP endpoint's tools/list waits for one MCP server before listing it as unavailable. Default 20 s. */
+  mcpListTimeoutMs: number;
 }
 
 export const DEFAULT_LIMITS: ServiceLimits = {
@@ -38,6 +40,7 @@ export const DEFAULT_LIMITS: ServiceLimits = {
   maxConcurrentInstalls: 5,
   maxReadBytes: 64 * 1024 * 1024,
   maxListEntries: 10_000,
+  mcpListTimeoutMs: 20_000,
 };
 
 /** Everything a route needs. */

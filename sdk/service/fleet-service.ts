@@ -38,6 +38,10 @@ export interface ServeFleetOptions {
    * addresses refused); list internal MCP servers in `allow`.
    */
   egress?: EgressPolicy | undefined;
+  /** Host names the MCP endpoint answers besides loopback ones (see CreateAppOptions.allowedHosts). */
+  allowedHosts?: string[] | undefined;
+  /** Browser origins allowed on the MCP endpoint besides its own. */
+  allowedOrigins?: string[] | undefined;
   logger?: Logger | undefined;
 }
 
@@ -71,7 +75,17 @@ export async function serveFleet(options: ServeFleetOptions = {}): Promise<Serve
   const store = await openSessionStore(options.store ?? path.join(os.homedir(), ".agent-workspaces", "service", "sessions.db"));
   try {
     const auth = options.tokensFile ? anyTokenAuth(tokenFileAuth(options.tokensFile), storeTokenAuth(store)) : storeTokenAuth(store);
-    const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, auth, backend: kind, logger, downloadSecret: options.downloadSecret });
+    const { allowedHosts, allowedOrigins } = options;
+    const { app, dispose } = createApp({
+      workspaceManager: manager,
+      sessionStore: store,
+      auth,
+      backend: kind,
+      logger,
+      downloadSecret: options.downloadSecret,
+      ...(allowedHosts ? { allowedHosts } : {}),
+      ...(allowedOrigins ? { allowedOrigins } : {}),
+    });
     const service = await startService({
       app,
       port: options.port,

@@ -96,24 +96,42 @@ export class McpRegistry {
     return this.#locked(async () => {
       const { agentId, sessionId, key } = normScope(scope);
       this.#lastUsed.set(key, ++this.#clock);
-      const live = this.#liveMap(key);
       const specs = this.#effective(key);
-      for (const spec of specs) {
-        const existing = live.get(spec.name);
-        if (existing && !existing.closed) continue;
-        if (existing) {
-          live.delete(spec.name);
-          await existing.close();
-        }
+      for (const spec of specs)
         try {
-          live.set(spec.name, await this.#start(spec, key));
+          await this.#ensure(spec, key);
         } catch (e) {
           this.#logger.warn(`Failed to start MCP '${spec.name}' for agent='${agentId}' session='${sessionId}', skipping`, {
             error: e instanceof Error ? e.message : String(e),
           });
         }
-      }
+      const live = this.#liveMap(key);
       return specs.map((s) => live.get(s.name)).filter((h): h is McpHandle => h !== undefined);
+    });
+  }
+
+  /** The names the scope declares, in declaration order; nothing is started. Not queued behind a slow start. */
+  async names(scope: McpScope = {}): Promise<string[]> {
+    return this.#effective(normScope(scope).key).map((s) => s.name);
+  }
+
+  /**
+   * The scope's live client of one server, started if needed (that server only); undefined when
+   * the scope declares no such server. A failed start propagates (its message carries no secret of the spec).
+   */
+  async get(name: string, scope: McpScope = {}): Promise<McpClientHandle | undefined> {
+    const { key } = normScope(scope);
+    // A running client is handed out at once: only starting one waits for the lock (and so behind another server's start).
+    const running = this.#live.get(key)?.get(name);
+    if (running && !running.closed && this.#effective(key).some((s) => s.name === name)) {
+      this.#lastUsed.set(key, ++this.#clock);
+      return running;
+    }
+    return this.#locked(async () => {
+      const spec = this.#effective(key).find((s) => s.name === name);
+      if (!spec) return undefined;
+      this.#lastUsed.set(key, ++this.#clock);
+      return this.#ensure(spec, key);
     });
   }
 
@@ -251,6 +269,20 @@ export class McpRegistry {
     let live = this.#live.get(key);
     if (!live) this.#live.set(key, (live = new Map()));
     return live;
+  }
+
+  /** The scope's live client of a declared server: the running one, else a new one (a closed one is replaced). */
+  async #ensure(spec: McpServerSpec, key: string): Promise<McpHandle> {
+    const live = this.#liveMap(key);
+    const existing = live.get(spec.name);
+    if (existing && !existing.closed) return existing;
+    if (existing) {
+      live.delete(spec.name);
+      await existing.close();
+    }
+    const handle = await this.#start(spec, key);
+    live.set(spec.name, handle);
+    return handle;
   }
 
   async #start(spec: McpServerSpec, key: string): Promise<McpHandle> {

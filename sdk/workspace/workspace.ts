@@ -248,6 +248,14 @@ export abstract class Workspace implements AsyncDisposable {
   listMcps(scope: Scope = {}): Promise<McpClientHandle[]> {
     return this.track(() => this.#parts().mcp.list(scope));
   }
+  /** The names of the MCP servers the scope declares, without starting any. */
+  listMcpNames(scope: Scope = {}): Promise<string[]> {
+    return this.track(() => this.#parts().mcp.names(scope));
+  }
+  /** One declared server's live client, started if needed (no other server is); undefined when not declared. */
+  getMcp(name: string, scope: Scope = {}): Promise<McpClientHandle | undefined> {
+    return this.track(() => this.#parts().mcp.get(name, scope));
+  }
   addMcp(spec: z.input<typeof McpServerSpecSchema>, scope: Scope = {}): Promise<void> {
     return this.track(() => this.#parts().mcp.add(spec, scope));
   }

@@ -48,8 +48,10 @@ describe("the MCP endpoint of a session's workspace", () => {
       expect(JSON.stringify(sum.content)).toContain("42");
       const loaded = await client.callTool({ name: "Skill", arguments: { name: "greeter" } });
       expect(JSON.stringify(loaded.content)).toContain("Say hello politely.");
-      await expect(client.callTool({ name: "NoSuchTool", arguments: {} })).rejects.toThrow(/not found/);
-      await expect(client.callTool({ name: "Read", arguments: { file_path: "../../etc/passwd" } })).rejects.toThrow(/path/);
+      await expect(client.callTool({ name: "NoSuchTool", arguments: {} })).rejects.toThrow(/Unknown tool: NoSuchTool/);
+      const escaped = await client.callTool({ name: "Read", arguments: { file_path: "../../etc/passwd" } });
+      expect(escaped.isError).toBe(true);
+      expect(JSON.stringify(escaped.content)).toMatch(/path/);
     } finally {
       await client.close();
     }

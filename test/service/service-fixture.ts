@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { LocalWorkspaceManager } from "../../sdk/backends/local/index.js";
 import type { Logger } from "../../sdk/logger.js";
-import { createApp, newToken, startService, SqliteSessionStore, type ServiceLimits, type SessionStore } from "../../sdk/service/index.js";
+import { createApp, newToken, startService, SqliteSessionStore, type CreateAppOptions, type ServiceLimits, type SessionStore } from "../../sdk/service/index.js";
+import type { EgressPolicy } from "../../sdk/util/egress.js";
 
 export interface Running {
   url: string;
@@ -19,10 +20,12 @@ export interface Running {
 }
 
 /** A real service on loopback: a Local manager in a temp basedir, SQLite in a temp file, users with hashed tokens. */
-export async function startTestService(options: { users?: string[]; limits?: Partial<ServiceLimits>; logger?: Logger; store?: SessionStore; basedir?: string } = {}): Promise<Running> {
+export async function startTestService(
+  options: { users?: string[]; limits?: Partial<ServiceLimits>; logger?: Logger; store?: SessionStore; basedir?: string; egress?: EgressPolicy; app?: Pick<CreateAppOptions, "allowedHosts" | "allowedOrigins"> } = {},
+): Promise<Running> {
   const root = await mkdtemp(path.join(tmpdir(), "svc-"));
   const basedir = options.basedir ?? path.join(root, "workspaces");
-  const manager = new LocalWorkspaceManager({ basedir, ttl: 600 });
+  const manager = new LocalWorkspaceManager({ basedir, ttl: 600, ...(options.egress ? { egress: options.egress } : {}) });
   const store = options.store ?? new SqliteSessionStore(path.join(root, "sessions.db"));
   const tokens: Record<string, string> = {};
   for (const user of options.users ?? ["alice", "bob"]) {
@@ -30,7 +33,7 @@ export async function startTestService(options: { users?: string[]; limits?: Par
     await store.addTokenHash(user, t.hash);
     tokens[user] = t.token;
   }
-  const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, backend: "local", processMetrics: false, downloadSecret: "test-secret", ...(options.limits ? { limits: options.limits } : {}), ...(options.logger ? { logger: options.logger } : {}) });
+  const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, backend: "local", processMetrics: false, downloadSecret: "test-secret", ...(options.limits ? { limits: options.limits } : {}), ...(options.logger ? { logger: options.logger } : {}), ...options.app });
   const running = await startService({
     app,
     onClose: async () => {
