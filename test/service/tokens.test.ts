@@ -156,6 +156,8 @@ for (const [kind, backend, available] of backends) {
       expect((await call(s, reader.token, "GET", "/sessions")).status).toBe(200);
       expect((await call(s, reader.token, "GET", `/sessions/${sessionId}`)).status).toBe(200);
       expect((await call(s, reader.token, "GET", "/tokens")).status).toBe(200);
+      // A download link grants a read: a read token may mint one.
+      expect((await call(s, reader.token, "POST", `/sessions/${sessionId}/workspace/files/download-token`, { path: "notes.md" })).status).toBe(200);
       for (const [method, route, body] of [
         ["POST", "/sessions", { agentId: "a2" }],
         ["PATCH", `/sessions/${sessionId}`, { name: "x" }],
