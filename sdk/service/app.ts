@@ -14,8 +14,8 @@ import { DEFAULT_LIMITS, Semaphore, type ServiceContext, type ServiceEnv, type S
 import { DownloadTokens } from "./download-tokens.js";
 import { mcpEndpoint } from "./mcp-endpoint.js";
 import { ServiceMetrics } from "./metrics.js";
-import { fileRoutes } from "./routes/files.js";
 import { adminRoutes } from "./routes/admin.js";
+import { fileRoutes } from "./routes/files.js";
 import { mcpRoutes } from "./routes/mcp.js";
 import { offloadRoutes } from "./routes/offload.js";
 import { sessionRoutes } from "./routes/sessions.js";
