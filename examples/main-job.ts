@@ -52,9 +52,12 @@ try {
   served = await serveFleet({ ...options, port: 0 });
 }
 const { url } = served.service;
-// A fresh token for the fleet's user each run; only its hash is stored.
+// A fresh token for the fleet's user each run, named "main-job": the previous run's is revoked
+// and this one expires in 30 days, so runs do not pile up live tokens. Only its hash is stored.
+const now = Date.now();
+for (const t of await served.store.listTokens(userId, now, 1000)) if (t.name === "main-job") await served.store.revokeToken(t.tokenId, now);
 const { token, hash } = newToken();
-await served.store.addTokenHash(userId, hash);
+const minted = await served.store.addTokenHash(userId, hash, { name: "main-job", expiresAt: now + 30 * 86_400_000, now });
 say(`      listening on ${url} (store: ${dbFile})`);
 
 // 3. One agent's session, through the HTTP API only.
@@ -120,7 +123,7 @@ if (declaredSandbox && declaredSandbox.backend.kind === "bubblewrap" && declared
 // 4. How to reach it.
 say("\n[4/4] the service");
 say(`      URL:      ${url}   (OpenAPI: ${url}/openapi.json, metrics: ${url}/metrics)`);
-say(`      token:    ${token}   (user '${userId}'; only its hash is stored; \`agentws serve\` serves the same store)`);
+say(`      token:    ${token}   (user '${userId}', id ${minted.tokenId}, expires ${new Date(minted.expiresAt!).toISOString().slice(0, 10)}; the next run revokes it; only its hash is stored; \`agentws serve\` serves the same store)`);
 say(`      try:      curl -H 'Authorization: Bearer ${token}' ${url}/sessions`);
 say(`      MCP:      any MCP client at ${url}${s}/mcp with that bearer token`);
 if (once) {

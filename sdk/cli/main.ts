@@ -32,7 +32,9 @@ Usage:
   agentws serve     [--stack local] [--backend local] [--store FILE|postgres://URL] [--tokens FILE] [--port 8787] [--host 127.0.0.1]
                     [--egress-allow HOST|IP|CIDR[:PORT]]... [--egress-allow-private]
                     [--allowed-host NAME]... [--allowed-origin ORIGIN]...   (MCP endpoint; see README)
-  agentws token     <userId> [--store FILE|postgres://URL]   (a new bearer token; only its hash is stored)
+  agentws token     create <userId> [--scopes read,write,admin] [--expires 30d|never] [--name NAME] [--store FILE|postgres://URL]
+                    (a new bearer token, printed once; only its hash is stored. \`agentws token <userId>\` is the same)
+  agentws token     list [<userId>] [--store ...] | revoke <tokenId> [--store ...]
   agentws status    [--kind K]... [--basedir DIR] [--json]  (workspaces on every backend: state, owner, idle time)
   agentws exec      <workspaceId> [--kind K] [--basedir DIR] -- <command> [args...]
 

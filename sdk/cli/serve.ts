@@ -4,7 +4,9 @@ import { InvalidArgumentError } from "../errors.js";
 import { consoleLogger } from "../logger.js";
 import { EgressPolicySchema, type EgressPolicy } from "../util/egress.js";
 import { readStackOutputs } from "../manager/fleet-source.js";
-import { newToken, openSessionStore, serveFleet } from "../service/index.js";
+import { newToken, openSessionStore, parseScopes, serveFleet } from "../service/index.js";
+import { TOKEN_NAME } from "../service/auth.js";
+import { tokenView } from "../service/routes/tokens.js";
 
 const DEFAULT_STORE = "~/.agent-workspaces/service/sessions.db";
 
@@ -88,22 +90,63 @@ function listOption(flags: string[] | undefined, env: string | undefined): strin
   return out.length ? out : undefined;
 }
 
-/** `agentws token <user>`: a new bearer token for a user; the store keeps only its hash, the token is printed once. */
+const TOKEN_USAGE = `usage: agentws token create <userId> [--scopes read,write,admin] [--expires 30d|never] [--name NAME] [--store FILE|postgres://...]
+       agentws token <userId> ...           (the same as create)
+       agentws token list [<userId>] [--store ...]   (live tokens: id, user, scopes, name, times; never a hash)
+       agentws token revoke <tokenId> [--store ...]`;
+
+/**
+ * `agentws token create|list|revoke`: tokens in the session store, with the store's access (an
+ * operator's command, so any user's). A new token is printed once; the store keeps its hash only.
+ */
 export async function tokenCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { store: { type: "string" } } });
-  const user = positionals[0];
-  if (!user) {
-    process.stderr.write("usage: agentws token <userId> [--store FILE|postgres://...]\n");
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { store: { type: "string" }, scopes: { type: "string" }, expires: { type: "string" }, name: { type: "string" } },
+  });
+  const [verb, arg, ...extra] = ["create", "list", "revoke"].includes(positionals[0] ?? "") ? positionals : ["create", ...positionals];
+  if ((verb !== "list" && !arg) || extra.length > 0) {
+    process.stderr.write(`${TOKEN_USAGE}\n`);
     return 2;
   }
+  // Checked before the store is opened: a typo changes nothing.
+  const scopes = parseScopes(values.scopes ?? "read,write", "--scopes");
+  const expiresIn = parseDuration(values.expires ?? "never");
+  if (values.name !== undefined && !TOKEN_NAME.test(values.name)) throw new InvalidArgumentError("--name", "must be 1-128 characters, no control characters");
   const store = await openSessionStore(values.store ?? process.env.AGENTWS_STORE ?? DEFAULT_STORE);
   try {
+    const now = Date.now();
+    if (verb === "list") {
+      process.stdout.write(`${JSON.stringify({ tokens: (await store.listTokens(arg, now, 10_000)).map(tokenView) }, null, 2)}\n`);
+      return 0;
+    }
+    if (verb === "revoke") {
+      if (!(await store.revokeToken(arg!, now))) {
+        process.stderr.write(`no live token '${arg}'\n`);
+        return 1;
+      }
+      process.stderr.write(`revoked ${arg}: it fails from the next request on\n`);
+      return 0;
+    }
+    const user = arg!;
     const { token, hash } = newToken();
-    await store.addTokenHash(user, hash);
+    const t = await store.addTokenHash(user, hash, { scopes, name: values.name ?? null, expiresAt: expiresIn === null ? null : now + expiresIn, now });
     process.stdout.write(`${token}\n`);
-    process.stderr.write(`token for '${user}' stored as ${hash.slice(0, 15)}… (the token itself is not kept: save it now)\n`);
+    const until = t.expiresAt === null ? "never expires" : `expires ${new Date(t.expiresAt).toISOString()}`;
+    process.stderr.write(`token ${t.tokenId} for '${user}' (scopes ${t.scopes.join(",")}; ${until}); only its hash is kept: save it now. Revoke: agentws token revoke ${t.tokenId}\n`);
     return 0;
   } finally {
     await store.close();
   }
+}
+
+/** `30d`, `12h`, `90m`, `3600s`, `2w` → milliseconds; `never` → null. At least a minute, at most ten years. */
+export function parseDuration(text: string): number | null {
+  if (text === "never") return null;
+  const m = /^(\d{1,9})([smhdw])$/.exec(text);
+  const unit = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }[m?.[2] ?? "s"]!;
+  const seconds = m ? Number(m[1]) * unit : NaN;
+  if (!(seconds >= 60 && seconds <= 10 * 366 * 86_400)) throw new InvalidArgumentError("--expires", "must be a duration like 30d, 12h, 90m or 2w (1 minute to 10 years), or 'never'");
+  return seconds * 1000;
 }

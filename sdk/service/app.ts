@@ -9,17 +9,19 @@ import { silentLogger, type Logger } from "../logger.js";
 import type { WorkspaceManager } from "../manager/manager.js";
 import { checkRelativePath } from "../paths.js";
 import type { Workspace } from "../workspace/workspace.js";
-import { storeTokenAuth, userFromHeader, type TokenAuth } from "./auth.js";
+import { ScopeError, checkScope, principalFromHeader, storeTokenAuth, type Principal, type TokenAuth } from "./auth.js";
 import { DEFAULT_LIMITS, Semaphore, type ServiceContext, type ServiceEnv, type ServiceLimits } from "./context.js";
 import { DownloadTokens } from "./download-tokens.js";
 import { mcpEndpoint } from "./mcp-endpoint.js";
 import { ServiceMetrics } from "./metrics.js";
+import { adminRoutes } from "./routes/admin.js";
 import { fileRoutes } from "./routes/files.js";
 import { mcpRoutes } from "./routes/mcp.js";
 import { offloadRoutes } from "./routes/offload.js";
 import { sessionRoutes } from "./routes/sessions.js";
 import { skillRoutes } from "./routes/skills.js";
 import { statusRoutes } from "./routes/status.js";
+import { tokenRoutes } from "./routes/tokens.js";
 import type { SessionStore } from "./stores/store.js";
 
 export interface CreateAppOptions {
@@ -104,16 +106,22 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   app.get("/healthz", (c) => c.json({ ok: true }));
   app.get("/metrics", async (c) => c.text(await metrics.text(), 200, { "content-type": metrics.registry.contentType }));
 
-  // Authentication: a bearer token for everything under /sessions; a file download may carry a
-  // signed token for exactly that session and path instead.
-  app.use("/sessions/*", async (c, next) => {
+  // Authentication: a bearer token for everything under /sessions, /tokens and /admin; a file
+  // download may carry a signed token for exactly that session and path instead (a read). Then
+  // the scope the route needs, decided in one place (auth.ts requiredScope).
+  const authenticate = async (c: Context<ServiceEnv>, next: () => Promise<void>) => {
     const token = c.req.query("token");
+    let principal: Principal;
     if (token !== undefined && c.req.method === "GET" && /^\/sessions\/[^/]+\/workspace\/files$/.test(c.req.path) && c.req.header("authorization") === undefined) {
       const sessionId = c.req.path.split("/")[2]!;
-      c.set("userId", svc.downloads.verify(token, sessionId, checkRelativePath(c.req.query("path") ?? "", "path")));
-    } else c.set("userId", await userFromHeader(svc.auth, c.req.header("authorization")));
+      principal = { userId: svc.downloads.verify(token, sessionId, checkRelativePath(c.req.query("path") ?? "", "path")), scopes: ["read"] };
+    } else principal = await principalFromHeader(svc.auth, c.req.header("authorization"));
+    c.set("principal", principal);
+    c.set("userId", principal.userId);
+    checkScope(principal, c.req.method, c.req.path);
     await next();
-  });
+  };
+  for (const prefix of ["/sessions/*", "/tokens/*", "/admin/*"]) app.use(prefix, authenticate);
 
   // Request size: JSON bodies are small; a skill upload has its own (large) bound, counted while streaming.
   const tooLarge = (limit: number) => (c: Context<ServiceEnv>) => problem(c, new TooLargeError(`the request body is over the limit of ${limit} bytes`));
@@ -122,6 +130,7 @@ export function createApp(options: CreateAppOptions): ServiceApp {
     if (c.req.method === "POST" && c.req.path.endsWith("/workspace/skills")) return next();
     return bodyLimit({ maxSize: limits.maxJsonBytes, onError: tooLarge(limits.maxJsonBytes) })(c, next);
   });
+  app.use("/tokens/*", bodyLimit({ maxSize: limits.maxJsonBytes, onError: tooLarge(limits.maxJsonBytes) }));
 
   sessionRoutes(app, svc);
   mcpRoutes(app, svc);
@@ -130,6 +139,8 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   statusRoutes(app, svc);
   offloadRoutes(app, svc);
   mcpEndpoint(app, svc, { allowedHosts: options.allowedHosts, allowedOrigins: options.allowedOrigins });
+  tokenRoutes(app, svc);
+  adminRoutes(app, svc);
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
   app.doc31("/openapi.json", {
@@ -157,9 +168,20 @@ export function createApp(options: CreateAppOptions): ServiceApp {
     return new Response(JSON.stringify(body), {
       status: body.status,
       // A refused large body may still be arriving: the connection is not reused for another request.
-      headers: { "content-type": "application/problem+json", ...(retry ? { "retry-after": retry } : {}), ...(body.status === 413 ? { connection: "close" } : {}) },
+      headers: { "content-type": "application/problem+json", ...(retry ? { "retry-after": retry } : {}), ...(body.status === 413 ? { connection: "close" } : {}), ...bearerChallenge(c, e, body.status) },
     });
   }
 
   return { app, metrics, dispose: unfollow };
+}
+
+/**
+ * RFC 6750's WWW-Authenticate on a 401 (without it MCP clients such as the Inspector fall back to
+ * OAuth discovery and give up) and on a 403 for a missing scope.
+ */
+function bearerChallenge(c: Context<ServiceEnv>, e: unknown, status: number): Record<string, string> {
+  const realm = 'Bearer realm="agent-workspaces"';
+  if (status === 401) return { "www-authenticate": c.req.header("authorization") === undefined ? realm : `${realm}, error="invalid_token"` };
+  if (e instanceof ScopeError) return { "www-authenticate": `${realm}, error="insufficient_scope", scope="${e.scope}"` };
+  return {};
 }

@@ -3,14 +3,15 @@ import { NotFoundError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { WorkspaceManager } from "../manager/manager.js";
 import type { Workspace } from "../workspace/workspace.js";
-import type { TokenAuth } from "./auth.js";
+import type { Principal, TokenAuth } from "./auth.js";
 import type { DownloadTokens } from "./download-tokens.js";
 import type { ServiceMetrics } from "./metrics.js";
 import type { SessionRecord, SessionStore } from "./stores/store.js";
 
 /** Hono variables set by the service's middleware. */
 export interface ServiceEnv {
-  Variables: { userId: string; requestId: string };
+  /** `userId` is `principal.userId`; `principal` also carries the token's scopes and id. */
+  Variables: { userId: string; requestId: string; principal: Principal };
 }
 
 export interface ServiceLimits {

@@ -1,11 +1,25 @@
 // agent-workspaces/service: the HTTP agent service over a workspace manager.
 export { createApp, type CreateAppOptions, type ServiceApp } from "./app.js";
 export { startService, type RunningService, type StartServiceOptions } from "./server.js";
-export { hashToken, newToken, tokenFileAuth, hashedTokenAuth, storeTokenAuth, anyTokenAuth, type TokenAuth } from "./auth.js";
+export {
+  hashToken,
+  newToken,
+  tokenFileAuth,
+  hashedTokenAuth,
+  storeTokenAuth,
+  anyTokenAuth,
+  parseScopes,
+  requiredScope,
+  DEFAULT_SCOPES,
+  type TokenAuth,
+  type TokenFileEntry,
+  type Principal,
+} from "./auth.js";
 export { DownloadTokens } from "./download-tokens.js";
 export { ServiceMetrics } from "./metrics.js";
 export { DEFAULT_LIMITS, type ServiceLimits } from "./context.js";
 export { SqliteSessionStore } from "./stores/sqlite.js";
 export { PostgresSessionStore } from "./stores/postgres.js";
-export type { SessionStore, SessionRecord, SessionPatch, ListOptions } from "./stores/store.js";
+export { SCOPES } from "./stores/store.js";
+export type { SessionStore, SessionRecord, SessionPatch, ListOptions, Scope, TokenRecord, NewTokenOptions } from "./stores/store.js";
 export { serveFleet, openSessionStore, type ServeFleetOptions, type ServedFleet } from "./fleet-service.js";

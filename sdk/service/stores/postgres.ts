@@ -1,7 +1,23 @@
 import type pg from "pg";
 import { ConflictError } from "../../errors.js";
 import { requirePeer } from "../../util/peer.js";
-import { SESSION_COLUMNS, applyPatch, fromRow, toRow, type ListOptions, type SessionPatch, type SessionRecord, type SessionRow, type SessionStore } from "./store.js";
+import {
+  SESSION_COLUMNS,
+  TOKEN_COLUMNS,
+  applyPatch,
+  fromRow,
+  newTokenRow,
+  toRow,
+  tokenFromRow,
+  type ListOptions,
+  type NewTokenOptions,
+  type SessionPatch,
+  type SessionRecord,
+  type SessionRow,
+  type SessionStore,
+  type TokenRecord,
+  type TokenRow,
+} from "./store.js";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS agentws_sessions (
@@ -20,6 +36,22 @@ CREATE TABLE IF NOT EXISTS agentws_api_tokens (
   user_id TEXT NOT NULL,
   created_at BIGINT NOT NULL
 );`;
+
+/** A fresh public token id in SQL, for rows of the first format and for rows an older replica inserts. */
+const SQL_TOKEN_ID = `'tok_' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 16)`;
+
+/**
+ * Columns the first token format (hash, user, created) lacks. Its tokens keep working as they did:
+ * scopes read+write, no expiry, and a fresh id so they can be listed and revoked.
+ */
+const TOKEN_LIFECYCLE: Array<[string, string]> = [
+  ["token_id", `TEXT`],
+  ["scopes", "TEXT NOT NULL DEFAULT 'read,write'"],
+  ["name", "TEXT"],
+  ["expires_at", "BIGINT"],
+  ["last_used_at", "BIGINT"],
+  ["revoked_at", "BIGINT"],
+];
 
 const COLS = SESSION_COLUMNS.join(", ");
 
@@ -43,12 +75,28 @@ export class PostgresSessionStore implements SessionStore {
     pool.on("error", () => undefined);
     const client = await pool.connect();
     try {
-      await client.query("SELECT pg_advisory_lock(727274)");
+      // One transaction under a transaction-scoped lock: a failed migration leaves neither half a
+      // schema nor a held lock, and a replica opening meanwhile waits, then finds nothing to do.
+      await client.query("BEGIN");
+      await client.query("SELECT pg_advisory_xact_lock(727274)");
       await client.query(SCHEMA);
-      await client.query("SELECT pg_advisory_unlock(727274)");
-    } finally {
+      const have = await client.query<{ column_name: string }>(`SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'agentws_api_tokens'`);
+      const present = new Set(have.rows.map((r) => r.column_name));
+      for (const [column, type] of TOKEN_LIFECYCLE) if (!present.has(column)) await client.query(`ALTER TABLE agentws_api_tokens ADD COLUMN ${column} ${type}`);
+      if (!present.has("token_id")) {
+        await client.query(`UPDATE agentws_api_tokens SET token_id = ${SQL_TOKEN_ID} WHERE token_id IS NULL`);
+        await client.query(`ALTER TABLE agentws_api_tokens ALTER COLUMN token_id SET DEFAULT ${SQL_TOKEN_ID}, ALTER COLUMN token_id SET NOT NULL`);
+      }
+      await client.query(`CREATE UNIQUE INDEX IF NOT EXISTS agentws_api_tokens_by_id ON agentws_api_tokens (token_id)`);
+      await client.query(`CREATE INDEX IF NOT EXISTS agentws_api_tokens_by_user ON agentws_api_tokens (user_id, created_at)`);
+      await client.query("COMMIT");
+    } catch (e) {
+      await client.query("ROLLBACK").catch(() => undefined);
       client.release();
+      await pool.end().catch(() => undefined);
+      throw e;
     }
+    client.release();
     return new PostgresSessionStore(pool);
   }
 
@@ -103,18 +151,65 @@ export class PostgresSessionStore implements SessionStore {
     return (r.rowCount ?? 0) > 0;
   }
 
+  async listAllSessions(o: ListOptions & { userId?: string | undefined }): Promise<{ sessions: SessionRecord[]; total: number }> {
+    const args = [o.userId ?? null, o.agentId ?? null];
+    const where = `($1::text IS NULL OR user_id = $1) AND ($2::text IS NULL OR agent_id = $2)`;
+    const [rows, count] = await Promise.all([
+      this.#pool.query<SessionRow>(`SELECT ${COLS} FROM agentws_sessions WHERE ${where} ORDER BY created_at, session_id LIMIT $3 OFFSET $4`, [...args, o.limit, o.offset]),
+      this.#pool.query<{ n: string }>(`SELECT count(*) AS n FROM agentws_sessions WHERE ${where}`, args),
+    ]);
+    return { sessions: rows.rows.map(fromRow), total: Number(count.rows[0]!.n) };
+  }
+
   async workspaceIds(): Promise<Set<string>> {
     const r = await this.#pool.query<{ workspace_id: string }>(`SELECT DISTINCT workspace_id FROM agentws_sessions`);
     return new Set(r.rows.map((x) => x.workspace_id));
   }
 
   async userForTokenHash(hash: string): Promise<string | undefined> {
-    const r = await this.#pool.query<{ user_id: string }>(`SELECT user_id FROM agentws_api_tokens WHERE token_hash = $1`, [hash]);
+    const r = await this.#pool.query<{ user_id: string }>(
+      `SELECT user_id FROM agentws_api_tokens WHERE token_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)`,
+      [hash, Date.now()],
+    );
     return r.rows[0]?.user_id;
   }
 
-  async addTokenHash(userId: string, hash: string): Promise<void> {
-    await this.#pool.query(`INSERT INTO agentws_api_tokens (token_hash, user_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (token_hash) DO NOTHING`, [hash, userId, Date.now()]);
+  async addTokenHash(userId: string, hash: string, options?: NewTokenOptions): Promise<TokenRecord> {
+    const { record, values } = newTokenRow(userId, hash, options);
+    try {
+      await this.#pool.query(`INSERT INTO agentws_api_tokens (token_id, token_hash, user_id, scopes, name, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`, values);
+    } catch (e) {
+      if ((e as { code?: string }).code === "23505") throw new ConflictError("this token is already stored");
+      throw e;
+    }
+    return record;
+  }
+
+  async tokenByHash(hash: string): Promise<TokenRecord | undefined> {
+    const r = await this.#pool.query<TokenRow>(`SELECT ${TOKEN_COLUMNS} FROM agentws_api_tokens WHERE token_hash = $1`, [hash]);
+    return r.rows[0] ? tokenFromRow(r.rows[0]) : undefined;
+  }
+
+  async getToken(tokenId: string): Promise<TokenRecord | undefined> {
+    const r = await this.#pool.query<TokenRow>(`SELECT ${TOKEN_COLUMNS} FROM agentws_api_tokens WHERE token_id = $1`, [tokenId]);
+    return r.rows[0] ? tokenFromRow(r.rows[0]) : undefined;
+  }
+
+  async listTokens(userId: string | undefined, now: number, limit: number): Promise<TokenRecord[]> {
+    const r = await this.#pool.query<TokenRow>(
+      `SELECT ${TOKEN_COLUMNS} FROM agentws_api_tokens WHERE ($1::text IS NULL OR user_id = $1) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) ORDER BY created_at, token_id LIMIT $3`,
+      [userId ?? null, now, limit],
+    );
+    return r.rows.map(tokenFromRow);
+  }
+
+  async revokeToken(tokenId: string, now: number, userId?: string): Promise<boolean> {
+    const r = await this.#pool.query(`UPDATE agentws_api_tokens SET revoked_at = $1 WHERE token_id = $2 AND revoked_at IS NULL AND ($3::text IS NULL OR user_id = $3)`, [now, tokenId, userId ?? null]);
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async touchToken(tokenId: string, now: number, everyMs: number): Promise<void> {
+    await this.#pool.query(`UPDATE agentws_api_tokens SET last_used_at = $1 WHERE token_id = $2 AND (last_used_at IS NULL OR last_used_at <= $3)`, [now, tokenId, now - everyMs]);
   }
 
   async close(): Promise<void> {

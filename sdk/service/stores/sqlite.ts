@@ -3,7 +3,23 @@ import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { ConflictError } from "../../errors.js";
 import { requirePeer } from "../../util/peer.js";
-import { SESSION_COLUMNS, applyPatch, fromRow, toRow, type ListOptions, type SessionPatch, type SessionRecord, type SessionRow, type SessionStore } from "./store.js";
+import {
+  SESSION_COLUMNS,
+  TOKEN_COLUMNS,
+  applyPatch,
+  fromRow,
+  newTokenRow,
+  toRow,
+  tokenFromRow,
+  type ListOptions,
+  type NewTokenOptions,
+  type SessionPatch,
+  type SessionRecord,
+  type SessionRow,
+  type SessionStore,
+  type TokenRecord,
+  type TokenRow,
+} from "./store.js";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS sessions (
@@ -24,6 +40,19 @@ CREATE TABLE IF NOT EXISTS api_tokens (
 );`;
 
 /**
+ * Columns the first token format (hash, user, created) lacks. Its tokens keep working as they did:
+ * scopes read+write, no expiry, and a fresh id so they can be listed and revoked.
+ */
+const TOKEN_LIFECYCLE: Array<[string, string]> = [
+  ["token_id", "TEXT"],
+  ["scopes", "TEXT NOT NULL DEFAULT 'read,write'"],
+  ["name", "TEXT"],
+  ["expires_at", "INTEGER"],
+  ["last_used_at", "INTEGER"],
+  ["revoked_at", "INTEGER"],
+];
+
+/**
  * The default store: one SQLite file (`better-sqlite3`, an optional peer loaded on first use), WAL
  * mode so readers never wait for the writer. `":memory:"` gives a private in-process store.
  */
@@ -38,8 +67,20 @@ export class SqliteSessionStore implements SessionStore {
     this.#db = new Database(file);
     this.#db.pragma("journal_mode = WAL");
     this.#db.pragma("busy_timeout = 5000");
-    this.#db.exec(SCHEMA);
+    this.migrate();
     this.#stmts = this.prepare();
+  }
+
+  /** Idempotent, in one IMMEDIATE transaction: two processes opening one file migrate it once. */
+  private migrate(): void {
+    const db = this.#db;
+    db.transaction(() => {
+      db.exec(SCHEMA);
+      const have = new Set((db.pragma("table_info(api_tokens)") as Array<{ name: string }>).map((c) => c.name));
+      for (const [column, type] of TOKEN_LIFECYCLE) if (!have.has(column)) db.exec(`ALTER TABLE api_tokens ADD COLUMN ${column} ${type}`);
+      db.exec(`UPDATE api_tokens SET token_id = 'tok_' || lower(hex(randomblob(8))) WHERE token_id IS NULL`);
+      db.exec(`CREATE UNIQUE INDEX IF NOT EXISTS api_tokens_by_id ON api_tokens (token_id); CREATE INDEX IF NOT EXISTS api_tokens_by_user ON api_tokens (user_id, created_at)`);
+    }).immediate();
   }
 
   private prepare() {
@@ -55,8 +96,19 @@ export class SqliteSessionStore implements SessionStore {
       update: db.prepare(`UPDATE sessions SET name = ?, cwd = ?, updated_at = ? WHERE user_id = ? AND session_id = ?`),
       delete: db.prepare(`DELETE FROM sessions WHERE user_id = ? AND session_id = ?`),
       workspaces: db.prepare<[], { workspace_id: string }>(`SELECT DISTINCT workspace_id FROM sessions`),
-      token: db.prepare<[string], { user_id: string }>(`SELECT user_id FROM api_tokens WHERE token_hash = ?`),
-      addToken: db.prepare(`INSERT INTO api_tokens (token_hash, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT (token_hash) DO NOTHING`),
+      listAll: db.prepare<[string | null, string | null, string | null, string | null, number, number], SessionRow>(
+        `SELECT ${cols} FROM sessions WHERE (? IS NULL OR user_id = ?) AND (? IS NULL OR agent_id = ?) ORDER BY created_at, session_id LIMIT ? OFFSET ?`,
+      ),
+      countAll: db.prepare<[string | null, string | null, string | null, string | null], { n: number }>(`SELECT count(*) AS n FROM sessions WHERE (? IS NULL OR user_id = ?) AND (? IS NULL OR agent_id = ?)`),
+      token: db.prepare<[string, number], { user_id: string }>(`SELECT user_id FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`),
+      addToken: db.prepare(`INSERT INTO api_tokens (token_id, token_hash, user_id, scopes, name, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      tokenByHash: db.prepare<[string], TokenRow>(`SELECT ${TOKEN_COLUMNS} FROM api_tokens WHERE token_hash = ?`),
+      tokenById: db.prepare<[string], TokenRow>(`SELECT ${TOKEN_COLUMNS} FROM api_tokens WHERE token_id = ?`),
+      listTokens: db.prepare<[string | null, string | null, number, number], TokenRow>(
+        `SELECT ${TOKEN_COLUMNS} FROM api_tokens WHERE (? IS NULL OR user_id = ?) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at, token_id LIMIT ?`,
+      ),
+      revoke: db.prepare(`UPDATE api_tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL AND (? IS NULL OR user_id = ?)`),
+      touch: db.prepare(`UPDATE api_tokens SET last_used_at = ? WHERE token_id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`),
     };
   }
 
@@ -95,16 +147,54 @@ export class SqliteSessionStore implements SessionStore {
     return this.#stmts.delete.run(userId, sessionId).changes > 0;
   }
 
+  async listAllSessions(o: ListOptions & { userId?: string | undefined }): Promise<{ sessions: SessionRecord[]; total: number }> {
+    const user = o.userId ?? null;
+    const agent = o.agentId ?? null;
+    const rows = this.#stmts.listAll.all(user, user, agent, agent, o.limit, o.offset);
+    return { sessions: rows.map(fromRow), total: this.#stmts.countAll.get(user, user, agent, agent)!.n };
+  }
+
   async workspaceIds(): Promise<Set<string>> {
     return new Set(this.#stmts.workspaces.all().map((r) => r.workspace_id));
   }
 
   async userForTokenHash(hash: string): Promise<string | undefined> {
-    return this.#stmts.token.get(hash)?.user_id;
+    return this.#stmts.token.get(hash, Date.now())?.user_id;
   }
 
-  async addTokenHash(userId: string, hash: string): Promise<void> {
-    this.#stmts.addToken.run(hash, userId, Date.now());
+  async addTokenHash(userId: string, hash: string, options?: NewTokenOptions): Promise<TokenRecord> {
+    const { record, values } = newTokenRow(userId, hash, options);
+    try {
+      this.#stmts.addToken.run(...values);
+    } catch (e) {
+      if ((e as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY") throw new ConflictError("this token is already stored");
+      throw e;
+    }
+    return record;
+  }
+
+  async tokenByHash(hash: string): Promise<TokenRecord | undefined> {
+    const row = this.#stmts.tokenByHash.get(hash);
+    return row ? tokenFromRow(row) : undefined;
+  }
+
+  async getToken(tokenId: string): Promise<TokenRecord | undefined> {
+    const row = this.#stmts.tokenById.get(tokenId);
+    return row ? tokenFromRow(row) : undefined;
+  }
+
+  async listTokens(userId: string | undefined, now: number, limit: number): Promise<TokenRecord[]> {
+    const user = userId ?? null;
+    return this.#stmts.listTokens.all(user, user, now, limit).map(tokenFromRow);
+  }
+
+  async revokeToken(tokenId: string, now: number, userId?: string): Promise<boolean> {
+    const user = userId ?? null;
+    return this.#stmts.revoke.run(now, tokenId, user, user).changes > 0;
+  }
+
+  async touchToken(tokenId: string, now: number, everyMs: number): Promise<void> {
+    this.#stmts.touch.run(now, tokenId, now - everyMs);
   }
 
   async close(): Promise<void> {

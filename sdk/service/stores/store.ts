@@ -1,3 +1,5 @@
+import { randomBytes } from "node:crypto";
+
 /** A session as the service stores it: the workspace id is recorded once, at creation, and never changes. */
 export interface SessionRecord {
   sessionId: string;
@@ -36,12 +38,94 @@ export interface SessionStore {
   listSessions(userId: string, options: ListOptions): Promise<{ sessions: SessionRecord[]; total: number }>;
   updateSession(userId: string, sessionId: string, patch: SessionPatch, now: number): Promise<SessionRecord | undefined>;
   deleteSession(userId: string, sessionId: string): Promise<boolean>;
+  /** Every user's sessions, or one user's when `userId` is given: the operator's (admin) view. */
+  listAllSessions(options: ListOptions & { userId?: string | undefined }): Promise<{ sessions: SessionRecord[]; total: number }>;
   /** Every workspace id some session still refers to (for `agentws gc`). */
   workspaceIds(): Promise<Set<string>>;
-  /** The user a token hash belongs to. */
+  /** The user a live (unrevoked, unexpired) token hash belongs to. */
   userForTokenHash(hash: string): Promise<string | undefined>;
-  addTokenHash(userId: string, hash: string): Promise<void>;
+  /** Stores a token by its hash (default scopes read+write, no expiry); answers its record (never the hash). */
+  addTokenHash(userId: string, hash: string, options?: NewTokenOptions): Promise<TokenRecord>;
+  /** The token with this hash, revoked or expired ones included (the caller decides). */
+  tokenByHash(hash: string): Promise<TokenRecord | undefined>;
+  getToken(tokenId: string): Promise<TokenRecord | undefined>;
+  /** Live tokens (unrevoked, unexpired at `now`) of one user, or of every user, oldest first, at most `limit`. */
+  listTokens(userId: string | undefined, now: number, limit: number): Promise<TokenRecord[]>;
+  /** Marks a token revoked (only that user's when `userId` is given); false when there was no such live token. */
+  revokeToken(tokenId: string, now: number, userId?: string): Promise<boolean>;
+  /** Sets last_used_at = now unless it was set less than `everyMs` ago, so a hot token does not write on every request. */
+  touchToken(tokenId: string, now: number, everyMs: number): Promise<void>;
   close(): Promise<void>;
+}
+
+export const SCOPES = ["read", "write", "admin"] as const;
+/** `read`: GET and HEAD of your own sessions; `write`: every other call on them; `admin`: the /admin routes, over every user. */
+export type Scope = (typeof SCOPES)[number];
+
+/** An API token as stored, without its hash (which never leaves the store). Times are epoch milliseconds. */
+export interface TokenRecord {
+  /** Public and short (`tok_<16 hex>`): for listing and revoking, never a credential. */
+  tokenId: string;
+  userId: string;
+  scopes: Scope[];
+  name: string | null;
+  createdAt: number;
+  expiresAt: number | null;
+  lastUsedAt: number | null;
+  revokedAt: number | null;
+}
+
+export interface NewTokenOptions {
+  scopes?: readonly Scope[] | undefined;
+  name?: string | null | undefined;
+  expiresAt?: number | null | undefined;
+  /** Default: the store's clock. */
+  now?: number | undefined;
+}
+
+/** Columns of a token row, hash excluded. */
+export const TOKEN_COLUMNS = "token_id, user_id, scopes, name, created_at, expires_at, last_used_at, revoked_at";
+
+export interface TokenRow {
+  token_id: string;
+  user_id: string;
+  scopes: string;
+  name: string | null;
+  created_at: number | string;
+  expires_at: number | string | null;
+  last_used_at: number | string | null;
+  revoked_at: number | string | null;
+}
+
+const num = (v: number | string | null): number | null => (v === null ? null : Number(v));
+
+export function tokenFromRow(r: TokenRow): TokenRecord {
+  return {
+    tokenId: r.token_id,
+    userId: r.user_id,
+    // Unknown words (a hand-edited row) grant nothing.
+    scopes: SCOPES.filter((s) => r.scopes.split(",").includes(s)),
+    name: r.name,
+    createdAt: Number(r.created_at),
+    expiresAt: num(r.expires_at),
+    lastUsedAt: num(r.last_used_at),
+    revokedAt: num(r.revoked_at),
+  };
+}
+
+/** A new token's row values, in the order token_id, token_hash, user_id, scopes, name, created_at, expires_at. */
+export function newTokenRow(userId: string, hash: string, o: NewTokenOptions = {}): { record: TokenRecord; values: unknown[] } {
+  const record: TokenRecord = {
+    tokenId: `tok_${randomBytes(8).toString("hex")}`,
+    userId,
+    scopes: SCOPES.filter((s) => (o.scopes ?? ["read", "write"]).includes(s)),
+    name: o.name ?? null,
+    createdAt: o.now ?? Date.now(),
+    expiresAt: o.expiresAt ?? null,
+    lastUsedAt: null,
+    revokedAt: null,
+  };
+  return { record, values: [record.tokenId, hash, userId, record.scopes.join(","), record.name, record.createdAt, record.expiresAt] };
 }
 
 export const SESSION_COLUMNS = ["session_id", "user_id", "agent_id", "workspace_id", "name", "cwd", "created_at", "updated_at"] as const;
