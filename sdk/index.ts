@@ -79,16 +79,13 @@ export type { WorkspaceTool } from "./workspace/tools/index.js";
 export { renderInstructions } from "./workspace/instructions.js";
 export { EgressPolicySchema, type EgressPolicy } from "./util/egress.js";
 
-// The built-in backends, kept on the root for existing users; each also has its own entry point
-// (agent-workspaces/local, /bubblewrap, /docker). Only their index.ts is imported here.
+// The backends that need no optional package, kept on the root for existing users. Every backend
+// has its own entry point (agent-workspaces/local, /bubblewrap, /docker, ...); Docker and Daytona
+// live only there, so the root's types never reference an optional peer (dockerode, @daytonaio/sdk).
 export { LocalSandbox, LocalWorkspace, LocalWorkspaceOptionsSchema, type LocalWorkspaceOptions } from "./backends/local/index.js";
 export { LocalWorkspaceManager, LocalWorkspaceManagerOptionsSchema, type LocalWorkspaceManagerOptions } from "./backends/local/index.js";
 export { BubblewrapWorkspace, type BubblewrapWorkspaceOptions } from "./backends/bubblewrap/index.js";
 export { BubblewrapWorkspaceManager, BubblewrapWorkspaceManagerOptionsSchema, type BubblewrapWorkspaceManagerOptions } from "./backends/bubblewrap/index.js";
-export { DockerWorkspace, DockerDriver, type DockerWorkspaceOptions, type PruneImagesOptions, type PruneImagesResult } from "./backends/docker/index.js";
-export { DockerWorkspaceManager, DockerWorkspaceManagerOptionsSchema, type DockerWorkspaceManagerOptions } from "./backends/docker/index.js";
-export { DaytonaWorkspace, DaytonaDriver, type DaytonaWorkspaceOptions } from "./backends/daytona/index.js";
-export { DaytonaWorkspaceManager, DaytonaWorkspaceManagerOptionsSchema, type DaytonaWorkspaceManagerOptions } from "./backends/daytona/index.js";
 
 // Runtime manager
 export {

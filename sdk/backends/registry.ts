@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from "../errors.js";
+import { InvalidArgumentError, fromZodError } from "../errors.js";
 import type { Driver } from "./driver.js";
 import type { BackendCommand, BackendModule } from "./module.js";
 import type { BackendKind, BackendSpec, BackendSpecInput } from "./spec.js";
@@ -44,7 +44,9 @@ export async function loadBackend<K extends BackendKind>(kind: K): Promise<Backe
 /** The driver for a spec, parsed by its kind's schema. */
 export async function loadDriver(spec: BackendSpecInput): Promise<Driver> {
   const backend = await loadBackend(spec.kind);
-  return backend.createDriver(backend.schema.parse(spec) as never);
+  const parsed = backend.schema.safeParse(spec);
+  if (!parsed.success) throw fromZodError("backend", parsed.error);
+  return backend.createDriver(parsed.data as never);
 }
 
 /** The sub-commands every backend adds to the CLI, with the kind that adds each. */

@@ -1,6 +1,5 @@
-import { existsSync, readFileSync, readdirSync } from "node:fs";
-import { homedir } from "node:os";
-import { basename, delimiter, dirname, join, resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { basename, delimiter, dirname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import {
   LocalWorkspace,
@@ -11,7 +10,7 @@ import {
   type UpOptions,
   type UpResult,
 } from "@pulumi/pulumi/automation/index.js";
-import { parse as parseYaml } from "yaml";
+import { defaultBackendUrl, engineEnv, engineMessage, findPulumiBinDir, isNoSuchStack, readProjectFile, type ProjectFile } from "../util/pulumi-project.js";
 import { ConflictError, InvalidArgumentError, UnavailableError } from "../errors.js";
 import { buildModel, type PreviewModel, type StepLike } from "./preview-model.js";
 import { guardStack } from "./safe-events.js";
@@ -37,37 +36,16 @@ export interface EngineOptions {
   passphrase?: string;
   /** Extra environment for the CLI and the provider process. */
   env?: Record<string, string>;
+  /**
+   * Create the stack when it does not exist. Default false: a mistyped name is an error listing the
+   * stacks that exist (only `agentws up` creates one).
+   */
+  create?: boolean;
   /** Folder holding `pulumi` (and pulumi-resource-pulumi-nodejs); default: PATH, then the toolchain cache. */
   pulumiBinDir?: string;
 }
 
-export interface ProjectFile {
-  name: string;
-  main?: string;
-  stackConfigDir?: string;
-  backend?: { url?: string };
-}
-
-export function readProjectFile(dir: string): ProjectFile | undefined {
-  for (const f of ["Pulumi.yaml", "Pulumi.yml"]) {
-    const p = join(dir, f);
-    if (existsSync(p)) return parseYaml(readFileSync(p, "utf8")) as ProjectFile;
-  }
-  return undefined;
-}
-
-/** Finds the folder with a usable `pulumi`: an explicit dir, PATH, then the toolchain script's cache. */
-export function findPulumiBinDir(explicit?: string): string | undefined {
-  const candidates = [explicit, ...(process.env.PATH ?? "").split(delimiter)];
-  for (const d of candidates) if (d && existsSync(join(d, "pulumi"))) return d;
-  const cacheRoot = join(process.env.AGENTWS_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "agent-workspaces"));
-  if (existsSync(cacheRoot))
-    for (const d of readdirSync(cacheRoot).filter((n) => n.startsWith("pulumi-")).sort().reverse()) {
-      const bin = join(cacheRoot, d, "bin");
-      if (existsSync(join(bin, "pulumi"))) return bin;
-    }
-  return undefined;
-}
+export { findPulumiBinDir, readProjectFile, type ProjectFile } from "../util/pulumi-project.js";
 
 /** Loads the stack program: the default export (a function) of Pulumi.yaml's main, or its named exports. */
 export async function loadProgram(workDir: string, project: ProjectFile | undefined): Promise<PulumiFn> {
@@ -86,23 +64,12 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
   const project = readProjectFile(workDir);
   const binDir = findPulumiBinDir(options.pulumiBinDir);
   if (!binDir) throw new UnavailableError("no `pulumi` CLI found: run scripts/pulumi-toolchain.sh (builds one offline) or install Pulumi");
-  const backendUrl = options.backendUrl ?? process.env.PULUMI_BACKEND_URL ?? project?.backend?.url ?? pathToFileURL(join(workDir, ".agentws", "state")).href;
+  const backendUrl = options.backendUrl ?? defaultBackendUrl(workDir);
   if (backendUrl.startsWith("file://")) {
     const { mkdirSync } = await import("node:fs");
     mkdirSync(new URL(backendUrl).pathname, { recursive: true });
   }
-  const env: Record<string, string> = {
-    PULUMI_BACKEND_URL: backendUrl,
-    PULUMI_SKIP_UPDATE_CHECK: "true",
-    PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: "true",
-    PULUMI_CONFIG_PASSPHRASE: options.passphrase ?? process.env.PULUMI_CONFIG_PASSPHRASE ?? "",
-    PATH: [binDir, dirname(process.execPath), process.env.PATH ?? ""].join(delimiter),
-    ...options.env,
-  };
-  if (process.env.PULUMI_CONFIG_PASSPHRASE_FILE && options.passphrase === undefined && process.env.PULUMI_CONFIG_PASSPHRASE === undefined) {
-    delete env.PULUMI_CONFIG_PASSPHRASE;
-    env.PULUMI_CONFIG_PASSPHRASE_FILE = process.env.PULUMI_CONFIG_PASSPHRASE_FILE;
-  }
+  const env = { ...engineEnv({ workDir, backendUrl, passphrase: options.passphrase, binDir }), ...options.env };
   const pulumiHome = options.pulumiHome ?? process.env.PULUMI_HOME;
   // PulumiCommand looks for <root>/bin/pulumi; a CLI in a folder not named bin is found through PATH.
   if (basename(binDir) !== "bin") process.env.PATH = [binDir, process.env.PATH ?? ""].join(delimiter);
@@ -110,16 +77,29 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
   const program = options.program ?? (await loadProgram(workDir, project));
   const projectName = project?.name ?? options.projectName;
   if (!projectName) throw new InvalidArgumentError("projectName", `no Pulumi.yaml in ${workDir} and no projectName given`);
-  const stack = await LocalWorkspace.createOrSelectStack(
-    { stackName: options.stackName, projectName, program },
-    {
-      workDir,
-      pulumiCommand,
-      envVars: env,
-      ...(pulumiHome ? { pulumiHome } : {}),
-      ...(project ? {} : { projectSettings: { name: projectName, runtime: "nodejs" as const } }),
-    },
-  );
+  const args = { stackName: options.stackName, projectName, program };
+  const wsOptions = {
+    workDir,
+    pulumiCommand,
+    envVars: env,
+    ...(pulumiHome ? { pulumiHome } : {}),
+    ...(project ? {} : { projectSettings: { name: projectName, runtime: "nodejs" as const } }),
+  };
+  let stack: Stack;
+  try {
+    stack = options.create ? await LocalWorkspace.createOrSelectStack(args, wsOptions) : await LocalWorkspace.selectStack(args, wsOptions);
+  } catch (e) {
+    if (options.create || !isNoSuchStack(e)) throw new UnavailableError(`could not open stack '${options.stackName}' (state: ${backendUrl}): ${engineMessage(e)}`, { cause: e });
+    const names = await LocalWorkspace.create(wsOptions)
+      .then((w) => w.listStacks())
+      .then((l) => l.map((x) => x.name))
+      .catch(() => [] as string[]);
+    throw new InvalidArgumentError(
+      "stack",
+      `no stack '${options.stackName}' in ${backendUrl} (stacks there: ${names.length ? names.join(", ") : "none"}); \`agentws up --stack ${options.stackName}\` creates it`,
+      { details: { stacks: names } },
+    );
+  }
   // Events and output handed to callers' hooks are masked (sdk/cli/safe-events.ts).
   return guardStack(stack);
 }

@@ -105,7 +105,8 @@ export async function main(argv: string[]): Promise<number> {
   process.chdir(workDir);
   if (process.env.PULUMI_CONFIG_PASSPHRASE === undefined && process.env.PULUMI_CONFIG_PASSPHRASE_FILE === undefined)
     err("note: PULUMI_CONFIG_PASSPHRASE is not set; stack secrets are encrypted with an empty passphrase (fine for local use only)");
-  const stack = await openStack({ workDir, stackName });
+  // Only `up` creates a stack; the others select one, and a mistyped name lists those that exist.
+  const stack = await openStack({ workDir, stackName, create: command === "up" });
   const secrets = await configSecrets(stack);
   const onEvent = progressPrinter(err, () => secrets, command === "preview");
   const common = { onEvent, color: "never" as const, ...(values.target ? { target: values.target } : {}), ...(values.refresh ? { refresh: true } : {}) };

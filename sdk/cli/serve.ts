@@ -42,7 +42,10 @@ export async function serveCommand(argv: string[]): Promise<number> {
   if (!values["no-stack"]) {
     try {
       fleet = await readStackOutputs({ stackName, workDir: resolve(values.cwd ?? process.cwd()) });
+      err(`agentws serve: stack '${stackName}' declares ${Object.keys(fleet).length} workspace(s)`);
     } catch (e) {
+      // A stack named on the command line must be there; the default one may not exist yet.
+      if (values.stack !== undefined || process.env.AGENTWS_STACK !== undefined) throw e;
       err(`note: serving without a fleet (stack '${stackName}' could not be read: ${e instanceof Error ? e.message : String(e)}); run \`agentws up\` first to serve declared workspaces`);
     }
   }

@@ -1,5 +1,7 @@
+import { delimiter } from "node:path";
 import { FLEET_OUTPUT_NAME, FleetOutputsSchema, SECRET_MASK, type FleetOutputs } from "../fleet.js";
 import { InvalidArgumentError, UnavailableError, fromZodError } from "../errors.js";
+import { engineEnv, engineMessage, findPulumiBinDir } from "../util/pulumi-project.js";
 import { isObject } from "../util/records.js";
 
 /**
@@ -52,8 +54,13 @@ export async function readStackOutputs(selector: StackSelector): Promise<FleetOu
   if (!selector.stackName) throw new InvalidArgumentError("stackName", "is required");
   // Loaded lazily: managers that never read a stack do not load the Pulumi SDK.
   const { LocalWorkspace } = await import("@pulumi/pulumi/automation/index.js");
+  // The same state backend, passphrase default and CLI as `agentws up` (sdk/util/pulumi-project.ts);
+  // the caller's envVars win.
+  const binDir = findPulumiBinDir();
+  const base = selector.workDir ? engineEnv({ workDir: selector.workDir, binDir }) : binDir ? { PATH: [binDir, process.env.PATH ?? ""].join(delimiter) } : {};
+  const envVars = { ...base, ...selector.envVars };
   const opts = {
-    ...(selector.envVars ? { envVars: selector.envVars } : {}),
+    envVars,
     ...(selector.pulumiHome ? { pulumiHome: selector.pulumiHome } : {}),
   };
   let outputs: Record<string, unknown>;
@@ -73,7 +80,7 @@ export async function readStackOutputs(selector: StackSelector): Promise<FleetOu
   } catch (e) {
     if (e instanceof InvalidArgumentError) throw e;
     throw new UnavailableError(
-      `could not read outputs of stack '${selector.stackName}': ${firstLine(e)}; check the stack name, the backend (PULUMI_BACKEND_URL) and that the pulumi CLI is on PATH`,
+      `could not read outputs of stack '${selector.stackName}' (state: ${envVars.PULUMI_BACKEND_URL ?? process.env.PULUMI_BACKEND_URL ?? "Pulumi's default"}): ${engineMessage(e)}`,
       { cause: e },
     );
   }
@@ -85,9 +92,4 @@ export async function readStackOutputs(selector: StackSelector): Promise<FleetOu
 function requireProject(projectName: string | undefined): string {
   if (!projectName) throw new InvalidArgumentError("projectName", "is required when workDir is not given");
   return projectName;
-}
-
-function firstLine(e: unknown): string {
-  const text = e instanceof Error ? e.message : String(e);
-  return text.split("\n").find((l) => l.trim())?.trim().slice(0, 300) ?? "unknown error";
 }

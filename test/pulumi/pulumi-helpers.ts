@@ -68,6 +68,7 @@ export async function testStack(sb: Sandbox, projectName: string, program: Pulum
     pulumiHome: sb.pulumiHome,
     passphrase: "test-passphrase",
     pulumiBinDir: binDir,
+    create: true,
   });
 }
 

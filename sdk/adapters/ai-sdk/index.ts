@@ -3,7 +3,8 @@
  * ToolSet, and a `prepareStep` that compresses the context into `context.jsonl`.
  * Loaded only through `agent-workspaces/ai-sdk`; `ai` is an optional peer dependency.
  */
-import { jsonSchema, tool, type ModelMessage, type Tool, type ToolSet } from "ai";
+import type { ModelMessage, Tool, ToolSet } from "ai";
+import { requirePeer } from "../../util/peer.js";
 import type { Workspace } from "../../workspace/workspace.js";
 import type { ContentBlock, Message } from "../../workspace/offload.js";
 import { ContextCompressor, type CompressionOptions, type MessageCodec } from "../shared/offload-policy.js";
@@ -44,6 +45,8 @@ function toAiTool(t: ToolkitTool): Tool {
   const execute = (input: unknown, { toolCallId }: { toolCallId: string }) => t.run(input, toolCallId);
   // Built-ins keep their zod schema (the AI SDK validates with it and reports a failing field as a
   // tool error the model reads); MCP tools have only JSON Schema, validated by their server.
+  // The framework is an optional peer: loaded when a tool is built, with an error naming it when missing.
+  const { jsonSchema, tool } = requirePeer<typeof import("ai")>("ai", "the AI SDK adapter");
   if (t.zodSchema) return tool({ description: t.description, inputSchema: t.zodSchema as never, execute });
   return tool({ description: t.description, inputSchema: jsonSchema(t.jsonSchema as never), execute });
 }

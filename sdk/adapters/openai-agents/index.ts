@@ -4,7 +4,8 @@
  * and a `callModelInputFilter` that compresses the context into `context.jsonl`.
  * Loaded only through `agent-workspaces/openai-agents`; `@openai/agents` is an optional peer.
  */
-import { tool, type AgentInputItem, type CallModelInputFilter, type FunctionTool, type MCPServer } from "@openai/agents";
+import type { AgentInputItem, CallModelInputFilter, FunctionTool, MCPServer } from "@openai/agents";
+import { requirePeer } from "../../util/peer.js";
 
 type MCPTool = Awaited<ReturnType<MCPServer["listTools"]>>[number];
 import type { Workspace } from "../../workspace/workspace.js";
@@ -46,6 +47,8 @@ function toFunctionTool(t: ToolkitTool): FunctionTool {
   // The Agents SDK takes zod only in strict mode, where optional fields turn into required nullable
   // ones the tool's own schema refuses; so the model gets the JSON Schema derived from that zod
   // schema (non-strict) and the tool validates with the zod schema itself, naming a bad field.
+  // The framework is an optional peer: loaded when a tool is built, with an error naming it when missing.
+  const { tool } = requirePeer<typeof import("@openai/agents")>("@openai/agents", "the OpenAI Agents adapter");
   return tool({
     name: t.name,
     description: t.description,

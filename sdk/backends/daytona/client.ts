@@ -5,7 +5,7 @@ import type { DaytonaBackendSpec } from "./schema.js";
 type DaytonaModule = typeof import("@daytonaio/sdk");
 
 /** `@daytonaio/sdk`, an optional peer, loaded on first use; a missing install says `npm install @daytonaio/sdk`. */
-export const loadDaytona = (importer?: PeerImporter): DaytonaModule => requirePeer<DaytonaModule>("@daytonaio/sdk", "daytona", importer);
+export const loadDaytona = (importer?: PeerImporter): DaytonaModule => requirePeer<DaytonaModule>("@daytonaio/sdk", "the daytona backend", importer);
 
 export const DEFAULT_API_URL = "https://app.daytona.io/api";
 

@@ -5,7 +5,7 @@ import { requirePeer, type PeerImporter } from "../../util/peer.js";
  * dockerode, an optional peer dependency, loaded on first use: importing the SDK for another
  * backend never loads it, and a missing install is an error saying `npm install dockerode`.
  */
-export const loadDockerode = (importer?: PeerImporter): typeof Docker => requirePeer<typeof Docker>("dockerode", "docker", importer);
+export const loadDockerode = (importer?: PeerImporter): typeof Docker => requirePeer<typeof Docker>("dockerode", "the docker backend", importer);
 const load = (): typeof Docker => loadDockerode();
 
 /**

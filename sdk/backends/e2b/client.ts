@@ -6,7 +6,7 @@ import type { E2BBackendSpec } from "./schema.js";
 export type E2BModule = typeof E2B;
 
 /** `e2b`, an optional peer dependency, loaded on first use (a missing install names `npm install e2b`). */
-export const loadE2B = (importer?: PeerImporter): E2BModule => requirePeer<E2BModule>("e2b", "e2b", importer);
+export const loadE2B = (importer?: PeerImporter): E2BModule => requirePeer<E2BModule>("e2b", "the e2b backend", importer);
 
 /** What every SDK call gets: the credential and where E2B is. Never logged, never put in a description. */
 export interface E2BConnection {

@@ -1,4 +1,5 @@
-import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import type { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { loadKubernetesClient } from "./sdk.js";
 import { keepAliveConfiguration } from "./keep-alive.js";
 import { ConflictError, InvalidArgumentError, NotFoundError, UnauthenticatedError, UnavailableError, WorkspaceError } from "../../errors.js";
 
@@ -21,6 +22,7 @@ export function kubeClients(opts: { kubeconfig?: string | undefined; context?: s
   const key = `${opts.kubeconfig ?? `env:${process.env.KUBECONFIG ?? ""}`}\0${opts.context ?? ""}`;
   const hit = CACHE.get(key);
   if (hit) return hit;
+  const { CoreV1Api, KubeConfig } = loadKubernetesClient();
   const kc = new KubeConfig();
   let source: string;
   try {

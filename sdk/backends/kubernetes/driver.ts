@@ -2,7 +2,7 @@
 // it (create/adopt, readiness with cleanup, pause/resume, destroy with or without the data), listing
 // and owner claims; manifests, names, exec and errors already live in their own files.
 import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
-import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { loadKubernetesClient } from "./sdk.js";
 import { ConflictError, NotFoundError, ProvisionFailedError, TimeoutError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
 import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { MAX_LISTED } from "../shared/list.js";
@@ -14,7 +14,12 @@ import { ANNOTATIONS, CONTAINER, MANAGED_LABEL, TAG_LABEL_PREFIX, identityLabels
 import { K8sSandbox } from "./sandbox.js";
 import { KubernetesBackendSchema, type KubernetesBackendSpec } from "./schema.js";
 
-const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+/** Merge-patch request options, made on first use (the client package loads lazily). */
+let mergeOptions: ReturnType<ReturnType<typeof loadKubernetesClient>["setHeaderOptions"]> | undefined;
+const merge = () => {
+  const { setHeaderOptions, PatchStrategy } = loadKubernetesClient();
+  return (mergeOptions ??= setHeaderOptions("Content-Type", PatchStrategy.MergePatch));
+};
 /** How long a deleted object may take to leave the API (a Pod's grace period, the PVC protection finalizer). */
 const GONE_TIMEOUT_MS = 90_000;
 /** Waiting reasons that no amount of waiting fixes: fail the readiness wait at once. */
@@ -139,8 +144,8 @@ export class K8sDriver implements Driver {
     for (const [k, v] of Object.entries(now)) if (k.startsWith(TAG_LABEL_PREFIX)) labels[k] = v;
     const body = { metadata: { labels, annotations: { [ANNOTATIONS.tags]: JSON.stringify(tags) } } };
     const name = objectName(id);
-    await this.#api(`label PVC ${name}`, () => this.clients.core.patchNamespacedPersistentVolumeClaim({ name, namespace: this.namespace, body }, MERGE));
-    await this.#api(`label pod ${name}`, () => this.clients.core.patchNamespacedPod({ name, namespace: this.namespace, body: { metadata: { labels } } }, MERGE)).catch((e: unknown) => {
+    await this.#api(`label PVC ${name}`, () => this.clients.core.patchNamespacedPersistentVolumeClaim({ name, namespace: this.namespace, body }, merge()));
+    await this.#api(`label pod ${name}`, () => this.clients.core.patchNamespacedPod({ name, namespace: this.namespace, body: { metadata: { labels } } }, merge())).catch((e: unknown) => {
       if (!(e instanceof NotFoundError)) throw e;
     });
   }
@@ -165,14 +170,14 @@ export class K8sDriver implements Driver {
         await withRetry(() =>
           this.clients.core.patchNamespacedPersistentVolumeClaim(
             { name, namespace: this.namespace, body: { metadata: { resourceVersion: pvc!.metadata?.resourceVersion, annotations, labels } } },
-            MERGE,
+            merge(),
           ),
         );
       } catch (e) {
         if (statusOf(e) === 409) continue; // someone changed it meanwhile: read again
         throw kubeError(e, `record the owner of PVC ${name}`, this.clients.source);
       }
-      await this.#api(`label pod ${name}`, () => this.clients.core.patchNamespacedPod({ name, namespace: this.namespace, body: { metadata: { labels } } }, MERGE)).catch(() => undefined);
+      await this.#api(`label pod ${name}`, () => this.clients.core.patchNamespacedPod({ name, namespace: this.namespace, body: { metadata: { labels } } }, merge())).catch(() => undefined);
       return;
     }
     throw new ConflictError(`workspace '${id}': its owner record kept changing; try again`);
@@ -236,7 +241,7 @@ export class K8sDriver implements Driver {
   async #annotate(id: string, annotations: Record<string, string | null>): Promise<V1PersistentVolumeClaim> {
     const name = objectName(id);
     return this.#api(`annotate PVC ${name}`, () =>
-      this.clients.core.patchNamespacedPersistentVolumeClaim({ name, namespace: this.namespace, body: { metadata: { annotations } } }, MERGE),
+      this.clients.core.patchNamespacedPersistentVolumeClaim({ name, namespace: this.namespace, body: { metadata: { annotations } } }, merge()),
     );
   }
 

@@ -1,5 +1,6 @@
 import { PassThrough, Writable } from "node:stream";
-import { Exec, type V1Status } from "@kubernetes/client-node";
+import type { V1Status } from "@kubernetes/client-node";
+import { loadKubernetesClient } from "./sdk.js";
 import { RUNNER_SOURCE, systemPythonArgv, type RunnerTransport } from "../shared/runner/index.js";
 import type { KubeClients } from "./client.js";
 import { UnavailableError } from "../../errors.js";
@@ -57,7 +58,7 @@ export function openExec(target: PodRef, argv: string[]): ExecStream {
   let status: V1Status | undefined;
   const done = (async (): Promise<{ status?: V1Status; error?: unknown }> => {
     try {
-      const ws = (await new Exec(target.clients.kc).exec(target.namespace, target.pod, CONTAINER, argv, stdout, stderr, stdin, false, (s) => {
+      const ws = (await new (loadKubernetesClient().Exec)(target.clients.kc).exec(target.namespace, target.pod, CONTAINER, argv, stdout, stderr, stdin, false, (s) => {
         status = s;
       })) as unknown as Socket;
       socket = ws;

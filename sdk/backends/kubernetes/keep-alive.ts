@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
-import { createConfiguration, ServerConfiguration, type KubeConfig, type RequestContext, type SecurityAuthentication } from "@kubernetes/client-node";
+import type { createConfiguration, KubeConfig, RequestContext, SecurityAuthentication } from "@kubernetes/client-node";
+import { loadKubernetesClient } from "./sdk.js";
 
 /** TLS material that tells one connection pool from another (an exec credential plugin may rotate a client certificate). */
 const TLS_FIELDS = ["ca", "cert", "key", "pfx", "passphrase", "rejectUnauthorized", "servername"] as const;
@@ -45,5 +46,6 @@ export function keepAliveConfiguration(kc: KubeConfig, server: string): ReturnTy
       context.setAgent(pool);
     },
   };
-  return createConfiguration({ baseServer: new ServerConfiguration(server, {}), authMethods: { default: auth } });
+  const { createConfiguration: configure, ServerConfiguration } = loadKubernetesClient();
+  return configure({ baseServer: new ServerConfiguration(server, {}), authMethods: { default: auth } });
 }

@@ -1,4 +1,5 @@
-import { Watch, type KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { loadKubernetesClient } from "./sdk.js";
 
 /**
  * Cuts a polling loop's sleeps short when one Pod changes, through a watch on it (as `kubectl wait`
@@ -17,7 +18,7 @@ export class PodWake {
   constructor(kc: KubeConfig, namespace: string, name: string) {
     // Started by the first sleep: a Pod already running (a connect's check) costs no watch.
     this.#start = () =>
-      void new Watch(kc)
+      void new (loadKubernetesClient().Watch)(kc)
         .watch(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`, { fieldSelector: `metadata.name=${name}` }, () => this.#changed(), () => undefined)
         .then((c) => {
           if (this.#stopped) c.abort();

@@ -3,7 +3,8 @@
 import { createHash } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { Sandbox as OsbSandbox, SandboxManager, type ConnectionConfigOptions, type SandboxInfo } from "@alibaba-group/opensandbox";
+import type { Sandbox as OsbSandbox, SandboxManager, ConnectionConfigOptions, SandboxInfo } from "@alibaba-group/opensandbox";
+import { loadOpenSandbox } from "./sdk.js";
 import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, fromZodError } from "../../errors.js";
 import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
 import { MAX_LISTED } from "../shared/list.js";
@@ -78,7 +79,7 @@ export class OpenSandboxDriver implements Driver {
   }
 
   get #sandboxes(): SandboxManager {
-    this.#manager ??= SandboxManager.create({ connectionConfig: this.connection });
+    this.#manager ??= loadOpenSandbox().SandboxManager.create({ connectionConfig: this.connection });
     return this.#manager;
   }
 
@@ -101,7 +102,7 @@ export class OpenSandboxDriver implements Driver {
     ctx.onProgress?.({ phase: "sandbox", message: `creating OpenSandbox sandbox for ${id}` });
     let made: OsbSandbox;
     try {
-      made = await OsbSandbox.create({
+      made = await loadOpenSandbox().Sandbox.create({
         connectionConfig: this.connection,
         image: this.spec.image,
         metadata,
@@ -307,7 +308,7 @@ export class OpenSandboxDriver implements Driver {
     const fresh = this.#takeFresh(sid);
     let sbx: OsbSandbox;
     try {
-      sbx = fresh?.sbx ?? (await OsbSandbox.connect({ sandboxId: sid, connectionConfig: this.connection, readyTimeoutSeconds: 30 }));
+      sbx = fresh?.sbx ?? (await loadOpenSandbox().Sandbox.connect({ sandboxId: sid, connectionConfig: this.connection, readyTimeoutSeconds: 30 }));
     } catch (e) {
       throw openSandboxError(e, `connect to the sandbox of '${workspaceId}'`);
     }
@@ -424,7 +425,7 @@ export class OpenSandboxDriver implements Driver {
   /** Empties /workspace from inside (the folder lives on the server's host, maybe not ours). */
   async #wipe(id: string, info: SandboxInfo): Promise<void> {
     if (info.status.state === "Paused") await this.resume(id);
-    const sbx = await OsbSandbox.connect({ sandboxId: info.id, connectionConfig: this.connection, readyTimeoutSeconds: 15 });
+    const sbx = await loadOpenSandbox().Sandbox.connect({ sandboxId: info.id, connectionConfig: this.connection, readyTimeoutSeconds: 15 });
     try {
       await sbx.commands.run(`find ${OPENSANDBOX_WORKDIR} -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +`, { timeoutSeconds: 120 });
     } finally {
@@ -434,7 +435,7 @@ export class OpenSandboxDriver implements Driver {
 
   async #installPip(sandboxId: string, ctx: DriverContext): Promise<void> {
     ctx.onProgress?.({ phase: "bootstrap", message: `pip install ${this.spec.extraPip!.join(" ")}` });
-    const sbx = await OsbSandbox.connect({ sandboxId, connectionConfig: this.connection });
+    const sbx = await loadOpenSandbox().Sandbox.connect({ sandboxId, connectionConfig: this.connection });
     try {
       const args = this.spec.extraPip!.map((p) => `'${p}'`).join(" ");
       const r = await sbx.commands.run(`python3 -m pip install --no-input --disable-pip-version-check ${args}`, { timeoutSeconds: 600 });

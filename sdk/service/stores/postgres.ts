@@ -69,7 +69,7 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   static async open(connectionString: string, options: { max?: number } = {}): Promise<PostgresSessionStore> {
-    const { Pool } = requirePeer<typeof pg>("pg", "PostgreSQL session store");
+    const { Pool } = requirePeer<typeof pg>("pg", "the PostgreSQL session store");
     const pool = new Pool({ connectionString, max: options.max ?? 10 });
     // An idle client losing its connection must not crash the process.
     pool.on("error", () => undefined);

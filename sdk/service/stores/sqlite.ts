@@ -62,7 +62,7 @@ export class SqliteSessionStore implements SessionStore {
   readonly #stmts: ReturnType<SqliteSessionStore["prepare"]>;
 
   constructor(file: string) {
-    const Database = requirePeer<typeof BetterSqlite3>("better-sqlite3", "SQLite session store");
+    const Database = requirePeer<typeof BetterSqlite3>("better-sqlite3", "the SQLite session store");
     if (file !== ":memory:") mkdirSync(path.dirname(path.resolve(file)), { recursive: true, mode: 0o700 });
     this.#db = new Database(file);
     this.#db.pragma("journal_mode = WAL");
