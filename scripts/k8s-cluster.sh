@@ -40,7 +40,7 @@ MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # Pod network: an isolated bridge with no host address and no route; must not overlap docker0 (172.17/16).
 POD_CIDR="${AGENTWS_K8S_POD_CIDR:-10.88.0.0/16}"
 BRIDGE="agentwsk8s0"
-log() { echo "[k8s-cluster $(date +%T)] $*" >&2; }
+log() { echo "[k8s-cluster $(date +%T)] $*" >&2; [ ! -d "$K" ] || : > "$K/progress"; }
 die() { log "$*"; exit 1; }
 
 # ---------------------------------------------------------------- build (cached)
@@ -320,7 +320,7 @@ check_network() {
 up() {
   mkdir -p "$K"; exec 9>"$K/.lock"; flock 9
   if answers && [ -f "$READY" ]; then log "already running"; return 0; fi
-  rm -f "$READY" "$FAILED"; : > "$STARTING"
+  rm -f "$READY" "$FAILED"; echo $$ > "$STARTING"; : > "$K/progress"
   trap 'rm -f "$STARTING"; [ -f "$READY" ] || : > "$FAILED"' EXIT
   build
   stop_all   # leftovers of a cluster that was killed rather than stopped
@@ -426,14 +426,25 @@ env_lines() {
   echo "export AGENTWS_K8S_IMAGE=$WORKSPACE_IMAGE"
 }
 
-wait_ready() { local limit=${1:-1500} t0=$SECONDS
-  while [ $((SECONDS - t0)) -lt "$limit" ]; do
+# Waiting for a start in progress follows the start itself, not a fixed deadline (a cold build takes
+# 11 min on an idle machine, far more on a busy one): ready → done; failed, or its process gone → fail
+# at once; alive → wait while it progresses (a log line, or the Go build cache filling during the long
+# silent `go build`), failing only after STALL seconds without either.
+progressed_within() {
+  [ -n "$(find "$K/progress" "$CACHE/build/gocache" -maxdepth 1 -newermt "-$1 seconds" 2>/dev/null | head -1)" ]; }
+wait_ready() { local stall=${1:-900} pid
+  while :; do
     [ -f "$READY" ] && { env_lines; return 0; }
     [ -f "$FAILED" ] && die "cluster start failed (see the up log)"
-    [ -f "$STARTING" ] || die "no cluster is starting (run: scripts/k8s-cluster.sh up)"
+    [ -f "$STARTING" ] || { [ -f "$READY" ] && continue; die "no cluster is starting (run: scripts/k8s-cluster.sh up)"; }
+    pid="$(cat "$STARTING" 2>/dev/null || true)"
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      sleep 1; [ -f "$READY" ] && continue
+      die "the cluster start (pid $pid) ended without a ready cluster (see the up log)"
+    fi
+    progressed_within "$stall" || die "the cluster start made no progress for ${stall}s (see the up log)"
     sleep 2
-  done
-  die "cluster not ready after ${limit}s"; }
+  done; }
 
 case "${1:-}" in
   build) build ;;
@@ -441,10 +452,10 @@ case "${1:-}" in
   down) down ;;
   env) env_lines ;;
   status) if answers && [ -f "$READY" ]; then echo running; else echo stopped; exit 1; fi ;;
-  wait) wait_ready "${2:-1500}" ;;
+  wait) wait_ready "${2:-900}" ;;
   kubectl-path) echo "$BIN/kubectl" ;;
   restart) restart_component "${2:?component: etcd, containerd, apiserver, controller-manager, scheduler or kubelet}" ;;
   cached) for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd pause; do [ -x "$BIN/$b" ] || exit 1; done
     [ -s "$CACHE/images/workspace.tar" ] && [ -s "$CACHE/images/pause.tar" ] ;;
-  *) echo "usage: $0 build|up|down|env|status|wait [SECONDS]|cached|restart COMPONENT|kubectl-path" >&2; exit 2 ;;
+  *) echo "usage: $0 build|up|down|env|status|wait [STALL_SECONDS]|cached|restart COMPONENT|kubectl-path" >&2; exit 2 ;;
 esac
