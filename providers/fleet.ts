@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
-import { parse as parseYaml } from "yaml";
+import { LineCounter, isMap, isScalar, parseDocument, type Document } from "yaml";
 import { z } from "zod";
-import { ConflictError, InvalidArgumentError, WorkspaceError, fromZodError } from "../sdk/errors.js";
+import { ConflictError, InvalidArgumentError, WorkspaceError, joinField } from "../sdk/errors.js";
 import { WorkspaceSpecSchema, type FleetEntry, type FleetOutputs, type WorkspaceSpec, type WorkspaceSpecInput } from "../sdk/fleet.js";
 import { defaultWorkspaceId, issueToFailure } from "./inputs.js";
 import { DataLedger } from "./ledger.js";
@@ -103,27 +103,98 @@ function parsePlainSpec(value: unknown, field: string): WorkspaceSpec {
   throw new InvalidArgumentError(`${field}.${first.property}`, `${first.reason.slice(first.property.length + 2)}${more}`);
 }
 
+/** One mistake in a fleet file: where (line, field path) and what. */
+export interface FleetFileProblem {
+  line: number;
+  field: string;
+  message: string;
+}
+
+/** A fleet file holds at most this much (it is read whole). */
+const MAX_FLEET_FILE_BYTES = 16 * 1024 * 1024;
+
 /**
- * Reads and validates a fleet file; errors name the file and the field. Secret-bearing values
- * may be `{ secret: "<config key>" }`; WorkspaceFleet resolves them from stack config.
+ * Reads and validates a fleet file, reporting every mistake at once, each as
+ * `file:line: field: message` with the line where the mistake is: a bad value under `defaults:` is
+ * blamed on `defaults`, once, not on every workspace that inherits it. Secret-bearing values may be
+ * `{ secret: "<config key>" }`; WorkspaceFleet resolves them from stack config.
  */
 export function loadFleetFile(path: string): FleetWorkspaceSpec[] {
-  let doc: unknown;
+  let text: string;
   try {
-    doc = parseYaml(readFileSync(path, "utf8"));
+    const buf = readFileSync(path);
+    if (buf.length > MAX_FLEET_FILE_BYTES) throw new Error(`it is over ${MAX_FLEET_FILE_BYTES} bytes`);
+    text = buf.toString("utf8");
   } catch (e) {
-    throw new InvalidArgumentError(`fleet file ${path}`, e instanceof Error ? e.message : String(e), { cause: e });
+    throw new InvalidArgumentError(`fleet file ${path}`, `cannot be read: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   }
-  const file = FleetFileSchema.safeParse(doc);
-  if (!file.success) throw new InvalidArgumentError(`fleet file ${path}`, fromZodError("", file.error).message);
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const problems: FleetFileProblem[] = doc.errors.map((e) => ({ line: lineCounter.linePos(e.pos[0]).line, field: "(yaml)", message: e.message.split("\n")[0]! }));
+  if (problems.length) throw fleetFileError(path, problems);
+  const lineOf = (at: ReadonlyArray<PropertyKey>): number => {
+    // The deepest node that exists along the path (a missing field is blamed on its parent).
+    for (let n = at.length; n >= 0; n--) {
+      const node = doc.getIn(at.slice(0, n) as unknown[], true) as { range?: [number, number, number] } | undefined;
+      const pair = n > 0 ? findKeyNode(doc, at.slice(0, n)) : undefined;
+      const start = pair ?? node?.range?.[0];
+      if (start !== undefined) return lineCounter.linePos(start).line;
+    }
+    return 1;
+  };
+  const file = FleetFileSchema.safeParse(doc.toJS());
+  if (!file.success) throw fleetFileError(path, file.error.issues.map((i) => ({ line: lineOf(i.path), field: joinField("", i.path) || "(root)", message: i.message })));
   const defaults = file.data.defaults ?? {};
-  return file.data.workspaces.map((w, i) => {
+  const seen = new Set<string>();
+  const specs: FleetWorkspaceSpec[] = [];
+  file.data.workspaces.forEach((w, i) => {
     const merged = { ...defaults, ...w };
+    let issues: z.core.$ZodIssue[] = [];
     try {
-      return parseSpec(merged, `workspaces[${i}]`);
+      const spec = parseWithSecretValues(merged, `workspaces[${i}]`, (probe) => {
+        const r = WorkspaceSpecSchema.safeParse(probe);
+        if (r.success) return r.data;
+        issues = r.error.issues;
+        return undefined;
+      }) as unknown as FleetWorkspaceSpec | undefined;
+      if (spec) specs.push(spec);
     } catch (e) {
-      const message = `fleet file ${path}: ${e instanceof Error ? e.message : String(e)}`;
-      throw e instanceof WorkspaceError ? new WorkspaceError(e.code, message, { cause: e, field: e.field }) : new InvalidArgumentError(`fleet file ${path}`, e instanceof Error ? e.message : String(e), { cause: e });
+      // A malformed `{ secret: ... }` reference: its field is already named.
+      const field = e instanceof WorkspaceError && e.field ? e.field : `workspaces[${i}]`;
+      problems.push({ line: lineOf(["workspaces", i]), field, message: e instanceof Error ? e.message.replace(`${field}: `, "") : String(e) });
+    }
+    for (const issue of issues) {
+      // Blame the section the offending top-level key came from: the workspace's own, else defaults.
+      const top = issue.code === "unrecognized_keys" ? issue.keys[0] : issue.path[0];
+      const own = top === undefined || Object.hasOwn(w, top as string);
+      const keys = issue.code === "unrecognized_keys" ? issue.keys.map((k) => [...issue.path, k]) : [issue.path];
+      for (const key of keys) {
+        const at = own ? ["workspaces", i, ...key] : ["defaults", ...key];
+        const field = joinField("", at);
+        const message =
+          issue.code === "unrecognized_keys" ? "unknown field; check the spelling against the WorkspaceSpec schema" : issueToFailure(issue).reason.replace(/^[^:]*: /, "");
+        const id = `${field}\0${message}`;
+        if (seen.has(id)) continue;
+        seen.add(id);
+        problems.push({ line: lineOf(at), field, message });
+      }
     }
   });
+  if (problems.length) throw fleetFileError(path, problems);
+  return specs;
+}
+
+/** The key node's offset of a mapping entry at `at` (so a bad value is blamed on its key's line). */
+function findKeyNode(doc: Document, at: ReadonlyArray<PropertyKey>): number | undefined {
+  const parent = doc.getIn(at.slice(0, -1) as unknown[], true);
+  if (!isMap(parent)) return undefined;
+  const pair = parent.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === at.at(-1));
+  return isScalar(pair?.key) ? pair.key.range?.[0] : undefined;
+}
+
+function fleetFileError(path: string, problems: FleetFileProblem[]): InvalidArgumentError {
+  problems.sort((a, b) => a.line - b.line);
+  const lines = problems.map((p) => `${path}:${p.line}: ${p.field}: ${p.message}`);
+  const summary = problems.length === 1 ? "1 mistake" : `${problems.length} mistakes`;
+  return new InvalidArgumentError(`fleet file ${path}`, `${summary}\n${lines.join("\n")}`, { details: { problems } });
 }

@@ -2,6 +2,7 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { loadBackend } from "../sdk/backends/registry.js";
+import { InvalidArgumentError } from "../sdk/errors.js";
 import { maskSecretFields, type WorkspaceSpec } from "../sdk/fleet.js";
 import { FLEET_OUTPUT_NAME, WorkspaceFleet, loadFleetFile, type FleetWorkspaceSpec } from "../providers/index.js";
 
@@ -16,7 +17,13 @@ export default async function program(): Promise<Record<string, unknown>> {
   const projectDir = process.cwd();
   const fleetFile = resolve(projectDir, config.get("fleetFile") ?? "stacks/local.fleet.yaml");
   const skipUnavailable = config.getBoolean("skipUnavailable") ?? true;
-  const specs = loadFleetFile(fleetFile).map((s) => withHostPaths(s, dirname(fleetFile)));
+  let specs: FleetWorkspaceSpec[];
+  try {
+    specs = loadFleetFile(fleetFile).map((s) => withHostPaths(s, dirname(fleetFile)));
+  } catch (e) {
+    // Every mistake with its line, and no program stack trace: RunError is Pulumi's clean failure.
+    throw e instanceof InvalidArgumentError ? new pulumi.RunError(e.message) : e;
+  }
 
   const usable: FleetWorkspaceSpec[] = [];
   for (const spec of specs) {

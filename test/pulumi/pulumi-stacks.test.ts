@@ -39,11 +39,43 @@ describe("example stacks", () => {
     const dir = mkdtempSync(join(tmpdir(), "fleet-"));
     const bad = join(dir, "bad.yaml");
     writeFileSync(bad, "workspaces:\n  - workspaceId: a\n    backend: { kind: local }\n    ttlSeconds: -3\n");
-    expect(() => loadFleetFile(bad)).toThrow(`fleet file ${bad}: workspaces[0].ttlSeconds: Too small`);
+    expect(() => loadFleetFile(bad)).toThrow(`${bad}:4: workspaces[0].ttlSeconds: Too small`);
     writeFileSync(bad, "workspaces: [ {");
     expect(() => loadFleetFile(bad)).toThrow(`fleet file ${bad}:`);
     writeFileSync(bad, "workspaces: []\n");
     expect(() => loadFleetFile(bad)).toThrow("a fleet needs at least one workspace");
+  });
+
+  it("reports every mistake at once, each with its line, and blames a bad default on `defaults`", () => {
+    const dir = mkdtempSync(join(tmpdir(), "fleet-"));
+    const bad = join(dir, "bad.yaml");
+    writeFileSync(
+      bad,
+      [
+        "defaults:",
+        "  backend: { kind: local }",
+        "  ttlSecnds: 30",
+        "workspaces:",
+        "  - workspaceId: one",
+        "  - workspaceId: two",
+        "    ttlSeconds: -1",
+        "  - workspaceId: three",
+        "    backend: { kind: nope }",
+        "",
+      ].join("\n"),
+    );
+    let message = "";
+    try {
+      loadFleetFile(bad);
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message.split("\n")).toEqual([
+      `fleet file ${bad}: 3 mistakes`,
+      `${bad}:3: defaults.ttlSecnds: unknown field; check the spelling against the WorkspaceSpec schema`,
+      `${bad}:7: workspaces[1].ttlSeconds: Too small: expected number to be >0`,
+      expect.stringMatching(new RegExp(`^${bad.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:9: workspaces\\[2\\]\\.backend\\.kind: unknown backend kind`)),
+    ]);
   });
 });
 
