@@ -1,4 +1,3 @@
-import type { ParseArgsConfig } from "node:util";
 import type { z } from "zod";
 import type { Driver } from "./driver.js";
 
@@ -39,11 +38,24 @@ export interface CommandIo {
   stderr(line: string): void;
 }
 
-/** A sub-command a backend adds to `agentws`; it parses its own arguments. */
+/** One option of a backend's CLI command: `--<name>` with a value (`string`) or without (`boolean`). */
+export interface BackendCommandOption {
+  readonly type: "string" | "boolean";
+  /** Repeatable (values collected in order). */
+  readonly multiple?: boolean;
+  /** The value's placeholder in help, e.g. "IMAGE". */
+  readonly value?: string;
+  /** What it does, for `agentws <command> --help`. */
+  readonly help: string;
+}
+
+/** A sub-command a backend adds to `agentws`; the CLI parses its options and prints its help. */
 export interface BackendCommand {
   readonly name: string;
-  /** One usage line, as in the CLI's help. */
-  readonly usage: string;
-  readonly options: NonNullable<ParseArgsConfig["options"]>;
-  run(values: Record<string, string | boolean | (string | boolean)[] | undefined>, io: CommandIo): Promise<number>;
+  /** One line: what the command does. */
+  readonly description: string;
+  readonly options: Readonly<Record<string, BackendCommandOption>>;
+  /** Example invocations for the help text. */
+  readonly examples?: readonly string[];
+  run(values: Record<string, string | boolean | string[] | undefined>, io: CommandIo): Promise<number>;
 }

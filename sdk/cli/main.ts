@@ -1,256 +1,197 @@
-import { readFileSync, writeFileSync } from "node:fs";
-import { resolve } from "node:path";
-import { parseArgs } from "node:util";
-import { openStack, StepCollector, upWithPreview, withPlanEnv } from "./engine.js";
-import { buildModel, stepsFromPreviewJson } from "./preview-model.js";
-import { renderPreviewMarkdown, renderPreviewText } from "./preview-markdown.js";
-import { printableOutputs } from "./outputs.js";
-import { progressPrinter } from "./progress.js";
-import { configSecrets } from "./safe-events.js";
-import { maskSecrets } from "../util/mask.js";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Command, CommanderError, InvalidArgumentError as UsageError, Option } from "commander";
 import type { BackendCommand } from "../backends/module.js";
-import { BACKEND_KINDS, backendCommands, loadBackend } from "../backends/registry.js";
-import type { BackendKind } from "../backends/spec.js";
-import { collectGarbage } from "../backends/gc.js";
-import { openSessionStore } from "../service/index.js";
-import { serveCommand, tokenCommand } from "./serve.js";
-import { execCommand, statusCommand } from "./workspaces.js";
+import { backendCommands } from "../backends/registry.js";
+import { parsePort, serveCommand, type ServeCommandOptions, tokenCreateCommand, tokenListCommand, tokenRevokeCommand } from "./serve.js";
+import { stackCommand, type StackCommand, type StackCommandOptions } from "./stack-commands.js";
+import { execCommand, gcCommand, statusCommand } from "./workspaces.js";
 
-/** Commands with their own options, in their own modules. */
-const OWN_COMMANDS: Record<string, (argv: string[]) => Promise<number>> = { serve: serveCommand, token: tokenCommand, status: statusCommand, exec: execCommand };
-
-const USAGE = `agentws — provision agent workspaces with Pulumi (Automation API, no language host needed)
-
-Usage:
-  agentws up        [--stack local] [--cwd DIR] [--target URN]... [--skip-preview] [--refresh] [--replace ID]... [--allow-data-loss]
-  agentws preview   [--stack local] [--diff] [--markdown [--out FILE]] [--expect-no-changes] [--refresh] [--replace ID]...
-  agentws preview   --markdown --from-json FILE|-      (render a \`pulumi preview --json\` document)
-  agentws refresh   [--stack local]
-  agentws destroy   [--stack local] --yes
-  agentws outputs   [--stack local]                    (stack outputs as JSON; secrets masked)
-  agentws gc        [--kind K]... [--basedir DIR] [--store FILE|URL] [--yes] (runtime workspaces nobody owns, or with --store no session names; --yes removes them with their files)
-  agentws serve     [--stack local] [--backend local] [--store FILE|postgres://URL] [--tokens FILE] [--port 8787] [--host 127.0.0.1]
-                    [--egress-allow HOST|IP|CIDR[:PORT]]... [--egress-allow-private]
-                    [--allowed-host NAME]... [--allowed-origin ORIGIN]...   (MCP endpoint; see README)
-  agentws token     create <userId> [--scopes read,write,admin] [--expires 30d|never] [--name NAME] [--store FILE|postgres://URL]
-                    (a new bearer token, printed once; only its hash is stored. \`agentws token <userId>\` is the same)
-  agentws token     list [<userId>] [--store ...] | revoke <tokenId> [--store ...]
-  agentws status    [--kind K]... [--basedir DIR] [--json]  (workspaces on every backend: state, owner, idle time)
-  agentws exec      <workspaceId> [--kind K] [--basedir DIR] -- <command> [args...]
-
-The program is Pulumi.yaml's \`main\` (compiled JS: run \`npm run build\`). State goes to
-$PULUMI_BACKEND_URL, else Pulumi.yaml backend.url, else <project>/.agentws/state.
-Progress goes to stderr; markdown, JSON and outputs go to stdout.`;
-
-/** The usage text, with the lines of the commands backends add (listed under USAGE's commands). */
-async function usage(): Promise<string> {
-  const extra = (await backendCommands()).map(({ command }) => `  ${command.usage}`);
-  const [head, tail] = USAGE.split("\n\nThe program");
-  return `${head}\n${extra.join("\n")}\n\nThe program${tail}`;
+/** The package's version: the nearest package.json above this file (sdk/cli/ in the repo, dist/sdk/cli/ installed). */
+function packageVersion(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
+    const file = join(dir, "package.json");
+    if (!existsSync(file)) continue;
+    const pkg = JSON.parse(readFileSync(file, "utf8")) as { name?: string; version?: string };
+    if (pkg.name === "agent-workspaces" && pkg.version) return pkg.version;
+  }
+  return "unknown";
 }
 
-export async function main(argv: string[]): Promise<number> {
-  // A command a backend adds (Docker's prune-images) parses its own options.
-  const first = argv.findIndex((a) => !a.startsWith("-"));
-  const added = first >= 0 ? (await backendCommands()).find(({ command }) => command.name === argv[first]) : undefined;
-  if (added) return runBackendCommand(added.command, [...argv.slice(0, first), ...argv.slice(first + 1)]);
-  if (argv[first] === "gc") return gcCommand([...argv.slice(0, first), ...argv.slice(first + 1)]);
-  const own = first >= 0 && Object.hasOwn(OWN_COMMANDS, argv[first]!) ? OWN_COMMANDS[argv[first]!] : undefined;
-  if (own) return runOwn(argv[first]!, own, [...argv.slice(0, first), ...argv.slice(first + 1)]);
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      stack: { type: "string", short: "s" },
-      cwd: { type: "string" },
-      diff: { type: "boolean" },
-      markdown: { type: "boolean" },
-      out: { type: "string" },
-      "from-json": { type: "string" },
-      "expect-no-changes": { type: "boolean" },
-      target: { type: "string", multiple: true },
-      yes: { type: "boolean", short: "y" },
-      "skip-preview": { type: "boolean" },
-      refresh: { type: "boolean" },
-      replace: { type: "string", multiple: true },
-      "allow-data-loss": { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-  const command = positionals[0];
-  if (values.help || !command) {
-    process.stdout.write(`${await usage()}\n`);
-    return command || values.help ? 0 : 2;
-  }
-  const stackName = values.stack ?? process.env.AGENTWS_STACK ?? "local";
-  const err = (line: string) => process.stderr.write(`${line}\n`);
+const DESCRIPTION = "Provision agent workspaces with Pulumi (no language host needed) and serve them over HTTP.";
+const NOTES = `
+Stack state: $PULUMI_BACKEND_URL, else Pulumi.yaml's backend.url, else <project>/.agentws/state
+(the same for every command). Progress goes to stderr; markdown, JSON and outputs to stdout.
+Every command has its own help: agentws <command> --help.
+`;
 
-  if (command === "preview" && values["from-json"]) {
-    const text = values["from-json"] === "-" ? readFileSync(0, "utf8") : readFileSync(values["from-json"], "utf8");
-    const { steps, diagnostics, unchangedResources } = stepsFromPreviewJson(JSON.parse(text));
-    emit(renderPreviewMarkdown(buildModel(steps, diagnostics, unchangedResources), { ...(values.stack ? { stack: values.stack } : {}) }), values.out);
-    return 0;
-  }
-  if (!["up", "preview", "refresh", "destroy", "outputs"].includes(command)) {
-    err(`unknown command '${command}'\n\n${USAGE}`);
-    return 2;
-  }
-  if (command === "destroy" && !values.yes) {
-    err("destroy removes every workspace of the stack (and, with agentws:deleteData, their files); pass --yes to confirm");
-    return 2;
-  }
+/** Repeatable options collect their values in order (`--target a --target b`). */
+const collect = (value: string, previous: string[] = []) => [...previous, value];
 
-  const workDir = resolve(values.cwd ?? process.cwd());
-  // The stack program resolves fleet files against the project folder, as `pulumi up` would.
-  process.chdir(workDir);
-  if (process.env.PULUMI_CONFIG_PASSPHRASE === undefined && process.env.PULUMI_CONFIG_PASSPHRASE_FILE === undefined)
-    err("note: PULUMI_CONFIG_PASSPHRASE is not set; stack secrets are encrypted with an empty passphrase (fine for local use only)");
-  // Only `up` creates a stack; the others select one, and a mistyped name lists those that exist.
-  const stack = await openStack({ workDir, stackName, create: command === "up" });
-  const secrets = await configSecrets(stack);
-  const onEvent = progressPrinter(err, () => secrets, command === "preview");
-  const common = { onEvent, color: "never" as const, ...(values.target ? { target: values.target } : {}), ...(values.refresh ? { refresh: true } : {}) };
-  // The provider's switches: replace these workspaces; apply changes that delete files.
-  const plan = { ...(values.replace ? { replaceWorkspaces: values.replace } : {}), ...(values["allow-data-loss"] ? { allowDataLoss: true } : {}) };
-  err(`${command} stack '${stackName}' (${workDir})`);
-
+/** `--port` through the same check as AGENTWS_PORT, as a usage error (one line, exit 1). */
+function portArg(value: string): number {
   try {
-    switch (command) {
-      case "up": {
-        if (!values["skip-preview"]) err("  previewing first (bad inputs fail here, before anything is provisioned)");
-        await upWithPreview(stack, { ...common, ...plan, skipPreview: values["skip-preview"] ?? false });
-        return 0;
-      }
-      case "refresh": {
-        await stack.refresh({ onEvent, color: "never" });
-        return 0;
-      }
-      case "destroy": {
-        await stack.destroy({ onEvent, color: "never" });
-        return 0;
-      }
-      case "outputs": {
-        process.stdout.write(`${await printableOutputs(stack, secrets)}\n`);
-        return 0;
-      }
-      case "preview": {
-        const collector = new StepCollector();
-        const both = (e: Parameters<typeof onEvent>[0]) => {
-          collector.onEvent(e);
-          onEvent(e);
-        };
-        let result: Awaited<ReturnType<typeof stack.preview>>;
-        try {
-          result = await withPlanEnv(stack, { ...plan, preview: true }, () =>
-            stack.preview({
-              onEvent: both,
-              color: "never",
-              ...(values.diff ? { diff: true } : {}),
-              ...(values["expect-no-changes"] ? { expectNoChanges: true } : {}),
-              ...(values.target ? { target: values.target } : {}),
-              ...(values.refresh ? { refresh: true } : {}),
-            }),
-          );
-        } catch (e) {
-          // A failed preview still makes a comment: reviewers need to see the errors too.
-          if (values.markdown) emit(renderPreviewMarkdown(collector.model(), { stack: stackName, redact: secrets }), values.out);
-          throw e;
-        }
-        if (values.markdown) emit(renderPreviewMarkdown(collector.model(), { stack: stackName, redact: secrets }), values.out);
-        else if (values.diff) process.stdout.write(`${maskSecrets(`${result.stdout.trimEnd()}\n\n${renderPreviewText(collector.model())}`, secrets).trimEnd()}\n`);
-        return 0;
-      }
-    }
+    return parsePort(value);
   } catch (e) {
-    err(`agentws ${command} failed: ${maskSecrets(conciseError(e), secrets)}`);
-    return 1;
+    throw new UsageError(e instanceof Error ? e.message.replace(/^--port: /, "") : String(e));
   }
-  return 0;
 }
+
+function positiveSeconds(value: string): number {
+  const n = Number(value);
+  if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0)) throw new UsageError("must be a number of seconds above 0");
+  return n;
+}
+
+const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
 
 /**
- * Orphans of every backend (or the --kind ones): runtime-managed objects with no owner, in this
- * basedir only. A dry run unless --yes, as `destroy` is: removal deletes files.
+ * `agentws`: the CLI. Commander parses and validates every command's options and writes each
+ * command's help; a command's own failure is one line on stderr and a non-zero exit, never a stack.
+ * Returns the exit code (the bin sets it), so tests can run it in-process.
  */
-async function gcCommand(argv: string[]): Promise<number> {
-  const err = (line: string) => process.stderr.write(`${line}\n`);
-  try {
-    const { values } = parseArgs({
-      args: argv,
-      options: { kind: { type: "string", multiple: true }, basedir: { type: "string" }, yes: { type: "boolean", short: "y" }, "dry-run": { type: "boolean" }, store: { type: "string" } },
-    });
-    // With a session store: owned runtime workspaces whose sessions are all gone are collected too.
-    const referenced = values.store ? await referencedWorkspaces(values.store) : undefined;
-    const remove = values.yes === true && values["dry-run"] !== true;
-    const kinds = values.kind ?? [...BACKEND_KINDS];
-    const results: unknown[] = [];
-    let failed = false;
-    for (const kind of kinds) {
-      try {
-        const backend = await loadBackend(kind as BackendKind);
-        const spec = backend.schema.parse({ kind, ...(values.basedir ? { basedir: resolve(values.basedir) } : {}) });
-        const why = await backend.canRunHere(spec as never);
-        if (why) {
-          err(`${kind}: skipped (${why})`);
-          continue;
-        }
-        const r = await collectGarbage(backend.createDriver(spec as never), { remove, ...(referenced ? { referenced } : {}) });
-        for (const o of r.orphans) err(`${kind}: ${r.removed.includes(o.workspaceId) ? "removed" : remove ? "kept" : "would remove"} ${o.workspaceId}`);
-        for (const k of r.kept) err(`${kind}: kept ${k.workspaceId}: ${k.reason}`);
-        results.push({ ...r, orphans: r.orphans.map((o) => ({ workspaceId: o.workspaceId, state: o.state, location: o.location })) });
-      } catch (e) {
-        // An explicitly named kind failing fails the command; an implicit one (no engine here) is reported.
-        if (values.kind) failed = true;
-        err(`${kind}: ${e instanceof Error ? e.message : String(e)}`);
-      }
+export async function main(argv: string[]): Promise<number> {
+  let code = 0;
+  const run = (name: string, fn: () => Promise<number>) => async () => {
+    try {
+      code = await fn();
+    } catch (e) {
+      process.stderr.write(`agentws ${name} failed: ${e instanceof Error ? e.message : String(e)}\n`);
+      code = 1;
     }
-    if (!remove) err("dry run: nothing removed (pass --yes to remove them with their files)");
-    process.stdout.write(`${JSON.stringify({ dryRun: !remove, results }, null, 2)}\n`);
-    return failed ? 1 : 0;
-  } catch (e) {
-    err(`agentws gc failed: ${e instanceof Error ? e.message : String(e)}`);
-    return 1;
-  }
-}
+  };
 
-async function referencedWorkspaces(location: string): Promise<Set<string>> {
-  const store = await openSessionStore(location);
+  const program = new Command("agentws")
+    .description(DESCRIPTION)
+    .version(packageVersion(), "-V, --version", "print the version")
+    .helpOption("-h, --help", "show help")
+    .showSuggestionAfterError(true)
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => void process.stdout.write(s), writeErr: (s) => void process.stderr.write(s) });
+  program.addHelpText("after", NOTES + examples(["agentws up --stack local", "agentws serve", "agentws token create alice --expires 30d", "agentws status"]));
+
+  const stackOptions = (cmd: Command) =>
+    cmd
+      .option("-s, --stack <name>", "stack name (default: $AGENTWS_STACK, else local)")
+      .option("--cwd <dir>", "the Pulumi project folder (default: the current folder)");
+  const stackCmd = (name: StackCommand, description: string, extra: (c: Command) => Command, help: string[]) => {
+    const cmd = extra(stackOptions(program.command(name).description(description)));
+    cmd.addHelpText("after", examples(help));
+    cmd.action((opts: StackCommandOptions) => run(name, () => stackCommand(name, opts))());
+  };
+  const targets = (c: Command) => c.option("--target <urn>", "limit the operation to this resource (repeatable)", collect);
+  const replaces = (c: Command) => c.option("--replace <workspaceId>", "replace this workspace even if unchanged (repeatable)", collect);
+
+  stackCmd(
+    "up",
+    "provision the stack's fleet (creates the stack if it does not exist; previews first)",
+    (c) =>
+      replaces(targets(c))
+        .option("--skip-preview", "skip the preview that checks inputs before anything changes")
+        .option("--refresh", "refresh state from the backends first")
+        .option("--allow-data-loss", "apply changes that delete workspace files"),
+    ["agentws up", "agentws up --stack dev --replace ws-1"],
+  );
+  stackCmd(
+    "preview",
+    "show what `up` would change (text, --diff, or a pull-request comment with --markdown)",
+    (c) =>
+      replaces(targets(c))
+        .option("--diff", "print Pulumi's diff and a summary")
+        .option("--markdown", "print a markdown comment for a pull request")
+        .option("--out <file>", "write the markdown to this file instead of stdout")
+        .option("--from-json <file>", "render a `pulumi preview --json` document ('-': stdin) instead of running one")
+        .option("--expect-no-changes", "fail when the preview has changes")
+        .option("--refresh", "refresh state from the backends first")
+        .option("--allow-data-loss", "plan changes that delete workspace files as allowed"),
+    ["agentws preview --markdown --out preview.md", "pulumi preview --json | agentws preview --markdown --from-json -"],
+  );
+  stackCmd("refresh", "reconcile the stack's state with what the backends hold", (c) => c, ["agentws refresh --stack dev"]);
+  stackCmd("destroy", "remove every workspace of the stack (files too with agentws:deleteData)", (c) => c.option("-y, --yes", "confirm"), ["agentws destroy --stack dev --yes"]);
+  stackCmd("outputs", "print the stack's outputs as JSON (secrets masked)", (c) => c, ["agentws outputs --stack local"]);
+
+  program
+    .command("serve")
+    .description("serve the stack's fleet over HTTP: sessions, workspace routes, an MCP endpoint per session, /openapi.json, /metrics")
+    .option("-s, --stack <name>", "stack whose fleet is served (default: $AGENTWS_STACK, else local; a missing default stack serves no fleet)")
+    .option("--no-stack", "serve without reading a stack")
+    .option("--cwd <dir>", "the Pulumi project folder (default: the current folder)")
+    .option("--backend <kind>", "the backend of runtime workspaces (default: the fleet's, else local)")
+    .option("--basedir <dir>", "where runtime workspaces live on host-folder backends")
+    .option("--store <file|url>", "session store: a SQLite file or postgres:// URL (default: $AGENTWS_STORE, else ~/.agent-workspaces/service/sessions.db)")
+    .option("--tokens <file>", "a token file of hashed bearer tokens, besides the store's")
+    .option("-p, --port <port>", "TCP port, 0 for any free one (default: $AGENTWS_PORT, else 8787)", portArg)
+    .option("--host <address>", "address to listen on (default: 127.0.0.1)")
+    .option("--egress-allow <host|ip|cidr[:port]>", "let the service reach this private address (repeatable; also $AGENTWS_EGRESS_ALLOW)", collect)
+    .option("--egress-allow-private", "let the service reach every private address")
+    .option("--allowed-host <name>", "a Host name the MCP endpoint accepts besides loopback (repeatable; also $AGENTWS_ALLOWED_HOSTS)", collect)
+    .option("--allowed-origin <origin>", "an Origin the MCP endpoint accepts (repeatable; also $AGENTWS_ALLOWED_ORIGINS)", collect)
+    .addHelpText("after", examples(["agentws serve", "agentws serve --backend bubblewrap --port 9000", "agentws serve --no-stack --store postgres://svc@db/agentws --host 0.0.0.0"]))
+    .action((opts: Omit<ServeCommandOptions, "stack"> & { stack?: string | boolean }) =>
+      run("serve", () => serveCommand({ ...opts, stack: typeof opts.stack === "string" ? opts.stack : undefined, useStack: opts.stack !== false }))(),
+    );
+
+  const token = program
+    .command("token")
+    .description("bearer tokens in the session store: create (printed once, only its hash is kept), list, revoke")
+    .addHelpText("after", examples(["agentws token create alice --scopes read,write --expires 30d --name laptop", "agentws token list alice", "agentws token revoke tok_3f9a0c1e5b7d2a46"]));
+  const storeOption = (c: Command) => c.option("--store <file|url>", "session store (default: $AGENTWS_STORE, else ~/.agent-workspaces/service/sessions.db)");
+  storeOption(token.command("create", { isDefault: true }).description("a new token for a user (`agentws token <userId>` is the same)").argument("<userId>", "the user the token acts as"))
+    .option("--scopes <list>", "comma-separated: read, write, admin", "read,write")
+    .option("--expires <duration>", "30d, 12h, 90m, 2w, or never", "never")
+    .option("--name <name>", "a label shown by `token list`")
+    .action((user: string, opts: Parameters<typeof tokenCreateCommand>[1]) => run("token", () => tokenCreateCommand(user, opts))());
+  storeOption(token.command("list").description("live tokens as JSON (never a hash)").argument("[userId]", "only this user's"))
+    .action((user: string | undefined, opts: Parameters<typeof tokenListCommand>[1]) => run("token", () => tokenListCommand(user, opts))());
+  storeOption(token.command("revoke").description("revoke a token: refused from the next request on").argument("<tokenId>", "the token's id (tok_…), from `token list`"))
+    .action((id: string, opts: Parameters<typeof tokenRevokeCommand>[1]) => run("token", () => tokenRevokeCommand(id, opts))());
+
+  const kinds = (c: Command) => c.option("--kind <kind>", "only this backend kind (repeatable; default: every kind that runs here)", collect);
+  kinds(program.command("status").description("workspaces on every backend: state, owner, agent, idle time"))
+    .option("--basedir <dir>", "the runtime basedir of host-folder backends")
+    .option("--json", "print JSON")
+    .addHelpText("after", examples(["agentws status", "agentws status --kind docker --json"]))
+    .action((opts: Parameters<typeof statusCommand>[0]) => run("status", () => statusCommand(opts))());
+  kinds(program.command("exec").description("run a command in a workspace on whichever backend holds it (a paused one is resumed, then paused again)"))
+    .argument("<workspaceId>", "the workspace")
+    .argument("<command...>", "the command and its arguments, after --")
+    .option("--basedir <dir>", "the runtime basedir of host-folder backends")
+    .option("--timeout <seconds>", "kill the command after this long (default 600)", positiveSeconds)
+    .addHelpText("after", examples(["agentws exec ws-1 -- ls -la", "agentws exec ws-1 --timeout 30 -- python3 -c 'print(1)'"]))
+    .action((id: string, command: string[], opts: Parameters<typeof execCommand>[2]) => run("exec", () => execCommand(id, command, opts))());
+  kinds(program.command("gc").description("runtime workspaces nobody owns (with --store: also those no session names); a dry run unless --yes"))
+    .option("--basedir <dir>", "the runtime basedir of host-folder backends")
+    .option("--store <file|url>", "the service's session store")
+    .option("-y, --yes", "remove them, with their files")
+    .option("--dry-run", "only list them (the default)")
+    .addHelpText("after", examples(["agentws gc", "agentws gc --store ~/.agent-workspaces/service/sessions.db --yes"]))
+    .action((opts: Parameters<typeof gcCommand>[0]) => run("gc", () => gcCommand(opts))());
+
+  for (const { command } of await backendCommands()) addBackendCommand(program, command, run);
+
   try {
-    return await store.workspaceIds();
-  } finally {
-    await store.close();
-  }
-}
-
-async function runOwn(name: string, command: (argv: string[]) => Promise<number>, argv: string[]): Promise<number> {
-  try {
-    return await command(argv);
+    await program.parseAsync(argv, { from: "user" });
   } catch (e) {
-    process.stderr.write(`agentws ${name} failed: ${e instanceof Error ? e.message : String(e)}\n`);
-    return 1;
+    // Help, --version and usage errors: commander already wrote them (one line for an error).
+    if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
+    throw e;
   }
+  return code;
 }
 
-async function runBackendCommand(command: BackendCommand, argv: string[]): Promise<number> {
-  const err = (line: string) => process.stderr.write(`${line}\n`);
-  try {
-    const { values } = parseArgs({ args: argv, options: command.options, allowPositionals: false });
-    return await command.run(values, { stdout: (text) => process.stdout.write(text), stderr: err });
-  } catch (e) {
-    err(`agentws ${command.name} failed: ${e instanceof Error ? e.message : String(e)}`);
-    return 1;
+/** A backend's command (Docker's prune-images) with its declared options and help. */
+function addBackendCommand(program: Command, command: BackendCommand, run: (name: string, fn: () => Promise<number>) => () => Promise<void>): void {
+  const cmd = program.command(command.name).description(command.description);
+  for (const [name, o] of Object.entries(command.options)) {
+    const flags = o.type === "string" ? `--${name} <${(o.value ?? "value").toLowerCase()}>` : `--${name}`;
+    cmd.addOption(o.multiple ? new Option(flags, o.help).argParser(collect) : new Option(flags, o.help));
   }
-}
-
-function emit(text: string, out: string | undefined): void {
-  if (out) writeFileSync(out, text);
-  else process.stdout.write(text);
-}
-
-/** The engine's error carries the full command output; keep its diagnostics section only. */
-function conciseError(e: unknown): string {
-  const text = e instanceof Error ? e.message : String(e);
-  const diag = text.indexOf("Diagnostics:");
-  if (diag >= 0) return text.slice(diag).split(/\n(?:Resources|Duration):/)[0]!.trim();
-  return text.split("\n").slice(0, 20).join("\n");
+  if (command.examples?.length) cmd.addHelpText("after", examples([...command.examples]));
+  cmd.action((opts: Record<string, string | boolean | string[] | undefined>) => {
+    // Back to the option names the command declared (commander camel-cases them).
+    const values: Record<string, string | boolean | string[] | undefined> = {};
+    for (const name of Object.keys(command.options)) values[name] = opts[name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())];
+    return run(command.name, () => command.run(values, { stdout: (text) => process.stdout.write(text), stderr: (line) => process.stderr.write(`${line}\n`) }))();
+  });
 }

@@ -1,5 +1,4 @@
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { InvalidArgumentError } from "../errors.js";
 import { consoleLogger } from "../logger.js";
 import { EgressPolicySchema, type EgressPolicy } from "../util/egress.js";
@@ -16,30 +15,29 @@ const DEFAULT_STORE = "~/.agent-workspaces/service/sessions.db";
  * logs on stderr. SIGINT/SIGTERM shut it down gracefully: in-flight requests finish, then every
  * workspace is closed.
  */
-export async function serveCommand(argv: string[]): Promise<number> {
+export interface ServeCommandOptions {
+  stack?: string | undefined;
+  cwd?: string | undefined;
+  /** False for `--no-stack`. */
+  useStack?: boolean | undefined;
+  backend?: string | undefined;
+  basedir?: string | undefined;
+  store?: string | undefined;
+  tokens?: string | undefined;
+  port?: number | undefined;
+  host?: string | undefined;
+  egressAllow?: string[] | undefined;
+  egressAllowPrivate?: boolean | undefined;
+  allowedHost?: string[] | undefined;
+  allowedOrigin?: string[] | undefined;
+}
+
+export async function serveCommand(values: ServeCommandOptions): Promise<number> {
   const err = (line: string) => process.stderr.write(`${line}\n`);
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      stack: { type: "string", short: "s" },
-      cwd: { type: "string" },
-      backend: { type: "string" },
-      basedir: { type: "string" },
-      store: { type: "string" },
-      tokens: { type: "string" },
-      port: { type: "string" },
-      host: { type: "string" },
-      "no-stack": { type: "boolean" },
-      "egress-allow": { type: "string", multiple: true },
-      "egress-allow-private": { type: "boolean" },
-      "allowed-host": { type: "string", multiple: true },
-      "allowed-origin": { type: "string", multiple: true },
-    },
-  });
-  const egress = egressPolicy(values["egress-allow"] ?? [], values["egress-allow-private"] ?? false);
+  const egress = egressPolicy(values.egressAllow ?? [], values.egressAllowPrivate ?? false);
   const stackName = values.stack ?? process.env.AGENTWS_STACK ?? "local";
   let fleet;
-  if (!values["no-stack"]) {
+  if (values.useStack !== false) {
     try {
       fleet = await readStackOutputs({ stackName, workDir: resolve(values.cwd ?? process.cwd()) });
       err(`agentws serve: stack '${stackName}' declares ${Object.keys(fleet).length} workspace(s)`);
@@ -55,12 +53,12 @@ export async function serveCommand(argv: string[]): Promise<number> {
     basedir: values.basedir,
     store: values.store ?? process.env.AGENTWS_STORE ?? DEFAULT_STORE,
     tokensFile: values.tokens,
-    port: Number(values.port ?? process.env.AGENTWS_PORT ?? 8787),
+    port: values.port ?? parsePort(process.env.AGENTWS_PORT ?? "8787", "AGENTWS_PORT"),
     hostname: values.host ?? "127.0.0.1",
     downloadSecret: process.env.AGENTWS_DOWNLOAD_SECRET,
     egress,
-    allowedHosts: listOption(values["allowed-host"], process.env.AGENTWS_ALLOWED_HOSTS),
-    allowedOrigins: listOption(values["allowed-origin"], process.env.AGENTWS_ALLOWED_ORIGINS),
+    allowedHosts: listOption(values.allowedHost, process.env.AGENTWS_ALLOWED_HOSTS),
+    allowedOrigins: listOption(values.allowedOrigin, process.env.AGENTWS_ALLOWED_ORIGINS),
     logger: consoleLogger("info"),
   });
   err(`agentws serve: ${served.backend} workspaces at ${served.service.url} (OpenAPI: /openapi.json, metrics: /metrics); Ctrl-C stops`);
@@ -93,46 +91,24 @@ function listOption(flags: string[] | undefined, env: string | undefined): strin
   return out.length ? out : undefined;
 }
 
-const TOKEN_USAGE = `usage: agentws token create <userId> [--scopes read,write,admin] [--expires 30d|never] [--name NAME] [--store FILE|postgres://...]
-       agentws token <userId> ...           (the same as create)
-       agentws token list [<userId>] [--store ...]   (live tokens: id, user, scopes, name, times; never a hash)
-       agentws token revoke <tokenId> [--store ...]`;
+export interface TokenCommandOptions {
+  store?: string | undefined;
+  scopes?: string | undefined;
+  expires?: string | undefined;
+  name?: string | undefined;
+}
 
-/**
- * `agentws token create|list|revoke`: tokens in the session store, with the store's access (an
- * operator's command, so any user's). A new token is printed once; the store keeps its hash only.
- */
-export async function tokenCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: { store: { type: "string" }, scopes: { type: "string" }, expires: { type: "string" }, name: { type: "string" } },
-  });
-  const [verb, arg, ...extra] = ["create", "list", "revoke"].includes(positionals[0] ?? "") ? positionals : ["create", ...positionals];
-  if ((verb !== "list" && !arg) || extra.length > 0) {
-    process.stderr.write(`${TOKEN_USAGE}\n`);
-    return 2;
-  }
+const storeOf = (values: TokenCommandOptions) => openSessionStore(values.store ?? process.env.AGENTWS_STORE ?? DEFAULT_STORE);
+
+/** `agentws token create <user>`: a new bearer token, printed once; the store keeps only its hash. */
+export async function tokenCreateCommand(user: string, values: TokenCommandOptions): Promise<number> {
   // Checked before the store is opened: a typo changes nothing.
   const scopes = parseScopes(values.scopes ?? "read,write", "--scopes");
   const expiresIn = parseDuration(values.expires ?? "never");
   if (values.name !== undefined && !TOKEN_NAME.test(values.name)) throw new InvalidArgumentError("--name", "must be 1-128 characters, no control characters");
-  const store = await openSessionStore(values.store ?? process.env.AGENTWS_STORE ?? DEFAULT_STORE);
+  const store = await storeOf(values);
   try {
     const now = Date.now();
-    if (verb === "list") {
-      process.stdout.write(`${JSON.stringify({ tokens: (await store.listTokens(arg, now, 10_000)).map(tokenView) }, null, 2)}\n`);
-      return 0;
-    }
-    if (verb === "revoke") {
-      if (!(await store.revokeToken(arg!, now))) {
-        process.stderr.write(`no live token '${arg}'\n`);
-        return 1;
-      }
-      process.stderr.write(`revoked ${arg}: it fails from the next request on\n`);
-      return 0;
-    }
-    const user = arg!;
     const { token, hash } = newToken();
     const t = await store.addTokenHash(user, hash, { scopes, name: values.name ?? null, expiresAt: expiresIn === null ? null : now + expiresIn, now });
     process.stdout.write(`${token}\n`);
@@ -142,6 +118,39 @@ export async function tokenCommand(argv: string[]): Promise<number> {
   } finally {
     await store.close();
   }
+}
+
+/** `agentws token list [<user>]`: live tokens as JSON (id, user, scopes, name, times; never a hash). */
+export async function tokenListCommand(user: string | undefined, values: TokenCommandOptions): Promise<number> {
+  const store = await storeOf(values);
+  try {
+    process.stdout.write(`${JSON.stringify({ tokens: (await store.listTokens(user, Date.now(), 10_000)).map(tokenView) }, null, 2)}\n`);
+    return 0;
+  } finally {
+    await store.close();
+  }
+}
+
+/** `agentws token revoke <tokenId>`: refused from the next request on, on every replica. */
+export async function tokenRevokeCommand(tokenId: string, values: TokenCommandOptions): Promise<number> {
+  const store = await storeOf(values);
+  try {
+    if (!(await store.revokeToken(tokenId, Date.now()))) {
+      process.stderr.write(`no live token '${tokenId}'\n`);
+      return 1;
+    }
+    process.stderr.write(`revoked ${tokenId}: it fails from the next request on\n`);
+    return 0;
+  } finally {
+    await store.close();
+  }
+}
+
+/** A TCP port, 0 (any free one) to 65535. */
+export function parsePort(text: string, field = "--port"): number {
+  const n = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
+  if (!(n >= 0 && n <= 65535)) throw new InvalidArgumentError(field, `must be a port number from 0 (any free port) to 65535, got '${text.slice(0, 20)}'`);
+  return n;
 }
 
 /** `30d`, `12h`, `90m`, `3600s`, `2w` → milliseconds; `never` → null. At least a minute, at most ten years. */

@@ -1,9 +1,10 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { parseArgs } from "node:util";
 import type { BackendDescription, Driver } from "../backends/driver.js";
+import { collectGarbage } from "../backends/gc.js";
 import { BACKEND_KINDS, loadBackend } from "../backends/registry.js";
 import type { BackendKind } from "../backends/spec.js";
+import { openSessionStore } from "../service/index.js";
 
 /** The drivers of every backend that can run here (or the --kind ones), each with its basedir. */
 async function drivers(kinds: string[] | undefined, basedir: string | undefined, err: (l: string) => void): Promise<Driver[]> {
@@ -39,9 +40,8 @@ async function idleOf(d: BackendDescription): Promise<string> {
 }
 
 /** `agentws status`: a table of the workspaces every backend manages (ours by label), with state, owner and idle time. */
-export async function statusCommand(argv: string[]): Promise<number> {
+export async function statusCommand(values: { kind?: string[] | undefined; basedir?: string | undefined; json?: boolean | undefined }): Promise<number> {
   const err = (line: string) => process.stderr.write(`${line}\n`);
-  const { values } = parseArgs({ args: argv, options: { kind: { type: "string", multiple: true }, basedir: { type: "string" }, json: { type: "boolean" } } });
   const rows: Array<Record<string, string>> = [];
   for (const driver of await drivers(values.kind, values.basedir, err)) {
     let listed: BackendDescription[];
@@ -68,16 +68,8 @@ export async function statusCommand(argv: string[]): Promise<number> {
 }
 
 /** `agentws exec <workspace> -- <command...>`: runs a command in a workspace on whichever backend holds it; a paused one is resumed and paused again. */
-export async function execCommand(argv: string[]): Promise<number> {
+export async function execCommand(id: string, command: string[], values: { kind?: string[] | undefined; basedir?: string | undefined; timeout?: number | undefined }): Promise<number> {
   const err = (line: string) => process.stderr.write(`${line}\n`);
-  const dash = argv.indexOf("--");
-  const { values, positionals } = parseArgs({ args: dash >= 0 ? argv.slice(0, dash) : argv, allowPositionals: true, options: { kind: { type: "string", multiple: true }, basedir: { type: "string" }, timeout: { type: "string" } } });
-  const command = dash >= 0 ? argv.slice(dash + 1) : [];
-  const id = positionals[0];
-  if (!id || command.length === 0) {
-    err("usage: agentws exec <workspaceId> [--kind K] [--basedir DIR] [--timeout SECONDS] -- <command> [args...]");
-    return 2;
-  }
   for (const driver of await drivers(values.kind, values.basedir, err)) {
     let found: BackendDescription | null;
     try {
@@ -92,7 +84,7 @@ export async function execCommand(argv: string[]): Promise<number> {
     if (!wasRunning) await driver.resume(id);
     const sandbox = await driver.connect(id);
     try {
-      const r = await sandbox.exec(command, { timeoutMs: Number(values.timeout ?? 600) * 1000 });
+      const r = await sandbox.exec(command, { timeoutMs: (values.timeout ?? 600) * 1000 });
       process.stdout.write(r.stdout);
       process.stderr.write(r.stderr);
       if (r.timedOut) err(`agentws exec: timed out after ${values.timeout ?? 600} s`);
@@ -104,4 +96,50 @@ export async function execCommand(argv: string[]): Promise<number> {
   }
   err(`agentws exec: no workspace '${id}' on ${values.kind?.join(", ") ?? "any backend that runs here"}`);
   return 1;
+}
+
+/**
+ * `agentws gc`: orphans of every backend (or the --kind ones): runtime-managed objects with no
+ * owner, in this basedir only (with --store, also owned ones no session names). A dry run unless
+ * --yes, as `destroy` is: removal deletes files.
+ */
+export async function gcCommand(values: { kind?: string[] | undefined; basedir?: string | undefined; store?: string | undefined; yes?: boolean | undefined; dryRun?: boolean | undefined }): Promise<number> {
+  const err = (line: string) => process.stderr.write(`${line}\n`);
+  // With a session store: owned runtime workspaces whose sessions are all gone are collected too.
+  const referenced = values.store ? await referencedWorkspaces(values.store) : undefined;
+  const remove = values.yes === true && values.dryRun !== true;
+  const kinds = values.kind ?? [...BACKEND_KINDS];
+  const results: unknown[] = [];
+  let failed = false;
+  for (const kind of kinds) {
+    try {
+      const backend = await loadBackend(kind as BackendKind);
+      const spec = backend.schema.parse({ kind, ...(values.basedir ? { basedir: path.resolve(values.basedir) } : {}) });
+      const why = await backend.canRunHere(spec as never);
+      if (why) {
+        err(`${kind}: skipped (${why})`);
+        continue;
+      }
+      const r = await collectGarbage(backend.createDriver(spec as never), { remove, ...(referenced ? { referenced } : {}) });
+      for (const o of r.orphans) err(`${kind}: ${r.removed.includes(o.workspaceId) ? "removed" : remove ? "kept" : "would remove"} ${o.workspaceId}`);
+      for (const k of r.kept) err(`${kind}: kept ${k.workspaceId}: ${k.reason}`);
+      results.push({ ...r, orphans: r.orphans.map((o) => ({ workspaceId: o.workspaceId, state: o.state, location: o.location })) });
+    } catch (e) {
+      // An explicitly named kind failing fails the command; an implicit one (no engine here) is reported.
+      if (values.kind) failed = true;
+      err(`${kind}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  if (!remove) err("dry run: nothing removed (pass --yes to remove them with their files)");
+  process.stdout.write(`${JSON.stringify({ dryRun: !remove, results }, null, 2)}\n`);
+  return failed ? 1 : 0;
+}
+
+async function referencedWorkspaces(location: string): Promise<Set<string>> {
+  const store = await openSessionStore(location);
+  try {
+    return await store.workspaceIds();
+  } finally {
+    await store.close();
+  }
 }

@@ -14,8 +14,13 @@ export { DockerWorkspaceManager, DockerWorkspaceManagerOptionsSchema, type Docke
 /** Old workspace images pile up as image inputs change; this clears the unused ones (DOCKER_HOST applies). */
 const pruneImages: BackendCommand = {
   name: "prune-images",
-  usage: "agentws prune-images --base IMAGE | --all [--dry-run]  (remove Docker workspace images no container uses)",
-  options: { base: { type: "string" }, all: { type: "boolean" }, "dry-run": { type: "boolean" } },
+  description: "remove Docker workspace images no container uses (DOCKER_HOST applies)",
+  options: {
+    base: { type: "string", value: "IMAGE", help: "only images built from this base image" },
+    all: { type: "boolean", help: "every unused workspace image on this engine, other stacks' included" },
+    "dry-run": { type: "boolean", help: "list what would be removed, remove nothing" },
+  },
+  examples: ["agentws prune-images --base debian:bookworm-slim --dry-run", "agentws prune-images --all"],
   async run(values, io) {
     const dryRun = values["dry-run"] === true;
     const baseImage = typeof values.base === "string" ? values.base : undefined;
