@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { InvalidArgumentError } from "../errors.js";
 import { consoleLogger } from "../logger.js";
 import { EgressPolicySchema, type EgressPolicy } from "../util/egress.js";
+import { edgeIdProblem } from "../util/identity-id.js";
 import { readStackOutputs } from "../manager/fleet-source.js";
 import { newToken, openSessionStore, serveFleet } from "../service/index.js";
 
@@ -84,6 +85,12 @@ export async function tokenCommand(argv: string[]): Promise<number> {
   const user = positionals[0];
   if (!user) {
     process.stderr.write("usage: agentws token <userId> [--store FILE|postgres://...]\n");
+    return 2;
+  }
+  // The service's own rule: a token for a user id it refuses would fail every request.
+  const bad = edgeIdProblem(user, "userId");
+  if (bad !== undefined) {
+    process.stderr.write(`agentws token: the user id ${JSON.stringify(user)} ${bad}\n`);
     return 2;
   }
   const store = await openSessionStore(values.store ?? process.env.AGENTWS_STORE ?? DEFAULT_STORE);

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { InvalidArgumentError, UnauthenticatedError, fromZodError } from "../errors.js";
-import { checkIdentityId } from "../util/identity-id.js";
+import { checkEdgeId } from "../util/identity-id.js";
 import type { SessionStore } from "./stores/store.js";
 
 /** Maps a bearer token to its user; undefined when the token is unknown. */
@@ -45,7 +45,7 @@ export function tokenFileAuth(file: string): TokenAuth {
 export function hashedTokenAuth(users: Record<string, string[]>): TokenAuth {
   const byHash = new Map<string, string>();
   for (const [userId, hashes] of Object.entries(users)) {
-    checkIdentityId(userId, "userId");
+    checkEdgeId(userId, "userId");
     for (const h of hashes) {
       if (!HASH.test(h)) throw new InvalidArgumentError(`tokens.users.${userId}`, "must hold token hashes 'sha256:<64 hex>'");
       if (byHash.has(h) && byHash.get(h) !== userId) throw new InvalidArgumentError(`tokens.users.${userId}`, "a token hash is listed for two users");
