@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { NotFoundError } from "../errors.js";
 import type { Logger } from "../logger.js";
+import { toWorkspacePath } from "../paths.js";
 import type { WorkspaceManager } from "../manager/manager.js";
 import type { Workspace } from "../workspace/workspace.js";
 import type { TokenAuth } from "./auth.js";
@@ -10,7 +11,12 @@ import type { SessionRecord, SessionStore } from "./stores/store.js";
 
 /** Hono variables set by the service's middleware. */
 export interface ServiceEnv {
-  Variables: { userId: string; requestId: string };
+  Variables: {
+    userId: string;
+    requestId: string;
+    /** Set for operator tokens (by the token layer): may name new workspace ids (see routes/sessions.ts, mayCreateExplicitIds). */
+    isAdmin?: boolean;
+  };
 }
 
 export interface ServiceLimits {
@@ -70,6 +76,11 @@ export async function workspaceOf(svc: ServiceContext, record: SessionRecord): P
 export async function resolve(svc: ServiceContext, c: Context<ServiceEnv>): Promise<{ record: SessionRecord; ws: Workspace }> {
   const record = await sessionOf(svc, c.get("userId"), c.req.param("sessionId") ?? "");
   return { record, ws: await workspaceOf(svc, record) };
+}
+
+/** A path the workspace answered with (absolute under its workdir) as HTTP shows it: workspace-relative, never a host path. */
+export function workspacePath(ws: Workspace, agentPath: string): string {
+  return toWorkspacePath(ws.workdir, agentPath);
 }
 
 export function sessionView(r: SessionRecord) {

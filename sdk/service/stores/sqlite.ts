@@ -55,6 +55,7 @@ export class SqliteSessionStore implements SessionStore {
       update: db.prepare(`UPDATE sessions SET name = ?, cwd = ?, updated_at = ? WHERE user_id = ? AND session_id = ?`),
       delete: db.prepare(`DELETE FROM sessions WHERE user_id = ? AND session_id = ?`),
       workspaces: db.prepare<[], { workspace_id: string }>(`SELECT DISTINCT workspace_id FROM sessions`),
+      hasWorkspace: db.prepare<[string, string], { one: number }>(`SELECT 1 AS one FROM sessions WHERE user_id = ? AND workspace_id = ? LIMIT 1`),
       token: db.prepare<[string], { user_id: string }>(`SELECT user_id FROM api_tokens WHERE token_hash = ?`),
       addToken: db.prepare(`INSERT INTO api_tokens (token_hash, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT (token_hash) DO NOTHING`),
     };
@@ -93,6 +94,10 @@ export class SqliteSessionStore implements SessionStore {
 
   async deleteSession(userId: string, sessionId: string): Promise<boolean> {
     return this.#stmts.delete.run(userId, sessionId).changes > 0;
+  }
+
+  async userHasWorkspace(userId: string, workspaceId: string): Promise<boolean> {
+    return this.#stmts.hasWorkspace.get(userId, workspaceId) !== undefined;
   }
 
   async workspaceIds(): Promise<Set<string>> {

@@ -36,6 +36,8 @@ export interface SessionStore {
   listSessions(userId: string, options: ListOptions): Promise<{ sessions: SessionRecord[]; total: number }>;
   updateSession(userId: string, sessionId: string, patch: SessionPatch, now: number): Promise<SessionRecord | undefined>;
   deleteSession(userId: string, sessionId: string): Promise<boolean>;
+  /** Whether one of the user's sessions uses this workspace (an explicit workspaceId must name one of theirs). */
+  userHasWorkspace(userId: string, workspaceId: string): Promise<boolean>;
   /** Every workspace id some session still refers to (for `agentws gc`). */
   workspaceIds(): Promise<Set<string>>;
   /** The user a token hash belongs to. */
