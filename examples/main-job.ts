@@ -106,8 +106,8 @@ say(`      GET  ${s}/workspace/directories?path=notes → ${dir.entries.map((e) 
 const link = (await (await api("POST", `${s}/workspace/files/download-token`, { path: "notes/plan.md" })).json()) as { url: string; expiresAt: number };
 const downloaded = await (await fetch(`${url}${link.url}`)).text();
 say(`      a signed download link (no bearer token, valid until ${new Date(link.expiresAt * 1000).toISOString()}) → ${JSON.stringify(downloaded)}`);
-const status = (await (await api("GET", `${s}/workspace/status`)).json()) as { backend: string; state: string; idleSeconds: number; workdir: string };
-say(`      GET  ${s}/workspace/status → ${status.backend}, ${status.state}, idle ${status.idleSeconds.toFixed(1)} s, ${status.workdir}`);
+const status = (await (await api("GET", `${s}/workspace/status`)).json()) as { backend: string; state: string; idleSeconds: number; cwd: string };
+say(`      GET  ${s}/workspace/status → ${status.backend}, ${status.state}, idle ${status.idleSeconds.toFixed(1)} s, cwd '${status.cwd}'`);
 
 // The same fleet's sandboxed workspace, served by its own backend's manager (in-process here).
 const declaredSandbox = Object.values(fleet).find((e) => e.backend.kind === "bubblewrap");

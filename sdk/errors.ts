@@ -25,7 +25,7 @@ const RETRYABLE: ReadonlySet<WorkspaceErrorCode> = new Set(["unavailable", "time
 
 export interface WorkspaceErrorOptions {
   cause?: unknown;
-  /** Field or path at fault, for `invalid_argument` / `path_escape` / `not_found`. */
+  /** Name of the field at fault (`path`, `query.limit`, ...), for `invalid_argument` / `path_escape` / `not_found`; never the caller's value. */
   field?: string;
   details?: Record<string, unknown>;
   /** Overrides the code's default retry classification (see WorkspaceError.retryable). */
@@ -56,8 +56,9 @@ export class InvalidArgumentError extends WorkspaceError {
 }
 
 export class PathEscapeError extends WorkspaceError {
-  constructor(path: string, reason: string, options: Omit<WorkspaceErrorOptions, "field"> = {}) {
-    super("path_escape", `path '${path}' ${reason}`, { ...options, field: path });
+  /** The path goes in the message only: `field` names the field at fault ("path" unless given), never the caller's value. */
+  constructor(path: string, reason: string, options: WorkspaceErrorOptions = {}) {
+    super("path_escape", `path '${path}' ${reason}`, { ...options, field: options.field ?? "path" });
   }
 }
 
@@ -178,15 +179,22 @@ export function isWorkspaceError(e: unknown, code?: WorkspaceErrorCode): e is Wo
 export function fromZodError(
   root: string,
   error: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> },
+  options: { nameKeysOnly?: boolean } = {},
 ): InvalidArgumentError {
-  const issues = error.issues.map((i) => ({ field: joinField(root, i.path), message: i.message }));
+  const issues = error.issues.map((i) => ({ field: joinField(root, i.path, options), message: i.message }));
   const first = issues[0] ?? { field: root, message: "invalid value" };
   const more = issues.length > 1 ? ` (and ${issues.length - 1} more: ${issues.slice(1).map((i) => i.field).join(", ")})` : "";
   return new InvalidArgumentError(first.field, `${first.message}${more}`, { details: { issues } });
 }
 
-export function joinField(root: string, path: ReadonlyArray<PropertyKey>): string {
+export function joinField(root: string, path: ReadonlyArray<PropertyKey>, options: { nameKeysOnly?: boolean } = {}): string {
   let out = root;
-  for (const p of path) out += typeof p === "number" ? `[${p}]` : out ? `.${String(p)}` : String(p);
+  for (const p of path) {
+    if (typeof p === "number") out += `[${p}]`;
+    // A record's key is the caller's data: at a service edge it is named only when it looks like a name.
+    else if (options.nameKeysOnly && (typeof p !== "string" || !NAME_SEGMENT.test(p))) out += "[*]";
+    else out += out ? `.${String(p)}` : String(p);
+  }
   return out || "(root)";
 }
+const NAME_SEGMENT = /^[A-Za-z_$][A-Za-z0-9_$-]{0,63}$/;

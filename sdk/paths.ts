@@ -8,12 +8,13 @@ import { PathEscapeError } from "./errors.js";
  * Symlinks are resolved later, by the sandbox, against its root.
  */
 export function checkRelativePath(path: string, field = "path"): string {
-  if (typeof path !== "string") throw new PathEscapeError(String(path), `(${field}) must be a string`);
-  if (path.includes("\0")) throw new PathEscapeError(path.replace(/\0/g, "\\0"), `(${field}) contains a NUL byte`);
-  if (path.includes("\\")) throw new PathEscapeError(path, `(${field}) contains a backslash; use '/' separators`);
-  if (path.startsWith("/")) throw new PathEscapeError(path, `(${field}) must be relative to the workspace root`);
+  const at = { field };
+  if (typeof path !== "string") throw new PathEscapeError(String(path), `(${field}) must be a string`, at);
+  if (path.includes("\0")) throw new PathEscapeError(path.replace(/\0/g, "\\0"), `(${field}) contains a NUL byte`, at);
+  if (path.includes("\\")) throw new PathEscapeError(path, `(${field}) contains a backslash; use '/' separators`, at);
+  if (path.startsWith("/")) throw new PathEscapeError(path, `(${field}) must be relative to the workspace root`, at);
   const segments = path.split("/");
-  if (segments.includes("..")) throw new PathEscapeError(path, `(${field}) must not contain '..'`);
+  if (segments.includes("..")) throw new PathEscapeError(path, `(${field}) must not contain '..'`, at);
   const normal = posix.normalize(path === "" ? "." : path);
   return normal === "." ? "" : normal.replace(/\/+$/, "");
 }
@@ -28,8 +29,9 @@ export function toWorkspacePath(workdir: string, path: string, field = "path"): 
     const normal = posix.normalize(path);
     if (normal === root) return "";
     const prefix = root === "/" ? "/" : `${root}/`;
-    if (!normal.startsWith(prefix)) throw new PathEscapeError(path, `(${field}) is outside the workspace ${root}`);
-    if (path.split("/").includes("..")) throw new PathEscapeError(path, `(${field}) must not contain '..'`);
+    // The root is not named: on a host backend it is a host path, and this message reaches HTTP callers.
+    if (!normal.startsWith(prefix)) throw new PathEscapeError(path, `(${field}) is outside the workspace`, { field });
+    if (path.split("/").includes("..")) throw new PathEscapeError(path, `(${field}) must not contain '..'`, { field });
     return checkRelativePath(normal.slice(prefix.length), field);
   }
   return checkRelativePath(path, field);

@@ -2,6 +2,7 @@ import { resolve } from "node:path";
 import { InvalidArgumentError } from "../errors.js";
 import { consoleLogger } from "../logger.js";
 import { EgressPolicySchema, type EgressPolicy } from "../util/egress.js";
+import { edgeIdProblem } from "../util/identity-id.js";
 import { readStackOutputs } from "../manager/fleet-source.js";
 import { newToken, openSessionStore, parseScopes, serveFleet } from "../service/index.js";
 import { TOKEN_NAME } from "../service/auth.js";
@@ -106,6 +107,9 @@ export async function tokenCreateCommand(user: string, values: TokenCommandOptio
   const scopes = parseScopes(values.scopes ?? "read,write", "--scopes");
   const expiresIn = parseDuration(values.expires ?? "never");
   if (values.name !== undefined && !TOKEN_NAME.test(values.name)) throw new InvalidArgumentError("--name", "must be 1-128 characters, no control characters");
+  // The service's own rule: a token for a user id it refuses would fail every request.
+  const bad = edgeIdProblem(user, "userId");
+  if (bad !== undefined) throw new InvalidArgumentError("userId", `${JSON.stringify(user)} ${bad}`);
   const store = await storeOf(values);
   try {
     const now = Date.now();

@@ -73,14 +73,14 @@ function remember(): boolean {
  * PER_USER hashes "user::<user>", PER_SESSION mints a fresh id (the caller stores it with its
  * session). Pure apart from that mint.
  *
- * One deliberate refusal: a userId containing "::" or ending in ":" would make "<user>::<agent>"
- * ambiguous (user "a", agent "::b" and user "a:", agent ":b" hash alike), i.e. two users could
- * land in one workspace.
+ * Only the ids a policy uses are required, as in the reference: the session is ignored under
+ * PER_AGENT and PER_USER (an empty one, the reference's "legacy scope", is fine), the agent under
+ * PER_USER. One deliberate refusal: a userId containing "::" or ending in ":" would make
+ * "<user>::<agent>" ambiguous (user "a", agent "::b" and user "a:", agent ":b" hash alike), i.e.
+ * two users could land in one workspace.
  */
 export function assignWorkspaceId(owner: WorkspaceOwner, isolation: IsolationPolicy = IsolationPolicy.PER_AGENT): string {
   // A memo hit skips checkOwner: only owners that passed it (the check depends on nothing else) are memoised.
-  // The memo keys ignore the session, so a given one is checked here.
-  if (owner.sessionId !== undefined) checkIdentityId(owner.sessionId, "sessionId");
   switch (isolation) {
     case IsolationPolicy.PER_AGENT: {
       const { userId, agentId } = owner;
@@ -126,12 +126,13 @@ export function sessionWorkspaceId(owner: WorkspaceOwner): string {
   return blake2bHex(`session::${owner.userId}::${owner.agentId}::${owner.sessionId}`, 8);
 }
 
+/** Checks the ids the policy uses: the agent unless PER_USER, a given session only under PER_SESSION. */
 function checkOwner(owner: WorkspaceOwner, isolation: IsolationPolicy): void {
   if (!ISOLATION_POLICIES.includes(isolation))
     throw new InvalidArgumentError("isolation", `must be one of ${ISOLATION_POLICIES.join(", ")}, got '${String(isolation)}'`);
   checkIdentityId(owner.userId, "userId");
-  checkIdentityId(owner.agentId, "agentId");
-  if (owner.sessionId !== undefined) checkIdentityId(owner.sessionId, "sessionId");
+  if (isolation !== IsolationPolicy.PER_USER) checkIdentityId(owner.agentId, "agentId");
+  if (isolation === IsolationPolicy.PER_SESSION && owner.sessionId !== undefined) checkIdentityId(owner.sessionId, "sessionId");
   if (owner.userId.includes("::") || owner.userId.endsWith(":"))
     throw new InvalidArgumentError("userId", "must not contain '::' or end with ':' (it would make workspace ids of different users collide)");
 }

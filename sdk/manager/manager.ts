@@ -255,11 +255,14 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     return this.#fleet.get(workspaceId);
   }
 
-  /** The id a call maps to: the explicit id, else the policy's (PER_SESSION hashes the session; see ids.ts). */
+  /**
+   * The id a call maps to: the explicit id, else the policy's (PER_SESSION hashes the session; see
+   * ids.ts). The session id is required and checked only under PER_SESSION, the one policy using it.
+   */
   resolveWorkspaceId(userId: string, agentId: string, sessionId?: string, workspaceId?: string): string {
     checkIdentityId(userId, "userId");
     checkIdentityId(agentId, "agentId");
-    if (sessionId !== undefined) checkIdentityId(sessionId, "sessionId");
+    if (sessionId !== undefined && this.#isolation === IsolationPolicy.PER_SESSION) checkIdentityId(sessionId, "sessionId");
     if (workspaceId !== undefined) return checkWorkspaceId(workspaceId);
     if (this.#isolation === IsolationPolicy.PER_SESSION) return sessionWorkspaceId({ userId, agentId, sessionId });
     return assignWorkspaceId({ userId, agentId }, this.#isolation);
@@ -280,11 +283,12 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     // Not `async`: a hit hands back the entry's settled promise, the hottest path of the manager.
     let id: string;
     try {
-      // Every identity id is checked (empty or blank ones are refused) before any lookup; an
-      // explicit workspace id is checked on a miss (a cached one passed that check already).
+      // The user and agent are checked (empty or blank ones are refused) before any lookup, the
+      // session where the policy uses it; an explicit workspace id is checked on a miss (a cached
+      // one passed that check already).
       if (workspaceId === undefined) id = this.#derive(userId, agentId, sessionId);
       else {
-        checkIds(userId, agentId, sessionId);
+        checkIds(userId, agentId);
         id = workspaceId;
       }
     } catch (e) {
@@ -451,10 +455,11 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   #derive(userId: string, agentId: string, sessionId: string | undefined): string {
     // Non-strings get resolveWorkspaceId's error naming the field.
     if (typeof userId !== "string" || typeof agentId !== "string") return this.resolveWorkspaceId(userId, agentId, sessionId);
-    // Memo keys ignore the session outside PER_SESSION: a given one is checked on every call.
-    if (sessionId !== undefined && (typeof sessionId !== "string" || !isNonBlank(sessionId))) checkIdentityId(sessionId, "sessionId");
+    // Only PER_SESSION uses the session (and its memo key holds it); the other policies ignore it, as the reference does.
+    const perSession = this.#isolation === IsolationPolicy.PER_SESSION;
+    if (perSession && sessionId !== undefined && (typeof sessionId !== "string" || !isNonBlank(sessionId))) checkIdentityId(sessionId, "sessionId");
     // Length prefixes keep the key unambiguous whatever characters the ids contain.
-    const session = this.#isolation === IsolationPolicy.PER_SESSION ? (sessionId ?? "") : "";
+    const session = perSession ? (sessionId ?? "") : "";
     const key = `${this.#isolation}|${userId.length}|${userId}|${agentId.length}|${agentId}|${session}`;
     let id = this.#derived.get(key);
     if (id === undefined) {
@@ -660,11 +665,10 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   }
 }
 
-/** getWorkspace's checks of the identity ids, cheap when they pass (the hot path). */
-function checkIds(userId: string, agentId: string, sessionId: string | undefined): void {
+/** getWorkspace's checks of the owner's ids for an explicit workspace id (which no session id takes part in), cheap when they pass (the hot path). */
+function checkIds(userId: string, agentId: string): void {
   if (typeof userId !== "string" || !isNonBlank(userId)) checkIdentityId(userId, "userId");
   if (typeof agentId !== "string" || !isNonBlank(agentId)) checkIdentityId(agentId, "agentId");
-  if (sessionId !== undefined && (typeof sessionId !== "string" || !isNonBlank(sessionId))) checkIdentityId(sessionId, "sessionId");
 }
 
 function ttlOf(declared: FleetEntry | undefined, fallbackMs: number): number {

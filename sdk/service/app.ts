@@ -82,9 +82,9 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   const unfollow = metrics.follow(options.workspaceManager, options.backend ?? "unknown");
 
   const app = new OpenAPIHono<ServiceEnv>({
-    // Bad bodies, queries and params: a problem naming the field (body.agentId, query.limit, ...).
+    // Bad bodies, queries and params: a problem naming the field (json.agentId, query.limit, ...), never a key the caller chose.
     defaultHook: (result, c) => {
-      if (!result.success) return problem(c, fromZodError(result.target, result.error));
+      if (!result.success) return problem(c, fromZodError(result.target, result.error, { nameKeysOnly: true }));
       return undefined;
     },
   });

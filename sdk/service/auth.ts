@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { ForbiddenError, InvalidArgumentError, UnauthenticatedError, fromZodError } from "../errors.js";
-import { checkIdentityId } from "../util/identity-id.js";
+import { checkEdgeId } from "../util/identity-id.js";
 import { SCOPES, type Scope, type SessionStore } from "./stores/store.js";
 
 /** Who is calling: set on every authenticated request (Hono variable `principal`). */
@@ -114,7 +114,7 @@ export function tokenFileAuth(file: string): TokenAuth {
 export function hashedTokenAuth(users: Record<string, TokenFileEntry[]>): TokenAuth {
   const byHash = new Map<string, Principal>();
   for (const [userId, entries] of Object.entries(users)) {
-    checkIdentityId(userId, "userId");
+    checkEdgeId(userId, "userId");
     for (const entry of entries) {
       const { hash, scopes } = typeof entry === "string" ? { hash: entry, scopes: DEFAULT_SCOPES } : entry;
       if (!HASH.test(hash)) throw new InvalidArgumentError("tokens.users", "must hold token hashes 'sha256:<64 hex>'");

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { NotFoundError } from "../errors.js";
 import type { Logger } from "../logger.js";
+import { toWorkspacePath } from "../paths.js";
 import type { WorkspaceManager } from "../manager/manager.js";
 import type { Workspace } from "../workspace/workspace.js";
 import type { Principal, TokenAuth } from "./auth.js";
@@ -74,6 +75,11 @@ export async function workspaceOf(svc: ServiceContext, record: SessionRecord): P
 export async function resolve(svc: ServiceContext, c: Context<ServiceEnv>): Promise<{ record: SessionRecord; ws: Workspace }> {
   const record = await sessionOf(svc, c.get("userId"), c.req.param("sessionId") ?? "");
   return { record, ws: await workspaceOf(svc, record) };
+}
+
+/** A path the workspace answered with (absolute under its workdir) as HTTP shows it: workspace-relative, never a host path. */
+export function workspacePath(ws: Workspace, agentPath: string): string {
+  return toWorkspacePath(ws.workdir, agentPath);
 }
 
 export function sessionView(r: SessionRecord) {

@@ -1,22 +1,33 @@
 import { z } from "@hono/zod-openapi";
 import { WORKSPACE_ID_PATTERN } from "../backends/shared/schema.js";
 import { DEFAULT_LIST_PAGE, MAX_LIST_PAGE } from "../sandbox.js";
-import { isNonBlank } from "../util/identity-id.js";
+import { MAX_EDGE_ID_BYTES, edgeIdProblem, hasControlChar, type IdentityField } from "../util/identity-id.js";
 
 /**
  * Request and response bodies: the one source of truth for validation and for /openapi.json.
- * Identity ids are non-blank and bounded; the user never comes from a body, only from the token.
+ * Identity ids follow the one edge rule (sdk/util/identity-id.ts), so nothing stored is refused
+ * later; the user never comes from a body, only from the token.
  */
-const identityId = (what: string) =>
+const identityId = (field: IdentityField) =>
   z
     .string()
-    .min(1)
-    .max(256)
-    .refine(isNonBlank, { message: `${what} must not be empty or blank` });
+    .max(MAX_EDGE_ID_BYTES)
+    .superRefine((value, ctx) => {
+      const problem = edgeIdProblem(value, field);
+      if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+    })
+    .openapi({ description: `1-${MAX_EDGE_ID_BYTES} UTF-8 bytes, not blank, no control characters, no '/' or '\\', not starting with '.'` });
+
+/** A display name: bounded, no control characters (PostgreSQL refuses NUL; logs and consoles show the rest). */
+const displayName = z
+  .string()
+  .max(256)
+  .refine((v) => !hasControlChar(v), "must not contain control characters");
 
 export const SessionIdParam = z
   .string()
-  .regex(/^[A-Za-z0-9_.-]{1,128}$/, "must be 1-128 characters of [A-Za-z0-9_.-]")
+  // Within the edge rule for ids (no leading '.'); the service mints 32 hex characters.
+  .regex(/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/, "must be 1-128 characters of [A-Za-z0-9_.-], not starting with '.'")
   .openapi({ param: { name: "sessionId", in: "path" }, example: "5f0c3c1e9a2b4d6e8f10a2b3c4d5e6f7" });
 
 export const SessionParams = z.object({ sessionId: SessionIdParam });
@@ -27,16 +38,16 @@ const relPath = z.string().max(4096);
 export const CreateSessionBody = z
   .strictObject({
     agentId: identityId("agentId"),
-    /** Wins over the isolation policy; must be yours (or new). */
+    /** A workspace of yours (one of your sessions' or declared for you); see POST /sessions. */
     workspaceId: z.string().regex(WORKSPACE_ID_PATTERN, "must be 1-63 chars of [A-Za-z0-9_.-], starting with a letter or digit").optional(),
-    name: z.string().max(256).optional(),
+    name: displayName.optional(),
     cwd: relPath.nullable().optional(),
   })
   .openapi("CreateSession");
 
 export const PatchSessionBody = z
   .strictObject({
-    name: z.string().max(256).optional(),
+    name: displayName.optional(),
     cwd: relPath.nullable().optional(),
   })
   .openapi("PatchSession");
@@ -146,8 +157,7 @@ export const WorkspaceStatus = z
     workspaceId: z.string(),
     backend: z.string(),
     state: z.enum(["running", "closed"]),
-    workdir: z.string(),
-    cwd: z.string(),
+    cwd: z.string().openapi({ description: "The session's cwd, workspace-relative (\"\" is the root)" }),
     idleSeconds: z.number(),
     inFlight: z.number().int(),
     git: GitStatus.nullable(),

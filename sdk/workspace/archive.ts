@@ -80,7 +80,7 @@ export async function extractArchive(file: string, format: ArchiveFormat, dest: 
 
 /** A member name made safe, or an error naming it. Returns null for names that are only the root ("./"). */
 export function safeMemberPath(name: string): string | null {
-  const unsafe = (why: string) => new PathEscapeError(name, `is an unsafe archive member: ${why}`);
+  const unsafe = (why: string) => new PathEscapeError(name, `is an unsafe archive member: ${why}`, { field: "archive" });
   if (name.includes("\0")) throw unsafe("contains a NUL byte");
   if (name.includes("\\")) throw unsafe("contains a backslash");
   if (name.startsWith("/") || /^[A-Za-z]:/.test(name)) throw unsafe("is an absolute path");

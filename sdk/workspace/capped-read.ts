@@ -8,6 +8,6 @@ import type { Sandbox } from "../sandbox.js";
  */
 export async function readCapped(sandbox: Pick<Sandbox, "readFile">, rel: string, maxBytes: number): Promise<Buffer> {
   const data = await sandbox.readFile(rel, { maxBytes });
-  if (data.length > maxBytes) throw new TooLargeError(`${rel} is over the ${maxBytes}-byte cap (the sandbox returned ${data.length} bytes)`, { field: rel });
+  if (data.length > maxBytes) throw new TooLargeError(`${rel} is over the ${maxBytes}-byte cap (the sandbox returned ${data.length} bytes)`, { field: "path" });
   return data;
 }

@@ -59,12 +59,13 @@ describe("sessions", () => {
     await problem(await svc.call("alice", "GET", `/sessions/${b.sessionId}`), 404, "not_found", "sessionId");
   });
 
-  it("an explicit workspaceId wins; another user's workspace id is refused and nothing is stored", async () => {
-    const mine = await newSession("alice", "writer", { workspaceId: "alice-scratch" });
-    expect(mine.workspaceId).toBe("alice-scratch");
+  it("an explicit workspaceId of yours wins; another user's (or a new one) is a 404 and nothing is stored", async () => {
+    const first = await newSession("alice", "writer");
+    const mine = await newSession("alice", "reviewer", { workspaceId: first.workspaceId });
+    expect(mine.workspaceId).toBe(first.workspaceId);
     const before = await svc.store.listSessions("bob", { limit: 500, offset: 0 });
-    await problem(await svc.call("bob", "POST", "/sessions", { agentId: "writer", workspaceId: "alice-scratch" }), 409, "conflict", "userId");
-    await problem(await svc.call("bob", "POST", "/sessions", { agentId: "writer", workspaceId: svc.manager.resolveWorkspaceId("alice", "writer") }), 409, "conflict");
+    await problem(await svc.call("bob", "POST", "/sessions", { agentId: "writer", workspaceId: first.workspaceId }), 404, "not_found", "workspaceId");
+    await problem(await svc.call("bob", "POST", "/sessions", { agentId: "writer", workspaceId: "alice-scratch" }), 404, "not_found", "workspaceId");
     expect((await svc.store.listSessions("bob", { limit: 500, offset: 0 })).total).toBe(before.total);
   });
 
@@ -286,7 +287,7 @@ describe("offloading", () => {
     const first = await json(await svc.call("alice", "POST", `${w}/offload/tool-result`, { id: "call-1", output: "x".repeat(100_000) }));
     const second = await json(await svc.call("alice", "POST", `${w}/offload/tool-result`, { id: "call-1", output: "second" }));
     expect(first.path).not.toBe(second.path);
-    expect(await fs.readFile(String(first.path), "utf8")).toBe("x".repeat(100_000));
+    expect(await fs.readFile(path.join(svc.basedir, a.workspaceId, String(first.path)), "utf8")).toBe("x".repeat(100_000)); // workspace-relative
     const ctx = await json(await svc.call("alice", "POST", `${w}/offload/context`, { messages: [{ role: "user", content: "hi" }] }));
     expect(String(ctx.path)).toMatch(/context\.jsonl$/);
     await problem(await svc.call("alice", "POST", `${w}/offload/tool-result`, { id: "", output: "x" }), 400, "invalid_argument", "id");

@@ -101,8 +101,8 @@ describe("load: 200 sessions, 50 users, mixed operations", () => {
           const output = `${s.sessionId} ${i} `.repeat(50 + (i % 400));
           const r = await req(s.token, "POST", `${w}/offload/tool-result`, { id: `call-${i}`, output }, 201);
           if (r) {
-            const abs = ((await r.json()) as { path: string }).path;
-            offloaded.push({ token: s.token, sessionId: s.sessionId, abs, rel: path.relative(s.root, abs), sha: createHash("sha256").update(output).digest("hex") });
+            const rel = ((await r.json()) as { path: string }).path; // workspace-relative
+            offloaded.push({ token: s.token, sessionId: s.sessionId, abs: path.join(s.root, rel), rel, sha: createHash("sha256").update(output).digest("hex") });
           }
           break;
         }

@@ -212,7 +212,7 @@ export class DaytonaSandbox implements Sandbox {
     const upload = `/tmp/.agentws-tar-${randomBytes(8).toString("hex")}`;
     await this.#upload(archive, upload);
     const r = await this.#op("unpack", [clean, upload]);
-    if (r.exitCode === EXIT.exists) throw new ConflictError(`${clean} already exists`, { field: clean });
+    if (r.exitCode === EXIT.exists) throw new ConflictError(`${clean} already exists`, { field: "path" });
     this.#check(r, "copy into", clean);
   }
 
@@ -332,14 +332,14 @@ exec "$@"`;
     // match its own request, so those bytes come through the exec wrapper (base64, exact) instead.
     if (!/^[\x20-\x7e]*$/.test(real)) {
       const viaExec = await this.exec(["cat", "--", real], { maxOutputBytes: limit ?? MAX_EXEC_READ });
-      if (viaExec.exitCode !== 0) throw new WorkspaceError("exec_failed", `read ${rel} failed: ${viaExec.stderr.toString().slice(0, 300)}`, { field: rel });
-      if (viaExec.truncated && limit === undefined) throw new TooLargeError(`${rel} is over the ${MAX_EXEC_READ}-byte limit of a read through exec`, { field: rel });
+      if (viaExec.exitCode !== 0) throw new WorkspaceError("exec_failed", `read ${rel} failed: ${viaExec.stderr.toString().slice(0, 300)}`, { field: "path" });
+      if (viaExec.truncated && limit === undefined) throw new TooLargeError(`${rel} is over the ${MAX_EXEC_READ}-byte limit of a read through exec`, { field: "path" });
       return viaExec.stdout;
     }
     try {
       return await this.#sb.fs.downloadFile(real, TRANSFER_TIMEOUT_S);
     } catch (e) {
-      if (daytonaFailure(e).statusCode === 404 || /not found|no such file/i.test(daytonaFailure(e).message)) throw new NotFoundError(rel, { field: rel });
+      if (daytonaFailure(e).statusCode === 404 || /not found|no such file/i.test(daytonaFailure(e).message)) throw new NotFoundError(rel, { field: "path" });
       throw this.#map(e, `read ${rel}`);
     }
   }
@@ -457,7 +457,7 @@ function parseWrapped(out: string, cap: number, timed: boolean, cwd: string): Ex
   if (at < 0) throw new WorkspaceError("exec_failed", `the sandbox gave no result for the command: ${out.slice(0, 300)}`);
   const lines = out.slice(at).split("\n");
   const head = (lines[0] ?? "").split(" ");
-  if (head[1] === "escape") throw new PathEscapeError(cwd, "(cwd) resolves outside the workspace");
+  if (head[1] === "escape") throw new PathEscapeError(cwd, "(cwd) resolves outside the workspace", { field: "cwd" });
   if (head[1] === "nocwd") throw new NotFoundError(`cwd '${cwd}'`, { field: "cwd" });
   const rc = Number(head[1]);
   const stdout = Buffer.from(lines[1] ?? "", "base64");

@@ -270,7 +270,7 @@ export class DockerSandbox implements Sandbox {
     const clean = checkRelativePath(rel);
     const max = options.maxBytes;
     const r = await this.#op("read", [clean, max === undefined ? "-" : String(max)], { max: (max ?? 1024 * 1024 * 1024) + 1 });
-    if (r.exitCode === 71) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${max}-byte limit`, { field: clean });
+    if (r.exitCode === 71) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${max}-byte limit`, { field: "path" });
     this.#check(r, "read", clean);
     return r.stdout;
   }
@@ -323,7 +323,7 @@ export class DockerSandbox implements Sandbox {
     const a = nonRoot(checkRelativePath(from, "from"));
     const b = nonRoot(checkRelativePath(to, "to"));
     const r = await this.#op("rename", [a, b]);
-    if (r.exitCode === 69) throw new ConflictError(`${b} already exists`, { field: b });
+    if (r.exitCode === 69) throw new ConflictError(`${b} already exists`, { field: "to" });
     this.#check(r, "rename", a);
   }
 
@@ -332,7 +332,7 @@ export class DockerSandbox implements Sandbox {
     if (await this.#useRunner()) return this.#rf.copyIn(hostSource, to);
     const clean = nonRoot(checkRelativePath(to, "to"));
     const prep = await this.#op("copyPrepare", [clean]);
-    if (prep.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: clean });
+    if (prep.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: "path" });
     this.#check(prep, "copy into", clean);
     const parent = prep.stdout.toString();
     const tmpName = `.agentws-copy-${randomBytes(6).toString("hex")}`;
@@ -349,7 +349,7 @@ export class DockerSandbox implements Sandbox {
       throw mapDockerError(e, `copy '${hostSource}' into ${clean}`);
     }
     const fin = await this.#op("copyFinish", [clean, `${parent}/${tmpName}`]);
-    if (fin.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: clean });
+    if (fin.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: "path" });
     this.#check(fin, "copy into", clean);
   }
 

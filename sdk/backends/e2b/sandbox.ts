@@ -205,7 +205,7 @@ export class E2BSandbox implements Sandbox {
     const a = nonRoot(checkRelativePath(from, "from"));
     const b = nonRoot(checkRelativePath(to, "to"));
     const r = await this.#op("rename", [a, b]);
-    if (r.exitCode === 69) throw new ConflictError(`${b} already exists`, { field: b });
+    if (r.exitCode === 69) throw new ConflictError(`${b} already exists`, { field: "to" });
     this.#check(r, "rename", a);
   }
 
@@ -227,7 +227,7 @@ export class E2BSandbox implements Sandbox {
     await done;
     const staged = await this.#stage(Buffer.concat(chunks), clean);
     const r = await this.#op("unpack", [clean, staged, name]);
-    if (r.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: clean });
+    if (r.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: "path" });
     this.#check(r, "copy into", clean);
   }
 
@@ -361,7 +361,7 @@ export class E2BSandbox implements Sandbox {
     const r = await this.#command(commandIn(argv, cwd), options);
     if (r.exitCode === 213) {
       const why = r.stderr.toString();
-      if (why.includes("agentws:cwd-escape")) throw new PathEscapeError(cwd, "(cwd) resolves outside the workspace (through a symlink)");
+      if (why.includes("agentws:cwd-escape")) throw new PathEscapeError(cwd, "(cwd) resolves outside the workspace (through a symlink)", { field: "cwd" });
       if (why.includes("agentws:cwd-missing")) throw new NotFoundError(`working directory '${cwd}'`, { field: "cwd" });
       if (why.includes("agentws:cwd-notdir")) throw new WorkspaceError("invalid_argument", `working directory '${cwd}' is not a directory`, { field: "cwd" });
     }
@@ -440,14 +440,14 @@ export class E2BSandbox implements Sandbox {
     const clean = checkRelativePath(rel);
     const max = options.maxBytes;
     const r = await this.#op("locate", [clean, max === undefined ? "-" : String(max)]);
-    if (r.exitCode === 71) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${max}-byte limit`, { field: clean });
+    if (r.exitCode === 71) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${max}-byte limit`, { field: "path" });
     this.#check(r, "read", clean);
     const [size, resolved] = splitOnce(r.stdout.toString(), "\t");
-    if (Number(size) > MAX_READ) throw new TooLargeError(`${clean} is ${size} bytes, over the ${MAX_READ}-byte read limit`, { field: clean });
+    if (Number(size) > MAX_READ) throw new TooLargeError(`${clean} is ${size} bytes, over the ${MAX_READ}-byte read limit`, { field: "path" });
     const bytes = await this.#call("read", clean, () => this.#sbx.files.read(resolved, { format: "bytes" }));
     const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     // Grown between the check and the read: still bounded.
-    if (max !== undefined && buf.length > max) throw new TooLargeError(`${clean} is over the ${max}-byte limit`, { field: clean });
+    if (max !== undefined && buf.length > max) throw new TooLargeError(`${clean} is over the ${max}-byte limit`, { field: "path" });
     return buf;
   }
 

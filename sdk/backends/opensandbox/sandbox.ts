@@ -253,7 +253,7 @@ export class OpenSandboxSandbox implements Sandbox {
       options.signal?.removeEventListener("abort", abort);
     }
     const said = prelude.buffer().toString();
-    if (exitCode === 65 && said === `${CWD_ESCAPES}\n`) throw new PathEscapeError(rel, "the working directory resolves outside the workspace");
+    if (exitCode === 65 && said === `${CWD_ESCAPES}\n`) throw new PathEscapeError(rel, "the working directory resolves outside the workspace", { field: "cwd" });
     if (exitCode === 66 && said === `${CWD_MISSING}\n`) throw new NotFoundError(`working directory '${rel}'`, { field: "cwd" });
     // Which files have bytes, from the stream when the command ran to its end; otherwise (killed, timed out) whatever the files hold.
     const [stdout, stderr] = await Promise.all([this.#output(outFile, max, sizes?.[0] === 0), this.#output(errFile, max, sizes?.[1] === 0)]);
@@ -358,7 +358,7 @@ export class OpenSandboxSandbox implements Sandbox {
   async copyIn(hostSource: string, to: string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.copyIn(hostSource, to);
     const clean = nonRoot(checkRelativePath(to, "to"));
-    if (await this.stat(clean)) throw new ConflictError(`${clean} already exists`, { field: clean });
+    if (await this.stat(clean)) throw new ConflictError(`${clean} already exists`, { field: "path" });
     const st = await fs.lstat(hostSource).catch((e: unknown) => {
       throw new NotFoundError(`host path '${hostSource}'`, { cause: e, field: "hostPath" });
     });

@@ -206,7 +206,7 @@ export class LocalSandbox implements Sandbox {
       }
     } catch (e) {
       unlinkQuietly(tmp);
-      if (errnoOf(e) === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: rel, cause: e });
+      if (errnoOf(e) === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: "path", cause: e });
       throw mapFsError(e, rel);
     } finally {
       fsSync.closeSync(dir);
@@ -233,7 +233,7 @@ export class LocalSandbox implements Sandbox {
         try {
           fd = fsSync.openSync(target, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o644);
         } catch (e) {
-          if (errnoOf(e) === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: rel, cause: e });
+          if (errnoOf(e) === "EEXIST") throw new ConflictError(`${rel} already exists`, { field: "path", cause: e });
           throw mapFsError(e, rel);
         }
         try {
@@ -496,11 +496,11 @@ export class LocalSandbox implements Sandbox {
     const src = this.#parentOf(from, false);
     try {
       const source = fdPath(src.dir, src.name);
-      if (!lstatOrUndefined(source)) throw new NotFoundError(`'${from}'`, { field: from });
+      if (!lstatOrUndefined(source)) throw new NotFoundError(`'${from}'`, { field: "from" });
       const dst = this.#parentOf(to, true);
       try {
         const target = fdPath(dst.dir, dst.name);
-        if (lstatOrUndefined(target)) throw new ConflictError(`${to} already exists`, { field: to });
+        if (lstatOrUndefined(target)) throw new ConflictError(`${to} already exists`, { field: "to" });
         fsSync.renameSync(source, target);
       } finally {
         fsSync.closeSync(dst.dir);
@@ -515,7 +515,7 @@ export class LocalSandbox implements Sandbox {
   async copyIn(hostSource: string, to: string): Promise<void> {
     const { dir, name } = this.#parentOf(to, true);
     try {
-      if (lstatOrUndefined(fdPath(dir, name))) throw new ConflictError(`${to} already exists`, { field: to });
+      if (lstatOrUndefined(fdPath(dir, name))) throw new ConflictError(`${to} already exists`, { field: "to" });
       // Symlinks in the source are skipped: a skill must not smuggle a link out of the workspace.
       const st = fsSync.lstatSync(hostSource);
       if (st.isSymbolicLink()) return;
@@ -537,7 +537,7 @@ export class LocalSandbox implements Sandbox {
     const { dir, name } = this.#parentOf(to, true);
     let dst: number;
     try {
-      if (lstatOrUndefined(fdPath(dir, name))) throw new ConflictError(`${to} already exists`, { field: to });
+      if (lstatOrUndefined(fdPath(dir, name))) throw new ConflictError(`${to} already exists`, { field: "to" });
       fsSync.mkdirSync(fdPath(dir, name));
       dst = fsSync.openSync(fdPath(dir, name), DIR_FLAGS);
     } catch (e) {
@@ -566,7 +566,7 @@ export class LocalSandbox implements Sandbox {
   /** Descriptor of the parent folder of `rel` (created with `create`) and the final name, not followed. */
   #parentOf(rel: string, create: boolean): { dir: number; name: string } {
     const clean = checkRelativePath(rel);
-    if (clean === "") throw new WorkspaceError("invalid_argument", `'${rel}' is the workspace root`, { field: rel });
+    if (clean === "") throw new WorkspaceError("invalid_argument", `'${rel}' is the workspace root`, { field: "path" });
     try {
       const { dir, name } = this.#paths().parent(clean, rel, create);
       return { dir: dir.fd, name };
@@ -726,7 +726,7 @@ async function writeNew(file: string, data: Uint8Array | string, mode: number, e
  */
 async function readRegular(fd: number, rel: string, maxBytes: number | undefined): Promise<Buffer> {
   const st = fsSync.fstatSync(fd);
-  if (st.isDirectory()) throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel });
+  if (st.isDirectory()) throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: "path" });
   if (!st.isFile()) throw notRegular(rel, st);
   if (maxBytes !== undefined && st.size > maxBytes) throw new TooLargeError(`${rel} is ${st.size} bytes, over the ${maxBytes}-byte limit`);
   const cap = maxBytes ?? st.size;
@@ -754,7 +754,7 @@ async function readRegular(fd: number, rel: string, maxBytes: number | undefined
 
 function notRegular(rel: string, st: fsSync.Stats): WorkspaceError {
   const kind = st.isFIFO() ? "a FIFO" : st.isSocket() ? "a socket" : st.isCharacterDevice() || st.isBlockDevice() ? "a device" : "not a regular file";
-  return new WorkspaceError("invalid_argument", `'${rel}' is ${kind}; only regular files can be read or written`, { field: rel });
+  return new WorkspaceError("invalid_argument", `'${rel}' is ${kind}; only regular files can be read or written`, { field: "path" });
 }
 
 /** Removes `name` in the folder `dir` holds, recursively, never following a symlink. */
@@ -802,7 +802,7 @@ async function removeEntry(dir: number, name: string, depth = 0): Promise<void> 
 
 /** Regular files and folders of the folder `src` holds into the (new, empty) folder `dst` holds. */
 async function copyEntries(src: number, dst: number, to: string, exclude: (name: string) => boolean, depth = 0): Promise<void> {
-  if (depth > MAX_TREE_DEPTH) throw new WorkspaceError("invalid_argument", `folder tree deeper than ${MAX_TREE_DEPTH} levels`, { field: to });
+  if (depth > MAX_TREE_DEPTH) throw new WorkspaceError("invalid_argument", `folder tree deeper than ${MAX_TREE_DEPTH} levels`, { field: "to" });
   for (const d of fsSync.readdirSync(fdPath(src), { withFileTypes: true })) {
     if (exclude(d.name)) continue;
     const shown = `${to}/${d.name}`;
@@ -823,7 +823,7 @@ async function copyEntries(src: number, dst: number, to: string, exclude: (name:
           fsSync.closeSync(target);
         }
       } catch (e) {
-        if (errnoOf(e) === "EEXIST") throw new ConflictError(`${shown} already exists`, { field: shown, cause: e });
+        if (errnoOf(e) === "EEXIST") throw new ConflictError(`${shown} already exists`, { field: "path", cause: e });
         throw mapFsError(e, shown);
       } finally {
         fsSync.closeSync(child);
@@ -839,7 +839,7 @@ async function copyEntries(src: number, dst: number, to: string, exclude: (name:
         if (!fsSync.fstatSync(fd).isFile()) continue;
         await copyRegular(fd, fdPath(dst, d.name));
       } catch (e) {
-        if (errnoOf(e) === "EEXIST") throw new ConflictError(`${shown} already exists`, { field: shown, cause: e });
+        if (errnoOf(e) === "EEXIST") throw new ConflictError(`${shown} already exists`, { field: "path", cause: e });
         throw mapFsError(e, shown);
       } finally {
         fsSync.closeSync(fd);
@@ -980,12 +980,12 @@ async function copyHostFile(src: string, dst: string, st: fsSync.Stats): Promise
 function mapFsError(e: unknown, rel: string): unknown {
   if (e instanceof WorkspaceError) return e;
   const code = (e as NodeJS.ErrnoException)?.code;
-  if (code === "ENOENT") return new NotFoundError(`'${rel}'`, { cause: e, field: rel });
-  if (code === "EISDIR") return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { cause: e, field: rel });
-  if (code === "ENOTDIR") return new WorkspaceError("invalid_argument", `'${rel}' is not a directory`, { cause: e, field: rel });
+  if (code === "ENOENT") return new NotFoundError(`'${rel}'`, { cause: e, field: "path" });
+  if (code === "EISDIR") return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { cause: e, field: "path" });
+  if (code === "ENOTDIR") return new WorkspaceError("invalid_argument", `'${rel}' is not a directory`, { cause: e, field: "path" });
   if (code === "ELOOP") return new PathEscapeError(rel, "is a symlink; refusing to follow it", { cause: e });
   // O_NONBLOCK write-open of a FIFO nobody reads (or a socket): refused rather than waited on.
-  if (code === "ENXIO") return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file`, { cause: e, field: rel });
-  if (code === "ENAMETOOLONG") return new WorkspaceError("invalid_argument", `'${rel}': a name in it is too long`, { cause: e, field: rel });
+  if (code === "ENXIO") return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file`, { cause: e, field: "path" });
+  if (code === "ENAMETOOLONG") return new WorkspaceError("invalid_argument", `'${rel}': a name in it is too long`, { cause: e, field: "path" });
   return e;
 }

@@ -92,21 +92,21 @@ export async function readJsonFile(file: string): Promise<unknown> {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR") return null;
-    if (code === "ELOOP") throw new WorkspaceError("invalid_argument", `${file} is a symlink, not a record; delete it`, { field: file });
-    throw new WorkspaceError("unavailable", `${file} cannot be read (${code ?? String(e)})`, { field: file, cause: e });
+    if (code === "ELOOP") throw new WorkspaceError("invalid_argument", `${file} is a symlink, not a record; delete it`);
+    throw new WorkspaceError("unavailable", `${file} cannot be read (${code ?? String(e)})`, { cause: e });
   }
   let text: string;
   try {
     const info = await handle.stat();
-    if (!info.isFile()) throw new WorkspaceError("invalid_argument", `${file} is not a regular file; delete it to let the workspace be re-created`, { field: file });
-    if (info.size > MAX_RECORD_BYTES) throw new WorkspaceError("invalid_argument", `${file} is over ${MAX_RECORD_BYTES} bytes; it is not a record of ours`, { field: file });
+    if (!info.isFile()) throw new WorkspaceError("invalid_argument", `${file} is not a regular file; delete it to let the workspace be re-created`);
+    if (info.size > MAX_RECORD_BYTES) throw new WorkspaceError("invalid_argument", `${file} is over ${MAX_RECORD_BYTES} bytes; it is not a record of ours`);
     const buffer = Buffer.alloc(MAX_RECORD_BYTES + 1);
     let length = 0;
     for (;;) {
       const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
       if (bytesRead === 0) break;
       length += bytesRead;
-      if (length > MAX_RECORD_BYTES) throw new WorkspaceError("invalid_argument", `${file} is over ${MAX_RECORD_BYTES} bytes; it is not a record of ours`, { field: file });
+      if (length > MAX_RECORD_BYTES) throw new WorkspaceError("invalid_argument", `${file} is over ${MAX_RECORD_BYTES} bytes; it is not a record of ours`);
     }
     text = buffer.toString("utf8", 0, length);
   } finally {
@@ -115,7 +115,7 @@ export async function readJsonFile(file: string): Promise<unknown> {
   try {
     return JSON.parse(text);
   } catch {
-    throw new WorkspaceError("invalid_argument", `${file} is not valid JSON; fix or delete it`, { field: file });
+    throw new WorkspaceError("invalid_argument", `${file} is not valid JSON; fix or delete it`);
   }
 }
 

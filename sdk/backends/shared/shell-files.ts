@@ -88,21 +88,21 @@ export function shellFileError(r: ExecResult, verb: string, rel: string, where: 
     case SHELL_EXIT.escape:
       return new PathEscapeError(rel, "resolves outside the workspace (through a symlink)");
     case SHELL_EXIT.missing:
-      return new NotFoundError(`'${rel}'`, { field: rel });
+      return new NotFoundError(`'${rel}'`, { field: "path" });
     case SHELL_EXIT.isDir:
-      return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel });
+      return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: "path" });
     case SHELL_EXIT.notDir:
-      return new WorkspaceError("invalid_argument", `'${rel}' (or a parent) is not a directory`, { field: rel });
+      return new WorkspaceError("invalid_argument", `'${rel}' (or a parent) is not a directory`, { field: "path" });
     case SHELL_EXIT.exists:
-      return new ConflictError(`${rel} already exists`, { field: rel });
+      return new ConflictError(`${rel} already exists`, { field: "path" });
     case SHELL_EXIT.symlink:
       return new PathEscapeError(rel, "is a symlink; refusing to write through it");
     case SHELL_EXIT.tooLarge:
-      return new TooLargeError(`'${rel}' is ${r.stderr.toString().trim()} bytes, over the cap`, { field: rel });
+      return new TooLargeError(`'${rel}' is ${r.stderr.toString().trim()} bytes, over the cap`, { field: "path" });
     case SHELL_EXIT.special:
-      return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file`, { field: rel });
+      return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file`, { field: "path" });
   }
-  return new WorkspaceError("exec_failed", `could not ${verb} '${rel}' in ${where} (exit ${r.exitCode}): ${r.stderr.toString().trim().slice(0, 500)}`, { field: rel });
+  return new WorkspaceError("exec_failed", `could not ${verb} '${rel}' in ${where} (exit ${r.exitCode}): ${r.stderr.toString().trim().slice(0, 500)}`, { field: "path" });
 }
 
 /** `find -printf '%y\t%s\t%T@\t%f\0'` records as FileInfo. */
@@ -149,7 +149,7 @@ export async function copyTreeFileByFile(
   options: { exclude?: (name: string) => boolean } = {},
 ): Promise<void> {
   const exclude = options.exclude ?? (() => false);
-  if (await sb.stat(nonRoot(checkRelativePath(to, "to")))) throw new ConflictError(`${to} already exists`, { field: to });
+  if (await sb.stat(nonRoot(checkRelativePath(to, "to")))) throw new ConflictError(`${to} already exists`, { field: "to" });
   await sb.mkdir(to);
   const walk = async (a: string, b: string): Promise<void> => {
     const entries = await sb.list(a).catch((e: unknown) => {
@@ -165,7 +165,7 @@ export async function copyTreeFileByFile(
         const file = `${a}/${e.name}`;
         // Every byte passes through the host: capped, and checked on what came back.
         const data = await sb.readFile(file, { maxBytes: MAX_COPY_FILE_BYTES });
-        if (data.length > MAX_COPY_FILE_BYTES) throw new TooLargeError(`${file} is over the ${MAX_COPY_FILE_BYTES}-byte cap of a file-by-file copy`, { field: file });
+        if (data.length > MAX_COPY_FILE_BYTES) throw new TooLargeError(`${file} is over the ${MAX_COPY_FILE_BYTES}-byte cap of a file-by-file copy`, { field: "path" });
         await sb.writeFile(`${b}/${e.name}`, data, { mode: 0o644, exclusive: true });
       }
     }
@@ -192,10 +192,10 @@ export class ShellFiles {
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
     const clean = checkRelativePath(rel);
     const r = await this.b.op("resolveRead", [clean, options.maxBytes === undefined ? "-" : String(options.maxBytes)]);
-    if (r.exitCode === SHELL_EXIT.tooLarge) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${options.maxBytes}-byte cap`, { field: clean });
+    if (r.exitCode === SHELL_EXIT.tooLarge) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${options.maxBytes}-byte cap`, { field: "path" });
     this.#check(r, "read", clean);
     const got = await this.b.fetch(r.stdout.toString(), options.maxBytes === undefined ? undefined : options.maxBytes + 1, clean);
-    if (options.maxBytes !== undefined && got.length > options.maxBytes) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: clean });
+    if (options.maxBytes !== undefined && got.length > options.maxBytes) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: "path" });
     return got;
   }
 
@@ -240,7 +240,7 @@ export class ShellFiles {
     const a = nonRoot(checkRelativePath(from, "from"));
     const b = nonRoot(checkRelativePath(to, "to"));
     const r = await this.b.op("rename", [a, b]);
-    if (r.exitCode === SHELL_EXIT.exists) throw new ConflictError(`${b} already exists`, { field: b });
+    if (r.exitCode === SHELL_EXIT.exists) throw new ConflictError(`${b} already exists`, { field: "to" });
     this.#check(r, "rename", a);
   }
 

@@ -1,5 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
-import { resolve, type ServiceContext, type ServiceEnv } from "../context.js";
+import { resolve, workspacePath, type ServiceContext, type ServiceEnv } from "../context.js";
 import { SessionParams } from "../schemas.js";
 import { WORKSPACE_PROBLEMS, json } from "./common.js";
 
@@ -9,7 +9,7 @@ const ToolResultBody = z
 const ContextBody = z
   .strictObject({ messages: z.array(z.object({ role: z.string().min(1).max(64), content: z.string(), name: z.string().max(256).optional() })).min(1).max(10_000) })
   .openapi("OffloadContext");
-const Offloaded = z.object({ path: z.string() }).openapi("Offloaded");
+const Offloaded = z.object({ path: z.string().openapi({ description: "Workspace-relative, e.g. sessions/<id>/context.jsonl" }) }).openapi("Offloaded");
 
 /**
  * Context offloading for the session, over HTTP: a large tool result becomes
@@ -27,7 +27,7 @@ export function offloadRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
     }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);
-      return c.json({ path: await ws.offloadToolResult(record.sessionId, c.req.valid("json")) }, 201);
+      return c.json({ path: workspacePath(ws, await ws.offloadToolResult(record.sessionId, c.req.valid("json"))) }, 201);
     },
   );
   app.openapi(
@@ -40,7 +40,7 @@ export function offloadRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
     }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);
-      return c.json({ path: await ws.offloadContext(record.sessionId, c.req.valid("json").messages) }, 201);
+      return c.json({ path: workspacePath(ws, await ws.offloadContext(record.sessionId, c.req.valid("json").messages)) }, 201);
     },
   );
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
-import { NotFoundError } from "../../errors.js";
+import type { Context } from "hono";
+import { NotFoundError, WorkspaceError } from "../../errors.js";
 import { checkRelativePath } from "../../paths.js";
 import { sessionOf, sessionView, workspaceOf, type ServiceContext, type ServiceEnv } from "../context.js";
 import { CreateSessionBody, ListSessionsQuery, PatchSessionBody, Problem, Session, SessionList, SessionParams } from "../schemas.js";
@@ -9,7 +10,7 @@ import type { SessionRecord } from "../stores/store.js";
 const problems = {
   400: { description: "Bad input (the field is named)", content: { "application/problem+json": { schema: Problem } } },
   401: { description: "Missing or unknown bearer token", content: { "application/problem+json": { schema: Problem } } },
-  404: { description: "No such session of yours", content: { "application/problem+json": { schema: Problem } } },
+  404: { description: "No such session (or explicit workspace) of yours", content: { "application/problem+json": { schema: Problem } } },
 };
 const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
 
@@ -20,7 +21,7 @@ export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
       method: "post",
       path: "/sessions",
       tags: ["sessions"],
-      summary: "Create a session; its workspace is assigned once (an explicit workspaceId wins) and provisioned",
+      summary: "Create a session; its workspace is assigned once (the policy's id, or an explicit workspaceId of yours) and provisioned",
       request: { body: { content: { "application/json": { schema: CreateSessionBody } }, required: true } },
       responses: { 201: json(Session, "Created"), ...problems, 409: { description: "The workspace belongs to another user", content: { "application/problem+json": { schema: Problem } } } },
     }),
@@ -28,7 +29,8 @@ export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
       const body = c.req.valid("json");
       const userId = c.get("userId");
       const sessionId = randomUUID().replace(/-/g, "");
-      const workspaceId = body.workspaceId ?? svc.manager.resolveWorkspaceId(userId, body.agentId, sessionId);
+      const derived = svc.manager.resolveWorkspaceId(userId, body.agentId, sessionId);
+      const workspaceId = body.workspaceId === undefined ? derived : await explicitWorkspaceId(svc, c, body.workspaceId, derived);
       const now = Date.now();
       const record: SessionRecord = {
         sessionId,
@@ -104,6 +106,30 @@ export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
       return c.body(null, 204);
     },
   );
+}
+
+/**
+ * Hook for the token layer: a caller allowed to name workspace ids that are not yet theirs (an
+ * operator token: the `admin` scope) may; everyone else may only name their own.
+ */
+export function mayCreateExplicitIds(c: Context<ServiceEnv>): boolean {
+  return c.get("principal").scopes.includes("admin");
+}
+
+/**
+ * An explicit workspace id names a workspace of the caller's: the one the policy derives for them,
+ * one of their sessions' or one the stack declared for them. Derived ids are an unkeyed hash anyone
+ * can compute, so a new or foreign id would let a caller occupy another user's future workspace
+ * (their first session then a 409 forever) or probe which agents they have. Both cases get the same
+ * 404, byte for byte, so nothing can be learnt from it.
+ */
+async function explicitWorkspaceId(svc: ServiceContext, c: Context<ServiceEnv>, workspaceId: string, derived: string): Promise<string> {
+  if (workspaceId === derived || mayCreateExplicitIds(c)) return workspaceId;
+  const userId = c.get("userId");
+  const declared = svc.manager.declared(workspaceId);
+  const ours = declared ? declared.userId === userId : await svc.store.userHasWorkspace(userId, workspaceId);
+  if (ours) return workspaceId;
+  throw new WorkspaceError("not_found", "workspaceId: no workspace of yours has this id (leave it out to get the one your isolation policy assigns)", { field: "workspaceId" });
 }
 
 /** A session's cwd: workspace-relative (checked like every path); "" or null is the root, undefined leaves it. */

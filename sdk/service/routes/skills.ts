@@ -3,7 +3,8 @@ import tar from "tar-stream";
 import { ConflictError, InvalidArgumentError, NotFoundError, TooLargeError, fromZodError } from "../../errors.js";
 import type { ArchiveFormat } from "../../workspace/archive.js";
 import type { Skill } from "../../workspace/skills.js";
-import { resolve, type ServiceContext, type ServiceEnv, type ServiceLimits } from "../context.js";
+import type { Workspace } from "../../workspace/workspace.js";
+import { resolve, workspacePath, type ServiceContext, type ServiceEnv, type ServiceLimits } from "../context.js";
 import { SessionParams, SkillView } from "../schemas.js";
 import { WORKSPACE_PROBLEMS, json } from "./common.js";
 
@@ -11,7 +12,8 @@ const ManifestSchema = z.strictObject({
   entries: z.array(z.strictObject({ path: z.string().min(1).max(4096), size: z.number().int().min(0) })).min(1, "a skill upload needs at least one file"),
 });
 
-export const skillView = (s: Skill) => ({ name: s.name, description: s.description, dir: s.dir, markdown: s.markdown, updatedAt: new Date(s.updatedAt).toISOString() });
+/** `dir` workspace-relative: the skill's absolute dir is a host path on host backends. */
+export const skillView = (ws: Workspace, s: Skill) => ({ name: s.name, description: s.description, dir: workspacePath(ws, s.dir), markdown: s.markdown, updatedAt: new Date(s.updatedAt).toISOString() });
 
 /**
  * The agent's skills: list, upload (a folder as multipart `manifest` + `files` parts as the
@@ -24,7 +26,7 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
     createRoute({ method: "get", path: "/sessions/{sessionId}/workspace/skills", tags: ["workspace"], request: { params: SessionParams }, responses: { 200: json(z.array(SkillView), "Skills of the session's agent"), ...WORKSPACE_PROBLEMS } }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);
-      return c.json((await ws.listSkills({ agentId: record.agentId })).map(skillView), 200);
+      return c.json((await ws.listSkills({ agentId: record.agentId })).map((s) => skillView(ws, s)), 200);
     },
   );
 
@@ -50,7 +52,7 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
       );
       // The workspace dedups by SKILL.md content: an identical skill is already there and nothing was copied.
       if (!skill) throw new ConflictError("a skill with the same SKILL.md content is already installed for this agent; nothing was changed", { field: "SKILL.md" });
-      return c.json(skillView(skill), 201);
+      return c.json(skillView(ws, skill), 201);
     },
   );
 

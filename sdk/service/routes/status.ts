@@ -20,7 +20,10 @@ export interface GitSummary {
   deletions: number;
 }
 
-/** Backend, state, idle time and a git summary of the session's cwd (the reference's section 9.5, plus backend and idle time). */
+/**
+ * Backend, state, idle time and a git summary of the session's cwd (the reference's section 9.5,
+ * plus backend and idle time; without its absolute workdir, a host path on host backends).
+ */
 export function statusRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): void {
   app.openapi(
     createRoute({ method: "get", path: "/sessions/{sessionId}/workspace/status", tags: ["workspace"], request: { params: SessionParams }, responses: { 200: json(WorkspaceStatus, "Status"), ...WORKSPACE_PROBLEMS } }),
@@ -37,8 +40,8 @@ export function statusRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext):
           workspaceId: ws.workspaceId,
           backend: sandbox.kind,
           state: ws.isAlive ? ("running" as const) : ("closed" as const),
-          workdir: ws.workdir,
-          cwd: cwd ? `${ws.workdir.replace(/\/+$/, "")}/${cwd}` : ws.workdir,
+          // Workspace-relative ("" is the root): the workdir itself is a host path on host backends.
+          cwd,
           idleSeconds,
           inFlight,
           git,

@@ -161,6 +161,11 @@ export class PostgresSessionStore implements SessionStore {
     return { sessions: rows.rows.map(fromRow), total: Number(count.rows[0]!.n) };
   }
 
+  async userHasWorkspace(userId: string, workspaceId: string): Promise<boolean> {
+    const r = await this.#pool.query(`SELECT 1 FROM agentws_sessions WHERE user_id = $1 AND workspace_id = $2 LIMIT 1`, [userId, workspaceId]);
+    return (r.rowCount ?? 0) > 0;
+  }
+
   async workspaceIds(): Promise<Set<string>> {
     const r = await this.#pool.query<{ workspace_id: string }>(`SELECT DISTINCT workspace_id FROM agentws_sessions`);
     return new Set(r.rows.map((x) => x.workspace_id));

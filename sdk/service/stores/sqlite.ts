@@ -109,6 +109,7 @@ export class SqliteSessionStore implements SessionStore {
       ),
       revoke: db.prepare(`UPDATE api_tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL AND (? IS NULL OR user_id = ?)`),
       touch: db.prepare(`UPDATE api_tokens SET last_used_at = ? WHERE token_id = ? AND (last_used_at IS NULL OR last_used_at <= ?)`),
+      hasWorkspace: db.prepare<[string, string], { one: number }>(`SELECT 1 AS one FROM sessions WHERE user_id = ? AND workspace_id = ? LIMIT 1`),
     };
   }
 
@@ -152,6 +153,10 @@ export class SqliteSessionStore implements SessionStore {
     const agent = o.agentId ?? null;
     const rows = this.#stmts.listAll.all(user, user, agent, agent, o.limit, o.offset);
     return { sessions: rows.map(fromRow), total: this.#stmts.countAll.get(user, user, agent, agent)!.n };
+  }
+
+  async userHasWorkspace(userId: string, workspaceId: string): Promise<boolean> {
+    return this.#stmts.hasWorkspace.get(userId, workspaceId) !== undefined;
   }
 
   async workspaceIds(): Promise<Set<string>> {

@@ -40,6 +40,8 @@ export interface SessionStore {
   deleteSession(userId: string, sessionId: string): Promise<boolean>;
   /** Every user's sessions, or one user's when `userId` is given: the operator's (admin) view. */
   listAllSessions(options: ListOptions & { userId?: string | undefined }): Promise<{ sessions: SessionRecord[]; total: number }>;
+  /** Whether one of the user's sessions uses this workspace (an explicit workspaceId must name one of theirs). */
+  userHasWorkspace(userId: string, workspaceId: string): Promise<boolean>;
   /** Every workspace id some session still refers to (for `agentws gc`). */
   workspaceIds(): Promise<Set<string>>;
   /** The user a live (unrevoked, unexpired) token hash belongs to. */

@@ -94,7 +94,7 @@ export class RunnerFiles {
       }
       const parent = Number(f[0]);
       // A parent must come before its child: anything else is a malformed answer, not a tree.
-      if (!Number.isSafeInteger(parent) || parent < -1 || parent >= entries.length) throw new WorkspaceError("exec_failed", `malformed tree listing of '${clean}' from the sandbox`, { field: clean });
+      if (!Number.isSafeInteger(parent) || parent < -1 || parent >= entries.length) throw new WorkspaceError("exec_failed", `malformed tree listing of '${clean}' from the sandbox`, { field: "path" });
       entries.push({ parent, type: typeOf(f[1]!), size: Number(f[2]) || 0, mtimeMs: Number(f[3]) / 1e6 || 0, name: f[4]! });
       f.length = 0;
       if (entries.length % PARSE_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
@@ -162,7 +162,7 @@ export class RunnerFiles {
    */
   async copyIn(hostSource: string, to: string): Promise<void> {
     const dst = nonRoot(checkRelativePath(to, "to"));
-    if (await this.stat(dst)) throw new ConflictError(`${dst} already exists`, { field: dst });
+    if (await this.stat(dst)) throw new ConflictError(`${dst} already exists`, { field: "to" });
     const st = await fs.lstat(hostSource).catch((e: unknown) => {
       throw new NotFoundError(`host path '${hostSource}'`, { cause: e, field: "hostPath" });
     });
@@ -227,11 +227,11 @@ export function mapRunnerError(e: unknown, rel: string, verb: string, maxBytes?:
   const { code, detail } = e;
   switch (code) {
     case "ENOENT":
-      return new NotFoundError(`'${rel}'`, { field: rel, cause: e });
+      return new NotFoundError(`'${rel}'`, { field: "path", cause: e });
     case "EISDIR":
-      return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel, cause: e });
+      return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: "path", cause: e });
     case "ENOTDIR":
-      return new WorkspaceError("invalid_argument", `'${rel}' is not a directory`, { field: rel, cause: e });
+      return new WorkspaceError("invalid_argument", `'${rel}' is not a directory`, { field: "path", cause: e });
     case "ESCAPE":
       return new PathEscapeError(rel, detail || "resolves outside the workspace", { cause: e });
     case "ELOOP":
@@ -239,18 +239,18 @@ export function mapRunnerError(e: unknown, rel: string, verb: string, maxBytes?:
     case "EROOT":
       return new PathEscapeError(rel, "cannot remove the workspace root", { cause: e });
     case "EEXIST":
-      return new ConflictError(`${other ?? rel} already exists`, { field: other ?? rel, cause: e });
+      return new ConflictError(`${other ?? rel} already exists`, { field: other !== undefined ? "to" : "path", cause: e });
     case "TOOBIG":
       return /entries/.test(detail)
-        ? new TooLargeError(`'${rel}' ${detail}`, { field: rel, cause: e })
-        : new TooLargeError(`${rel} is ${maxBytes !== undefined && Number(detail) > maxBytes ? `at least ${detail}` : detail} bytes, over the ${maxBytes}-byte limit`, { field: rel, cause: e });
+        ? new TooLargeError(`'${rel}' ${detail}`, { field: "path", cause: e })
+        : new TooLargeError(`${rel} is ${maxBytes !== undefined && Number(detail) > maxBytes ? `at least ${detail}` : detail} bytes, over the ${maxBytes}-byte limit`, { field: "path", cause: e });
     case "SPECIAL":
     case "ENXIO":
-      return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file (a FIFO, socket or device); refusing to open it`, { field: rel, cause: e });
+      return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file (a FIFO, socket or device); refusing to open it`, { field: "path", cause: e });
     case "ENAMETOOLONG":
-      return new WorkspaceError("invalid_argument", `'${rel}': a name in the path is too long`, { field: rel, cause: e });
+      return new WorkspaceError("invalid_argument", `'${rel}': a name in the path is too long`, { field: "path", cause: e });
   }
-  return new WorkspaceError("exec_failed", `could not ${verb} '${rel}' in the sandbox: ${code}${detail ? ` (${detail})` : ""}`, { field: rel, cause: e });
+  return new WorkspaceError("exec_failed", `could not ${verb} '${rel}' in the sandbox: ${code}${detail ? ` (${detail})` : ""}`, { field: "path", cause: e });
 }
 
 function bytes(data: Uint8Array | string): Uint8Array {
