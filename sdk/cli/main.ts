@@ -31,6 +31,8 @@ Usage:
   agentws gc        [--kind K]... [--basedir DIR] [--store FILE|URL] [--yes] (runtime workspaces nobody owns, or with --store no session names; --yes removes them with their files)
   agentws serve     [--stack local] [--backend local] [--store FILE|postgres://URL] [--tokens FILE] [--port 8787] [--host 127.0.0.1]
                     [--egress-allow HOST|IP|CIDR[:PORT]]... [--egress-allow-private]
+                    [--rate-limit 100] [--rate-burst 200] [--global-rate-limit 2000] [--global-rate-burst 4000] (requests/s per user, in all; 0 = off)
+                    [--max-sessions-per-user 1000] [--max-live-workspaces-per-user 20] [--max-live-workspaces 200] (429 beyond; 0 = off)
   agentws token     <userId> [--store FILE|postgres://URL]   (a new bearer token; only its hash is stored)
   agentws status    [--kind K]... [--basedir DIR] [--json]  (workspaces on every backend: state, owner, idle time)
   agentws exec      <workspaceId> [--kind K] [--basedir DIR] -- <command> [args...]

@@ -4,7 +4,7 @@ import { InvalidArgumentError } from "../errors.js";
 import { consoleLogger } from "../logger.js";
 import { EgressPolicySchema, type EgressPolicy } from "../util/egress.js";
 import { readStackOutputs } from "../manager/fleet-source.js";
-import { newToken, openSessionStore, serveFleet } from "../service/index.js";
+import { newToken, openSessionStore, serveFleet, type ServiceLimits } from "../service/index.js";
 
 const DEFAULT_STORE = "~/.agent-workspaces/service/sessions.db";
 
@@ -30,8 +30,10 @@ export async function serveCommand(argv: string[]): Promise<number> {
       "no-stack": { type: "boolean" },
       "egress-allow": { type: "string", multiple: true },
       "egress-allow-private": { type: "boolean" },
+      ...Object.fromEntries(Object.keys(LIMIT_FLAGS).map((flag) => [flag, { type: "string" as const }])),
     },
   });
+  const limits = serviceLimits(values as Record<string, string | undefined>);
   const egress = egressPolicy(values["egress-allow"] ?? [], values["egress-allow-private"] ?? false);
   const stackName = values.stack ?? process.env.AGENTWS_STACK ?? "local";
   let fleet;
@@ -52,6 +54,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     hostname: values.host ?? "127.0.0.1",
     downloadSecret: process.env.AGENTWS_DOWNLOAD_SECRET,
     egress,
+    limits,
     logger: consoleLogger("info"),
   });
   err(`agentws serve: ${served.backend} workspaces at ${served.service.url} (OpenAPI: /openapi.json, metrics: /metrics); Ctrl-C stops`);
@@ -64,6 +67,30 @@ export async function serveCommand(argv: string[]): Promise<number> {
   err("agentws serve: shutting down (finishing in-flight requests, then closing workspaces)");
   await served.service.close();
   return 0;
+}
+
+/** `agentws serve` flags of the quotas and rate limits, their ServiceLimits field and environment variable; 0 turns one off. */
+export const LIMIT_FLAGS = {
+  "rate-limit": ["userRequestsPerSecond", "AGENTWS_RATE_LIMIT"],
+  "rate-burst": ["userRequestBurst", "AGENTWS_RATE_BURST"],
+  "global-rate-limit": ["globalRequestsPerSecond", "AGENTWS_GLOBAL_RATE_LIMIT"],
+  "global-rate-burst": ["globalRequestBurst", "AGENTWS_GLOBAL_RATE_BURST"],
+  "max-sessions-per-user": ["maxSessionsPerUser", "AGENTWS_MAX_SESSIONS_PER_USER"],
+  "max-live-workspaces-per-user": ["maxLiveWorkspacesPerUser", "AGENTWS_MAX_LIVE_WORKSPACES_PER_USER"],
+  "max-live-workspaces": ["maxLiveWorkspaces", "AGENTWS_MAX_LIVE_WORKSPACES"],
+} as const satisfies Record<string, readonly [keyof ServiceLimits, string]>;
+
+/** The limits given as flags (or their environment variables; a flag wins), checked so a typo stops the start. */
+export function serviceLimits(flags: Record<string, string | undefined>, env: NodeJS.ProcessEnv = process.env): Partial<ServiceLimits> {
+  const limits: Partial<ServiceLimits> = {};
+  for (const [flag, [field, variable]] of Object.entries(LIMIT_FLAGS)) {
+    const given = flags[flag] ?? env[variable];
+    if (given === undefined || given === "") continue;
+    const n = Number(given);
+    if (!/^\d+(\.\d+)?$/.test(given.trim()) || !Number.isFinite(n)) throw new InvalidArgumentError(`--${flag}`, "must be a number, 0 or more (0 turns the limit off)");
+    limits[field] = n;
+  }
+  return limits;
 }
 
 /**

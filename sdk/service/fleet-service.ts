@@ -10,6 +10,7 @@ import type { BackendKind } from "../backends/spec.js";
 import type { EgressPolicy } from "../util/egress.js";
 import type { Workspace } from "../workspace/workspace.js";
 import { createApp } from "./app.js";
+import type { ServiceLimits } from "./context.js";
 import { anyTokenAuth, storeTokenAuth, tokenFileAuth } from "./auth.js";
 import { startService, type RunningService } from "./server.js";
 import { PostgresSessionStore } from "./stores/postgres.js";
@@ -38,6 +39,8 @@ export interface ServeFleetOptions {
    * addresses refused); list internal MCP servers in `allow`.
    */
   egress?: EgressPolicy | undefined;
+  /** Body sizes, quotas and rate limits; unset ones keep their defaults (DEFAULT_LIMITS). */
+  limits?: Partial<ServiceLimits> | undefined;
   logger?: Logger | undefined;
 }
 
@@ -71,7 +74,7 @@ export async function serveFleet(options: ServeFleetOptions = {}): Promise<Serve
   const store = await openSessionStore(options.store ?? path.join(os.homedir(), ".agent-workspaces", "service", "sessions.db"));
   try {
     const auth = options.tokensFile ? anyTokenAuth(tokenFileAuth(options.tokensFile), storeTokenAuth(store)) : storeTokenAuth(store);
-    const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, auth, backend: kind, logger, downloadSecret: options.downloadSecret });
+    const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, auth, backend: kind, logger, downloadSecret: options.downloadSecret, limits: options.limits });
     const service = await startService({
       app,
       port: options.port,
