@@ -7,5 +7,5 @@ export { ServiceMetrics } from "./metrics.js";
 export { DEFAULT_LIMITS, type ServiceLimits } from "./context.js";
 export { SqliteSessionStore } from "./stores/sqlite.js";
 export { PostgresSessionStore } from "./stores/postgres.js";
-export type { SessionStore, SessionRecord, SessionPatch, ListOptions } from "./stores/store.js";
+export type { SessionStore, SessionRecord, SessionPatch, ListOptions, CreateOptions } from "./stores/store.js";
 export { serveFleet, openSessionStore, type ServeFleetOptions, type ServedFleet } from "./fleet-service.js";
