@@ -57,6 +57,8 @@ export interface Problem {
   field?: string;
   retryable: boolean;
   retryAfterMs?: number;
+  /** Which quota or rate limit refused a 429 (the service's limit names), when one did. */
+  limit?: string;
 }
 
 /** An application/problem+json body (RFC 9457); anything outside the family is an opaque internal error. */
@@ -70,6 +72,7 @@ export function toProblem(e: unknown): Problem {
     ...(e.field !== undefined ? { field: e.field } : {}),
     retryable: e.retryable,
     ...(e instanceof RateLimitedError && e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {}),
+    ...(e instanceof RateLimitedError && typeof e.details?.limit === "string" ? { limit: e.details.limit } : {}),
   };
 }
 

@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError, InvalidArgumentError as UsageError, Option } from "commander";
 import type { BackendCommand } from "../backends/module.js";
 import { backendCommands } from "../backends/registry.js";
-import { parsePort, serveCommand, type ServeCommandOptions, tokenCreateCommand, tokenListCommand, tokenRevokeCommand } from "./serve.js";
+import { LIMIT_FLAGS, parsePort, serveCommand, type ServeCommandOptions, tokenCreateCommand, tokenListCommand, tokenRevokeCommand } from "./serve.js";
 import { stackCommand, type StackCommand, type StackCommandOptions } from "./stack-commands.js";
 import { execCommand, gcCommand, statusCommand } from "./workspaces.js";
 
@@ -25,6 +25,8 @@ Stack state: $PULUMI_BACKEND_URL, else Pulumi.yaml's backend.url, else <project>
 (the same for every command). Progress goes to stderr; markdown, JSON and outputs to stdout.
 Every command has its own help: agentws <command> --help.
 `;
+
+const camel = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 
 /** Repeatable options collect their values in order (`--target a --target b`). */
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -127,9 +129,23 @@ export async function main(argv: string[]): Promise<number> {
     .option("--egress-allow-private", "let the service reach every private address")
     .option("--allowed-host <name>", "a Host name the MCP endpoint accepts besides loopback (repeatable; also $AGENTWS_ALLOWED_HOSTS)", collect)
     .option("--allowed-origin <origin>", "an Origin the MCP endpoint accepts (repeatable; also $AGENTWS_ALLOWED_ORIGINS)", collect)
+    .option("--rate-limit <n>", "requests per second of one user (default 100; also $AGENTWS_RATE_LIMIT; 0: off)")
+    .option("--rate-burst <n>", "requests one user may send at once above the rate (default 200)")
+    .option("--global-rate-limit <n>", "requests per second of all users together (default 2000)")
+    .option("--global-rate-burst <n>", "burst of the global rate (default 4000)")
+    .option("--max-sessions-per-user <n>", "sessions one user may have stored (default 1000)")
+    .option("--max-live-workspaces-per-user <n>", "workspaces one user may have open (default 20)")
+    .option("--max-live-workspaces <n>", "workspaces open in all (default 200)")
     .addHelpText("after", examples(["agentws serve", "agentws serve --backend bubblewrap --port 9000", "agentws serve --no-stack --store postgres://svc@db/agentws --host 0.0.0.0"]))
     .action((opts: Omit<ServeCommandOptions, "stack"> & { stack?: string | boolean }) =>
-      run("serve", () => serveCommand({ ...opts, stack: typeof opts.stack === "string" ? opts.stack : undefined, useStack: opts.stack !== false }))(),
+      run("serve", () =>
+        serveCommand({
+          ...opts,
+          stack: typeof opts.stack === "string" ? opts.stack : undefined,
+          useStack: opts.stack !== false,
+          limits: Object.fromEntries(Object.keys(LIMIT_FLAGS).map((f) => [f, (opts as Record<string, unknown>)[camel(f)] as string | undefined])),
+        }),
+      )(),
     );
 
   const token = program
@@ -191,7 +207,7 @@ function addBackendCommand(program: Command, command: BackendCommand, run: (name
   cmd.action((opts: Record<string, string | boolean | string[] | undefined>) => {
     // Back to the option names the command declared (commander camel-cases them).
     const values: Record<string, string | boolean | string[] | undefined> = {};
-    for (const name of Object.keys(command.options)) values[name] = opts[name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())];
+    for (const name of Object.keys(command.options)) values[name] = opts[camel(name)];
     return run(command.name, () => command.run(values, { stdout: (text) => process.stdout.write(text), stderr: (line) => process.stderr.write(`${line}\n`) }))();
   });
 }

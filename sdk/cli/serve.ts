@@ -4,7 +4,7 @@ import { consoleLogger } from "../logger.js";
 import { EgressPolicySchema, type EgressPolicy } from "../util/egress.js";
 import { edgeIdProblem } from "../util/identity-id.js";
 import { readStackOutputs } from "../manager/fleet-source.js";
-import { newToken, openSessionStore, parseScopes, serveFleet } from "../service/index.js";
+import { newToken, openSessionStore, parseScopes, serveFleet, type ServiceLimits } from "../service/index.js";
 import { TOKEN_NAME } from "../service/auth.js";
 import { tokenView } from "../service/routes/tokens.js";
 
@@ -31,10 +31,13 @@ export interface ServeCommandOptions {
   egressAllowPrivate?: boolean | undefined;
   allowedHost?: string[] | undefined;
   allowedOrigin?: string[] | undefined;
+  /** Quota and rate flags by name (LIMIT_FLAGS), as given. */
+  limits?: Record<string, string | undefined> | undefined;
 }
 
 export async function serveCommand(values: ServeCommandOptions): Promise<number> {
   const err = (line: string) => process.stderr.write(`${line}\n`);
+  const limits = serviceLimits(values.limits ?? {});
   const egress = egressPolicy(values.egressAllow ?? [], values.egressAllowPrivate ?? false);
   const stackName = values.stack ?? process.env.AGENTWS_STACK ?? "local";
   let fleet;
@@ -60,6 +63,7 @@ export async function serveCommand(values: ServeCommandOptions): Promise<number>
     egress,
     allowedHosts: listOption(values.allowedHost, process.env.AGENTWS_ALLOWED_HOSTS),
     allowedOrigins: listOption(values.allowedOrigin, process.env.AGENTWS_ALLOWED_ORIGINS),
+    limits,
     logger: consoleLogger("info"),
   });
   err(`agentws serve: ${served.backend} workspaces at ${served.service.url} (OpenAPI: /openapi.json, metrics: /metrics); Ctrl-C stops`);
@@ -72,6 +76,30 @@ export async function serveCommand(values: ServeCommandOptions): Promise<number>
   err("agentws serve: shutting down (finishing in-flight requests, then closing workspaces)");
   await served.service.close();
   return 0;
+}
+
+/** `agentws serve` flags of the quotas and rate limits, their ServiceLimits field and environment variable; 0 turns one off. */
+export const LIMIT_FLAGS = {
+  "rate-limit": ["userRequestsPerSecond", "AGENTWS_RATE_LIMIT"],
+  "rate-burst": ["userRequestBurst", "AGENTWS_RATE_BURST"],
+  "global-rate-limit": ["globalRequestsPerSecond", "AGENTWS_GLOBAL_RATE_LIMIT"],
+  "global-rate-burst": ["globalRequestBurst", "AGENTWS_GLOBAL_RATE_BURST"],
+  "max-sessions-per-user": ["maxSessionsPerUser", "AGENTWS_MAX_SESSIONS_PER_USER"],
+  "max-live-workspaces-per-user": ["maxLiveWorkspacesPerUser", "AGENTWS_MAX_LIVE_WORKSPACES_PER_USER"],
+  "max-live-workspaces": ["maxLiveWorkspaces", "AGENTWS_MAX_LIVE_WORKSPACES"],
+} as const satisfies Record<string, readonly [keyof ServiceLimits, string]>;
+
+/** The limits given as flags (or their environment variables; a flag wins), checked so a typo stops the start. */
+export function serviceLimits(flags: Record<string, string | undefined>, env: NodeJS.ProcessEnv = process.env): Partial<ServiceLimits> {
+  const limits: Partial<ServiceLimits> = {};
+  for (const [flag, [field, variable]] of Object.entries(LIMIT_FLAGS)) {
+    const given = flags[flag] ?? env[variable];
+    if (given === undefined || given === "") continue;
+    const n = Number(given);
+    if (!/^\d+(\.\d+)?$/.test(given.trim()) || !Number.isFinite(n)) throw new InvalidArgumentError(`--${flag}`, "must be a number, 0 or more (0 turns the limit off)");
+    limits[field] = n;
+  }
+  return limits;
 }
 
 /**

@@ -12,6 +12,7 @@ import type { Workspace } from "../workspace/workspace.js";
 import { ScopeError, checkScope, principalFromHeader, storeTokenAuth, type Principal, type TokenAuth } from "./auth.js";
 import { DEFAULT_LIMITS, Semaphore, type ServiceContext, type ServiceEnv, type ServiceLimits } from "./context.js";
 import { DownloadTokens } from "./download-tokens.js";
+import { ServiceQuotas } from "./limits.js";
 import { mcpEndpoint } from "./mcp-endpoint.js";
 import { ServiceMetrics } from "./metrics.js";
 import { adminRoutes } from "./routes/admin.js";
@@ -78,6 +79,7 @@ export function createApp(options: CreateAppOptions): ServiceApp {
     logger,
     limits,
     installs: new Semaphore(limits.maxConcurrentInstalls),
+    quotas: new ServiceQuotas(limits, options.workspaceManager, options.sessionStore, (limit) => metrics.limitRefusals.inc({ limit })),
   };
   const unfollow = metrics.follow(options.workspaceManager, options.backend ?? "unknown");
 
@@ -122,6 +124,9 @@ export function createApp(options: CreateAppOptions): ServiceApp {
     await next();
   };
   for (const prefix of ["/sessions/*", "/tokens/*", "/admin/*"]) app.use(prefix, authenticate);
+  // Request rate per user and in all, in memory (sdk/service/limits.ts): 429 with Retry-After.
+  const rateLimit = svc.quotas.rateLimit();
+  for (const prefix of ["/sessions/*", "/tokens/*", "/admin/*"]) app.use(prefix, rateLimit);
 
   // Request size: JSON bodies are small; a skill upload has its own (large) bound, counted while streaming.
   const tooLarge = (limit: number) => (c: Context<ServiceEnv>) => problem(c, new TooLargeError(`the request body is over the limit of ${limit} bytes`));

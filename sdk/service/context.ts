@@ -6,6 +6,7 @@ import type { WorkspaceManager } from "../manager/manager.js";
 import type { Workspace } from "../workspace/workspace.js";
 import type { Principal, TokenAuth } from "./auth.js";
 import type { DownloadTokens } from "./download-tokens.js";
+import type { ServiceQuotas } from "./limits.js";
 import type { ServiceMetrics } from "./metrics.js";
 import type { SessionRecord, SessionStore } from "./stores/store.js";
 
@@ -32,6 +33,21 @@ export interface ServiceLimits {
   maxListEntries: number;
   /** How long the MCP endpoint's tools/list waits for one MCP server before listing it as unavailable. Default 20 s. */
   mcpListTimeoutMs: number;
+  // Quotas and rate limits (sdk/service/limits.ts): each refusal is a 429 with Retry-After; 0 turns one off.
+  /** Requests per second of one user, sustained (token bucket refill, per replica). Default 100. */
+  userRequestsPerSecond: number;
+  /** Requests one user may send at once above the rate (bucket size). Default 200. */
+  userRequestBurst: number;
+  /** Requests per second of all users together, per replica. Default 2000. */
+  globalRequestsPerSecond: number;
+  /** Bucket size of the global rate. Default 4000. */
+  globalRequestBurst: number;
+  /** Sessions one user may have stored (counted in the store: shared by replicas). Default 1000. */
+  maxSessionsPerUser: number;
+  /** Workspaces one user may have open in this replica's manager. Default 20. */
+  maxLiveWorkspacesPerUser: number;
+  /** Workspaces open in this replica's manager, all users together. Default 200. */
+  maxLiveWorkspaces: number;
 }
 
 export const DEFAULT_LIMITS: ServiceLimits = {
@@ -43,6 +59,13 @@ export const DEFAULT_LIMITS: ServiceLimits = {
   maxReadBytes: 64 * 1024 * 1024,
   maxListEntries: 10_000,
   mcpListTimeoutMs: 20_000,
+  userRequestsPerSecond: 100,
+  userRequestBurst: 200,
+  globalRequestsPerSecond: 2000,
+  globalRequestBurst: 4000,
+  maxSessionsPerUser: 1000,
+  maxLiveWorkspacesPerUser: 20,
+  maxLiveWorkspaces: 200,
 };
 
 /** Everything a route needs. */
@@ -56,6 +79,7 @@ export interface ServiceContext {
   limits: ServiceLimits;
   /** Skill installs: a counting semaphore. */
   installs: Semaphore;
+  quotas: ServiceQuotas;
 }
 
 /** The caller's session; another user's session is simply not found. */
@@ -68,7 +92,13 @@ export async function sessionOf(svc: ServiceContext, userId: string, sessionId: 
 /** The session's workspace, through the manager (its owner check included). */
 export async function workspaceOf(svc: ServiceContext, record: SessionRecord): Promise<Workspace> {
   svc.metrics.lookups.inc();
-  return svc.manager.getWorkspace(record.userId, record.agentId, record.sessionId, record.workspaceId);
+  const get = () => svc.manager.getWorkspace(record.userId, record.agentId, record.sessionId, record.workspaceId);
+  // Open already: served from the cache, never refused by a live-workspace limit.
+  if (svc.manager.peek(record.workspaceId) !== undefined) {
+    svc.metrics.cacheHits.inc();
+    return get();
+  }
+  return svc.quotas.openWorkspace(record.userId, record.workspaceId, get);
 }
 
 /** The caller's session and its workspace, from the `sessionId` path parameter. */

@@ -10,6 +10,7 @@ import type { BackendKind } from "../backends/spec.js";
 import type { EgressPolicy } from "../util/egress.js";
 import type { Workspace } from "../workspace/workspace.js";
 import { createApp } from "./app.js";
+import type { ServiceLimits } from "./context.js";
 import { anyTokenAuth, storeTokenAuth, tokenFileAuth } from "./auth.js";
 import { startService, type RunningService } from "./server.js";
 import { PostgresSessionStore } from "./stores/postgres.js";
@@ -42,6 +43,8 @@ export interface ServeFleetOptions {
   allowedHosts?: string[] | undefined;
   /** Browser origins allowed on the MCP endpoint besides its own. */
   allowedOrigins?: string[] | undefined;
+  /** Body sizes, quotas and rate limits; unset ones keep their defaults (DEFAULT_LIMITS). */
+  limits?: Partial<ServiceLimits> | undefined;
   logger?: Logger | undefined;
 }
 
@@ -83,6 +86,7 @@ export async function serveFleet(options: ServeFleetOptions = {}): Promise<Serve
       backend: kind,
       logger,
       downloadSecret: options.downloadSecret,
+      limits: options.limits,
       ...(allowedHosts ? { allowedHosts } : {}),
       ...(allowedOrigins ? { allowedOrigins } : {}),
     });

@@ -21,5 +21,5 @@ export { DEFAULT_LIMITS, type ServiceLimits } from "./context.js";
 export { SqliteSessionStore } from "./stores/sqlite.js";
 export { PostgresSessionStore } from "./stores/postgres.js";
 export { SCOPES } from "./stores/store.js";
-export type { SessionStore, SessionRecord, SessionPatch, ListOptions, Scope, TokenRecord, NewTokenOptions } from "./stores/store.js";
+export type { SessionStore, SessionRecord, SessionPatch, ListOptions, Scope, TokenRecord, NewTokenOptions, CreateOptions } from "./stores/store.js";
 export { serveFleet, openSessionStore, type ServeFleetOptions, type ServedFleet } from "./fleet-service.js";

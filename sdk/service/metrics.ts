@@ -13,6 +13,8 @@ const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 export class ServiceMetrics {
   readonly registry = new Registry();
   readonly lookups: Counter;
+  readonly cacheHits: Counter;
+  readonly limitRefusals: Counter<"limit">;
   readonly errors: Counter<"code">;
   readonly requests: Histogram<"method" | "route" | "status">;
   readonly #states = new Map<string, { backend: string; state: string }>();
@@ -22,21 +24,21 @@ export class ServiceMetrics {
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const registry = this.registry;
-    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry, prefix: "agentws_process_" });
+    if (options.defaultMetrics !== false) {
+      collectDefaultMetrics({ register: registry, prefix: "agentws_" });
+      // prom-client's gauges named like counters; each has a twin without `_total` that stays.
+      for (const name of ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"]) registry.removeSingleMetric(`agentws_${name}`);
+    }
     this.requests = new Histogram({ name: "agentws_http_request_duration_seconds", help: "HTTP requests by route pattern and status", labelNames: ["method", "route", "status"], buckets: LATENCY_BUCKETS, registers: [registry] });
     this.errors = new Counter({ name: "agentws_errors_total", help: "Errors answered, by error code", labelNames: ["code"], registers: [registry] });
     this.lookups = new Counter({ name: "agentws_workspace_lookups_total", help: "Workspace lookups through the manager", registers: [registry] });
     this.#misses = new Counter({ name: "agentws_workspace_cache_misses_total", help: "Lookups that provisioned (created, reattached or resumed) a workspace", registers: [registry] });
-    const misses = this.#misses;
-    const lookups = this.lookups;
-    new Gauge({
-      name: "agentws_workspace_cache_hits_total",
-      help: "Lookups served from the manager's cache (lookups minus misses)",
+    this.cacheHits = new Counter({ name: "agentws_workspace_cache_hits_total", help: "Lookups of a workspace already open in the manager's cache", registers: [registry] });
+    this.limitRefusals = new Counter({
+      name: "agentws_limit_refusals_total",
+      help: "Requests refused with 429 by a rate limit or quota (user_rate, global_rate, sessions_per_user, live_workspaces_per_user, live_workspaces)",
+      labelNames: ["limit"],
       registers: [registry],
-      async collect() {
-        const [l, m] = await Promise.all([lookups.get(), misses.get()]);
-        this.set(Math.max(0, (l.values[0]?.value ?? 0) - (m.values[0]?.value ?? 0)));
-      },
     });
     this.#provision = new Histogram({ name: "agentws_workspace_provision_seconds", help: "Provisioning latency (create or reattach)", labelNames: ["backend", "outcome"], buckets: LATENCY_BUCKETS, registers: [registry] });
     this.#resume = new Histogram({ name: "agentws_workspace_resume_seconds", help: "Resume latency of paused workspaces", labelNames: ["backend"], buckets: LATENCY_BUCKETS, registers: [registry] });

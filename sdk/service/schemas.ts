@@ -80,6 +80,8 @@ export const Problem = z
     detail: z.string(),
     field: z.string().optional(),
     retryable: z.boolean(),
+    retryAfterMs: z.number().optional().openapi({ description: "With a 429: milliseconds until a retry may pass (also the Retry-After header, in seconds)" }),
+    limit: z.string().optional().openapi({ description: "With a 429: the limit reached (user_rate, global_rate, sessions_per_user, live_workspaces_per_user, live_workspaces)" }),
     requestId: z.string().optional(),
   })
   .openapi("Problem");

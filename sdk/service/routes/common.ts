@@ -8,6 +8,7 @@ export const WORKSPACE_PROBLEMS = {
   401: problem("Missing or unknown bearer token"),
   404: problem("No such session of yours, or no such file"),
   409: problem("Conflict (e.g. a name already used)"),
+  429: problem("Too many requests, or a quota reached (opening a workspace); see Retry-After"),
 };
 
 export const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });

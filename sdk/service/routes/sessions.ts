@@ -11,6 +11,7 @@ const problems = {
   400: { description: "Bad input (the field is named)", content: { "application/problem+json": { schema: Problem } } },
   401: { description: "Missing or unknown bearer token", content: { "application/problem+json": { schema: Problem } } },
   404: { description: "No such session (or explicit workspace) of yours", content: { "application/problem+json": { schema: Problem } } },
+  429: { description: "Too many requests, or a quota reached; see Retry-After", content: { "application/problem+json": { schema: Problem } } },
 };
 const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
 
@@ -43,8 +44,11 @@ export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
         updatedAt: now,
       };
       // Provisioned before it is stored: another user's workspace id is refused here, and nothing is recorded.
-      await workspaceOf(svc, record);
-      await svc.store.createSession(record);
+      await svc.quotas.createSession(
+        userId,
+        () => workspaceOf(svc, record),
+        (maxPerUser) => svc.store.createSession(record, { maxPerUser }),
+      );
       return c.json(sessionView(record), 201);
     },
   );

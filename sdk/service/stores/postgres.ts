@@ -5,10 +5,12 @@ import {
   SESSION_COLUMNS,
   TOKEN_COLUMNS,
   applyPatch,
+  sessionQuotaError,
   fromRow,
   newTokenRow,
   toRow,
   tokenFromRow,
+  type CreateOptions,
   type ListOptions,
   type NewTokenOptions,
   type SessionPatch,
@@ -100,12 +102,29 @@ export class PostgresSessionStore implements SessionStore {
     return new PostgresSessionStore(pool);
   }
 
-  async createSession(record: SessionRecord): Promise<void> {
+  async createSession(record: SessionRecord, options: CreateOptions = {}): Promise<void> {
+    const max = options.maxPerUser;
+    const client = max === undefined ? undefined : await this.#pool.connect();
     try {
-      await this.#pool.query(`INSERT INTO agentws_sessions (${COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, toRow(record));
+      if (client === undefined) await this.#pool.query(`INSERT INTO agentws_sessions (${COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, toRow(record));
+      else {
+        // The user's advisory lock (held to COMMIT) orders creates across replicas; the count then
+        // runs on a snapshot taken after the lock, so it sees every create committed before.
+        await client.query("BEGIN");
+        await client.query("SELECT pg_advisory_xact_lock(727275, hashtext($1))", [record.userId]);
+        const r = await client.query(
+          `INSERT INTO agentws_sessions (${COLS}) SELECT $1, $2, $3, $4, $5, $6, $7::bigint, $8::bigint WHERE (SELECT count(*) FROM agentws_sessions WHERE user_id = $2) < $9`,
+          [...toRow(record), max],
+        );
+        await client.query("COMMIT");
+        if (r.rowCount === 0) throw sessionQuotaError(max!);
+      }
     } catch (e) {
+      await client?.query("ROLLBACK").catch(() => undefined);
       if ((e as { code?: string }).code === "23505") throw new ConflictError(`session '${record.sessionId}' already exists`, { field: "sessionId" });
       throw e;
+    } finally {
+      client?.release();
     }
   }
 

@@ -7,10 +7,12 @@ import {
   SESSION_COLUMNS,
   TOKEN_COLUMNS,
   applyPatch,
+  sessionQuotaError,
   fromRow,
   newTokenRow,
   toRow,
   tokenFromRow,
+  type CreateOptions,
   type ListOptions,
   type NewTokenOptions,
   type SessionPatch,
@@ -88,6 +90,10 @@ export class SqliteSessionStore implements SessionStore {
     const cols = SESSION_COLUMNS.join(", ");
     return {
       insert: db.prepare(`INSERT INTO sessions (${cols}) VALUES (${SESSION_COLUMNS.map(() => "?").join(", ")})`),
+      // One statement, so one write: two creates at the quota's edge cannot both see room.
+      insertUnder: db.prepare(
+        `INSERT INTO sessions (${cols}) SELECT ${SESSION_COLUMNS.map(() => "?").join(", ")} WHERE (SELECT count(*) FROM sessions WHERE user_id = ?) < ?`,
+      ),
       get: db.prepare<[string, string], SessionRow>(`SELECT ${cols} FROM sessions WHERE user_id = ? AND session_id = ?`),
       list: db.prepare<[string, string | null, string | null, number, number], SessionRow>(
         `SELECT ${cols} FROM sessions WHERE user_id = ? AND (? IS NULL OR agent_id = ?) ORDER BY created_at, session_id LIMIT ? OFFSET ?`,
@@ -113,9 +119,11 @@ export class SqliteSessionStore implements SessionStore {
     };
   }
 
-  async createSession(record: SessionRecord): Promise<void> {
+  async createSession(record: SessionRecord, options: CreateOptions = {}): Promise<void> {
+    const max = options.maxPerUser;
     try {
-      this.#stmts.insert.run(...toRow(record));
+      if (max === undefined) this.#stmts.insert.run(...toRow(record));
+      else if (this.#stmts.insertUnder.run(...toRow(record), record.userId, max).changes === 0) throw sessionQuotaError(max);
     } catch (e) {
       if ((e as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY") throw new ConflictError(`session '${record.sessionId}' already exists`, { field: "sessionId" });
       throw e;

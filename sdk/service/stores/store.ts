@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { RateLimitedError } from "../../errors.js";
 
 /** A session as the service stores it: the workspace id is recorded once, at creation, and never changes. */
 export interface SessionRecord {
@@ -19,6 +20,22 @@ export interface SessionPatch {
   cwd?: string | null | undefined;
 }
 
+export interface CreateOptions {
+  /** Sessions a user may have in the store; unset means no limit. */
+  maxPerUser?: number | undefined;
+}
+
+/** Retry-After of a quota refusal: room comes back when the caller deletes sessions (or idle workspaces are evicted), at a time nobody can tell. */
+export const QUOTA_RETRY_AFTER_MS = 60_000;
+
+/** The refusal of a session over the per-user quota: a 429 with Retry-After. */
+export function sessionQuotaError(max: number): RateLimitedError {
+  return new RateLimitedError(`the quota of ${max} sessions per user is reached: delete sessions to create more`, {
+    retryAfterMs: QUOTA_RETRY_AFTER_MS,
+    details: { limit: "sessions_per_user", max },
+  });
+}
+
 export interface ListOptions {
   agentId?: string | undefined;
   limit: number;
@@ -33,7 +50,12 @@ export interface ListOptions {
 export interface SessionStore {
   /** "sqlite" or "postgres", for logs and metrics. */
   readonly kind: string;
-  createSession(record: SessionRecord): Promise<void>;
+  /**
+   * Stores a new session. With `maxPerUser`, atomically with the insert: when the user already has
+   * that many sessions nothing is stored and a RateLimitedError (sessionQuotaError) is thrown, so
+   * concurrent creates on any number of replicas never pass the quota.
+   */
+  createSession(record: SessionRecord, options?: CreateOptions): Promise<void>;
   getSession(userId: string, sessionId: string): Promise<SessionRecord | undefined>;
   listSessions(userId: string, options: ListOptions): Promise<{ sessions: SessionRecord[]; total: number }>;
   updateSession(userId: string, sessionId: string, patch: SessionPatch, now: number): Promise<SessionRecord | undefined>;
