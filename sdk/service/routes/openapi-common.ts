@@ -90,6 +90,15 @@ export function describeUnroutedPaths(registry: OpenAPIHono<ServiceEnv>["openAPI
   });
   registry.registerPath({
     method: "get",
+    path: "/openapi.json",
+    operationId: "getOpenApiDocument",
+    tags: ["operations"],
+    summary: "This document (OpenAPI 3.1, no token)",
+    security: [],
+    responses: { 200: json({ type: "object", properties: { openapi: { type: "string" } }, required: ["openapi"] }, "The OpenAPI document") },
+  });
+  registry.registerPath({
+    method: "get",
     path: "/metrics",
     operationId: "getMetrics",
     tags: ["operations"],
@@ -114,7 +123,7 @@ export const DOCUMENT = {
     { name: "sessions", description: "Sessions: each bound once to a workspace" },
     { name: "workspace", description: "The session's workspace: MCP servers, skills, files, status, offloading" },
     { name: "mcp", description: "The session's MCP endpoint" },
-    { name: "operations", description: "Health and metrics, without a token" },
+    { name: "operations", description: "Health, metrics and this document, without a token" },
   ],
   security: [{ bearer: [] }],
 };
