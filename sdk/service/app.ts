@@ -19,6 +19,7 @@ import { adminRoutes } from "./routes/admin.js";
 import { fileRoutes } from "./routes/files.js";
 import { mcpRoutes } from "./routes/mcp.js";
 import { offloadRoutes } from "./routes/offload.js";
+import { DOCUMENT, describeUnroutedPaths } from "./routes/openapi-common.js";
 import { sessionRoutes } from "./routes/sessions.js";
 import { skillRoutes } from "./routes/skills.js";
 import { statusRoutes } from "./routes/status.js";
@@ -147,12 +148,8 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   tokenRoutes(app, svc);
   adminRoutes(app, svc);
 
-  app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer" });
-  app.doc31("/openapi.json", {
-    openapi: "3.1.0",
-    info: { title: "agent-workspaces service", version: "0.1.0", description: "Sessions and their workspaces. Every route under /sessions needs `Authorization: Bearer <token>`; errors are application/problem+json." },
-    security: [{ bearer: [] }],
-  });
+  describeUnroutedPaths(app.openAPIRegistry);
+  app.doc31("/openapi.json", DOCUMENT);
 
   app.notFound((c) => problem(c, new WorkspaceError("not_found", `no route ${c.req.method} ${c.req.path}`)));
   app.onError((e, c) => {

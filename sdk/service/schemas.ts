@@ -165,3 +165,52 @@ export const WorkspaceStatus = z
     git: GitStatus.nullable(),
   })
   .openapi("WorkspaceStatus");
+
+/**
+ * The skill upload's multipart form, for the document only: a plain schema, so nothing validates
+ * (or buffers) the body before the route's own streaming checks. Either a folder or an archive.
+ */
+const SkillFolderUpload = {
+  type: "object" as const,
+  title: "SkillFolderUpload",
+  description: "A folder, as the reference sends it: the manifest, then one `files` part per entry, in its order",
+  properties: {
+    manifest: {
+      type: "string" as const,
+      contentMediaType: "application/json",
+      description: 'JSON `{"entries":[{"path":"<folder>/<file>","size":<bytes>}]}`: one folder holding SKILL.md',
+    },
+    files: { type: "array" as const, items: { type: "string" as const, format: "binary" }, description: "The files' bytes, one part per manifest entry" },
+  },
+  required: ["manifest", "files"],
+};
+const SkillArchiveUpload = {
+  type: "object" as const,
+  title: "SkillArchiveUpload",
+  description: "One archive holding the skill's folder",
+  properties: {
+    archive: { type: "string" as const, format: "binary", description: "A zip, tar or tar.gz" },
+    format: { type: "string" as const, enum: ["zip", "tar", "tar.gz"], description: "Default: from the archive's file name (*.zip, *.tar, *.tar.gz, *.tgz)" },
+  },
+  required: ["archive"],
+};
+export const SkillUploadForm = { oneOf: [SkillFolderUpload, SkillArchiveUpload] };
+
+/** One JSON-RPC message to the MCP endpoint (for the document; the MCP SDK's transport validates it). */
+export const JsonRpcMessage = z
+  .object({
+    jsonrpc: z.literal("2.0"),
+    id: z.union([z.string(), z.number().int()]).optional().openapi({ description: "Absent for a notification" }),
+    method: z.string().openapi({ example: "tools/list" }),
+    params: z.record(z.string(), z.unknown()).optional(),
+  })
+  .openapi("JsonRpcMessage");
+
+export const JsonRpcResponse = z
+  .object({
+    jsonrpc: z.literal("2.0"),
+    id: z.union([z.string(), z.number().int(), z.null()]),
+    result: z.record(z.string(), z.unknown()).optional(),
+    error: z.object({ code: z.number().int(), message: z.string(), data: z.unknown().optional() }).optional(),
+  })
+  .openapi("JsonRpcResponse");

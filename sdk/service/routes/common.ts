@@ -1,17 +1,9 @@
-import { Problem } from "../schemas.js";
+import { WORKSPACE, json, problemResponses } from "./openapi-common.js";
 
-const problem = (description: string) => ({ description, content: { "application/problem+json": { schema: Problem } } });
+export { json };
 
-/** The error responses every workspace route can give, for the OpenAPI document. */
-export const WORKSPACE_PROBLEMS = {
-  400: problem("Bad input (the field or path is named)"),
-  401: problem("Missing or unknown bearer token"),
-  404: problem("No such session of yours, or no such file"),
-  409: problem("Conflict (e.g. a name already used)"),
-  429: problem("Too many requests, or a quota reached (opening a workspace); see Retry-After"),
-};
-
-export const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+/** The error responses every workspace route can give, for the OpenAPI document (see openapi-common.ts). */
+export const WORKSPACE_PROBLEMS = problemResponses(...WORKSPACE);
 
 /** Runs `op`, giving up after `ms` with an error (the operation itself keeps its own bounds). */
 export function within<T>(ms: number, op: Promise<T>, what: string): Promise<T> {

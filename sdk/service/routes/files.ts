@@ -6,7 +6,7 @@ import { DEFAULT_LIST_PAGE, MAX_LIST_PAGE } from "../../sandbox.js";
 import type { Workspace } from "../../workspace/workspace.js";
 import { resolve, sessionOf, workspaceOf, type ServiceContext, type ServiceEnv } from "../context.js";
 import { DirectoryListing, DirectoryQuery, DownloadToken, DownloadTokenBody, FileQuery, SessionParams } from "../schemas.js";
-import { WORKSPACE_PROBLEMS, json } from "./common.js";
+import { BEARER_OR_DOWNLOAD_TOKEN, JSON_BODY, WORKSPACE, json, problem, problemResponses } from "./openapi-common.js";
 
 /** Media types served as themselves; anything else is an octet stream (never HTML or script from a workspace). */
 const MEDIA: Record<string, string> = {
@@ -26,10 +26,11 @@ export function fileRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): v
     createRoute({
       method: "get",
       path: "/sessions/{sessionId}/workspace/directories",
+      operationId: "listDirectory",
       tags: ["workspace"],
       summary: "One page of a directory's entries (in the directory's own order); follow `nextCursor` for the rest",
       request: { params: SessionParams, query: DirectoryQuery },
-      responses: { 200: json(DirectoryListing, "Entries"), ...WORKSPACE_PROBLEMS },
+      responses: { 200: json(DirectoryListing, "Entries"), ...problemResponses(...WORKSPACE) },
     }),
     async (c) => {
       const { ws } = await resolve(svc, c);
@@ -50,10 +51,12 @@ export function fileRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): v
     createRoute({
       method: "post",
       path: "/sessions/{sessionId}/workspace/files/download-token",
+      operationId: "createDownloadToken",
       tags: ["workspace"],
       summary: "A signed link to one file of this session, valid for a short time (default 60 s)",
       request: { params: SessionParams, body: { content: { "application/json": { schema: DownloadTokenBody } }, required: true } },
-      responses: { 200: json(DownloadToken, "Token"), ...WORKSPACE_PROBLEMS },
+      // Signed without touching the workspace: only the session is looked up.
+      responses: { 200: json(DownloadToken, "Token"), ...problemResponses(400, 401, 404, ...JSON_BODY) },
     }),
     async (c) => {
       const record = await sessionOf(svc, c.get("userId"), c.req.valid("param").sessionId);
@@ -69,10 +72,16 @@ export function fileRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): v
     createRoute({
       method: "get",
       path: "/sessions/{sessionId}/workspace/files",
+      operationId: "readFile",
       tags: ["workspace"],
       summary: "One file's bytes (bearer token, or a download `token` for exactly this session and path)",
       request: { params: SessionParams, query: FileQuery },
-      responses: { 200: { description: "The file", content: { "application/octet-stream": { schema: { type: "string", format: "binary" } } } }, ...WORKSPACE_PROBLEMS, 413: WORKSPACE_PROBLEMS[400] },
+      security: BEARER_OR_DOWNLOAD_TOKEN,
+      responses: {
+        200: { description: "The file: a few media types as themselves (text, JSON, images, PDF, ...), else application/octet-stream", content: { "application/octet-stream": { schema: { type: "string", format: "binary" } } } },
+        ...problemResponses(...WORKSPACE, 413),
+        413: problem("The file is over the download limit"),
+      },
     }),
     async (c) => {
       const q = c.req.valid("query");

@@ -1,8 +1,9 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { McpServerSpecSchema } from "../../workspace/mcp-spec.js";
 import { resolve, type ServiceContext, type ServiceEnv } from "../context.js";
-import { McpServerStatus, Problem, SessionParams } from "../schemas.js";
-import { WORKSPACE_PROBLEMS, json, within } from "./common.js";
+import { McpServerStatus, SessionParams } from "../schemas.js";
+import { within } from "./common.js";
+import { JSON_BODY, WORKSPACE, json, problem, problemResponses } from "./openapi-common.js";
 
 const HEALTH_TIMEOUT_MS = 10_000;
 
@@ -16,10 +17,11 @@ export function mcpRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): vo
     createRoute({
       method: "get",
       path: "/sessions/{sessionId}/workspace/mcp",
+      operationId: "listMcpServers",
       tags: ["workspace"],
       summary: "MCP servers of this session, with health and tools",
       request: { params: SessionParams },
-      responses: { 200: json(z.array(McpServerStatus), "MCP servers"), ...WORKSPACE_PROBLEMS },
+      responses: { 200: json(z.array(McpServerStatus), "MCP servers"), ...problemResponses(...WORKSPACE) },
     }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);
@@ -43,14 +45,17 @@ export function mcpRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): vo
     createRoute({
       method: "post",
       path: "/sessions/{sessionId}/workspace/mcp",
+      operationId: "addMcpServer",
       tags: ["workspace"],
       summary: "Register an MCP server for this session (409 when the name is taken)",
       request: { params: SessionParams, body: { content: { "application/json": { schema: McpServerSpecSchema } }, required: true } },
       responses: {
         201: { description: "Registered" },
-        ...WORKSPACE_PROBLEMS,
+        ...problemResponses(...WORKSPACE, ...JSON_BODY),
         // A stateful server is connected on add: the egress policy refuses loopback, private and metadata addresses unless allowed.
-        403: { description: "The egress policy refuses the server's address (the host is named)", content: { "application/problem+json": { schema: Problem } } },
+        403: problem("The egress policy refuses the server's address (the host is named)"),
+        409: problem("An MCP server of that name is already registered"),
+        502: problem("The server could not be connected to or listed"),
       },
     }),
     async (c) => {
@@ -65,10 +70,11 @@ export function mcpRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): vo
     createRoute({
       method: "delete",
       path: "/sessions/{sessionId}/workspace/mcp/{name}",
+      operationId: "removeMcpServer",
       tags: ["workspace"],
       summary: "Remove an MCP server of this session (an unknown name is not an error)",
       request: { params: SessionParams.extend({ name: z.string().max(256) }) },
-      responses: { 204: { description: "Removed" }, ...WORKSPACE_PROBLEMS },
+      responses: { 204: { description: "Removed" }, ...problemResponses(...WORKSPACE) },
     }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);

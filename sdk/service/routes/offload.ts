@@ -1,7 +1,7 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { resolve, workspacePath, type ServiceContext, type ServiceEnv } from "../context.js";
 import { SessionParams } from "../schemas.js";
-import { WORKSPACE_PROBLEMS, json } from "./common.js";
+import { JSON_BODY, WORKSPACE, json, problemResponses } from "./openapi-common.js";
 
 const ToolResultBody = z
   .strictObject({ id: z.string().min(1).max(256), name: z.string().max(256).optional(), output: z.string() })
@@ -21,9 +21,11 @@ export function offloadRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
     createRoute({
       method: "post",
       path: "/sessions/{sessionId}/workspace/offload/tool-result",
+      operationId: "offloadToolResult",
       tags: ["workspace"],
+      summary: "Write a large tool result to sessions/<id>/tool_result-<call>.txt",
       request: { params: SessionParams, body: { content: { "application/json": { schema: ToolResultBody } }, required: true } },
-      responses: { 201: json(Offloaded, "Where it was written"), ...WORKSPACE_PROBLEMS },
+      responses: { 201: json(Offloaded, "Where it was written"), ...problemResponses(...WORKSPACE, ...JSON_BODY) },
     }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);
@@ -34,9 +36,11 @@ export function offloadRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
     createRoute({
       method: "post",
       path: "/sessions/{sessionId}/workspace/offload/context",
+      operationId: "offloadContext",
       tags: ["workspace"],
+      summary: "Append compressed context to sessions/<id>/context.jsonl",
       request: { params: SessionParams, body: { content: { "application/json": { schema: ContextBody } }, required: true } },
-      responses: { 201: json(Offloaded, "Where it was appended"), ...WORKSPACE_PROBLEMS },
+      responses: { 201: json(Offloaded, "Where it was appended"), ...problemResponses(...WORKSPACE, ...JSON_BODY) },
     }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);

@@ -4,16 +4,9 @@ import type { Context } from "hono";
 import { NotFoundError, WorkspaceError } from "../../errors.js";
 import { checkRelativePath } from "../../paths.js";
 import { sessionOf, sessionView, workspaceOf, type ServiceContext, type ServiceEnv } from "../context.js";
-import { CreateSessionBody, ListSessionsQuery, PatchSessionBody, Problem, Session, SessionList, SessionParams } from "../schemas.js";
+import { CreateSessionBody, ListSessionsQuery, PatchSessionBody, Session, SessionList, SessionParams } from "../schemas.js";
 import type { SessionRecord } from "../stores/store.js";
-
-const problems = {
-  400: { description: "Bad input (the field is named)", content: { "application/problem+json": { schema: Problem } } },
-  401: { description: "Missing or unknown bearer token", content: { "application/problem+json": { schema: Problem } } },
-  404: { description: "No such session (or explicit workspace) of yours", content: { "application/problem+json": { schema: Problem } } },
-  429: { description: "Too many requests, or a quota reached; see Retry-After", content: { "application/problem+json": { schema: Problem } } },
-};
-const json = <T>(schema: T, description: string) => ({ description, content: { "application/json": { schema } } });
+import { AUTHED, JSON_BODY, WORKSPACE, json, problem, problemResponses } from "./openapi-common.js";
 
 /** The session routes: create (the workspace id is decided once and stored), get, list, patch, delete (purges). */
 export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): void {
@@ -21,10 +14,16 @@ export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
     createRoute({
       method: "post",
       path: "/sessions",
+      operationId: "createSession",
       tags: ["sessions"],
       summary: "Create a session; its workspace is assigned once (the policy's id, or an explicit workspaceId of yours) and provisioned",
       request: { body: { content: { "application/json": { schema: CreateSessionBody } }, required: true } },
-      responses: { 201: json(Session, "Created"), ...problems, 409: { description: "The workspace belongs to another user", content: { "application/problem+json": { schema: Problem } } } },
+      responses: {
+        201: json(Session, "Created"),
+        // Provisioning answers as the backend does; there is no session yet to be a 404.
+        ...problemResponses(...AUTHED, 429, 502, 503, 504, ...JSON_BODY),
+        409: problem("The workspace belongs to another user"),
+      },
     }),
     async (c) => {
       const body = c.req.valid("json");
@@ -57,10 +56,11 @@ export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
     createRoute({
       method: "get",
       path: "/sessions",
+      operationId: "listSessions",
       tags: ["sessions"],
       summary: "Your sessions, oldest first",
       request: { query: ListSessionsQuery },
-      responses: { 200: json(SessionList, "Sessions"), ...problems },
+      responses: { 200: json(SessionList, "Sessions"), ...problemResponses(...AUTHED) },
     }),
     async (c) => {
       const q = c.req.valid("query");
@@ -70,7 +70,15 @@ export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
   );
 
   app.openapi(
-    createRoute({ method: "get", path: "/sessions/{sessionId}", tags: ["sessions"], request: { params: SessionParams }, responses: { 200: json(Session, "The session"), ...problems } }),
+    createRoute({
+      method: "get",
+      path: "/sessions/{sessionId}",
+      operationId: "getSession",
+      tags: ["sessions"],
+      summary: "One session of yours",
+      request: { params: SessionParams },
+      responses: { 200: json(Session, "The session"), ...problemResponses(...AUTHED, 404) },
+    }),
     async (c) => c.json(sessionView(await sessionOf(svc, c.get("userId"), c.req.valid("param").sessionId)), 200),
   );
 
@@ -78,10 +86,11 @@ export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
     createRoute({
       method: "patch",
       path: "/sessions/{sessionId}",
+      operationId: "updateSession",
       tags: ["sessions"],
       summary: "Change the name or cwd (the workspace id never changes)",
       request: { params: SessionParams, body: { content: { "application/json": { schema: PatchSessionBody } }, required: true } },
-      responses: { 200: json(Session, "The updated session"), ...problems },
+      responses: { 200: json(Session, "The updated session"), ...problemResponses(...AUTHED, 404, ...JSON_BODY) },
     }),
     async (c) => {
       const body = c.req.valid("json");
@@ -96,10 +105,11 @@ export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
     createRoute({
       method: "delete",
       path: "/sessions/{sessionId}",
+      operationId: "deleteSession",
       tags: ["sessions"],
       summary: "Delete a session: its MCP registrations and sessions/<id>/ files are purged first",
       request: { params: SessionParams },
-      responses: { 204: { description: "Deleted" }, ...problems },
+      responses: { 204: { description: "Deleted" }, ...problemResponses(...WORKSPACE) },
     }),
     async (c) => {
       const record = await sessionOf(svc, c.get("userId"), c.req.valid("param").sessionId);

@@ -5,8 +5,8 @@ import type { ArchiveFormat } from "../../workspace/archive.js";
 import type { Skill } from "../../workspace/skills.js";
 import type { Workspace } from "../../workspace/workspace.js";
 import { resolve, workspacePath, type ServiceContext, type ServiceEnv, type ServiceLimits } from "../context.js";
-import { SessionParams, SkillView } from "../schemas.js";
-import { WORKSPACE_PROBLEMS, json } from "./common.js";
+import { SessionParams, SkillUploadForm, SkillView } from "../schemas.js";
+import { WORKSPACE, json, problem, problemResponses } from "./openapi-common.js";
 
 const ManifestSchema = z.strictObject({
   entries: z.array(z.strictObject({ path: z.string().min(1).max(4096), size: z.number().int().min(0) })).min(1, "a skill upload needs at least one file"),
@@ -23,7 +23,15 @@ export const skillView = (ws: Workspace, s: Skill) => ({ name: s.name, descripti
  */
 export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): void {
   app.openapi(
-    createRoute({ method: "get", path: "/sessions/{sessionId}/workspace/skills", tags: ["workspace"], request: { params: SessionParams }, responses: { 200: json(z.array(SkillView), "Skills of the session's agent"), ...WORKSPACE_PROBLEMS } }),
+    createRoute({
+      method: "get",
+      path: "/sessions/{sessionId}/workspace/skills",
+      operationId: "listSkills",
+      tags: ["workspace"],
+      summary: "Skills of the session's agent",
+      request: { params: SessionParams },
+      responses: { 200: json(z.array(SkillView), "Skills of the session's agent"), ...problemResponses(...WORKSPACE) },
+    }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);
       return c.json((await ws.listSkills({ agentId: record.agentId })).map((s) => skillView(ws, s)), 200);
@@ -34,10 +42,24 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
     createRoute({
       method: "post",
       path: "/sessions/{sessionId}/workspace/skills",
+      operationId: "uploadSkill",
       tags: ["workspace"],
       summary: "Upload a skill: multipart `manifest` (JSON {entries:[{path,size}]}) + `files` parts in order, or one `archive` part (+ optional `format`)",
-      request: { params: SessionParams },
-      responses: { 201: json(SkillView, "Installed"), ...WORKSPACE_PROBLEMS, 413: WORKSPACE_PROBLEMS[400] },
+      // A plain schema, not zod: the route reads the multipart body itself (no validator parses it first).
+      request: {
+        params: SessionParams,
+        body: {
+          required: true,
+          content: { "multipart/form-data": { schema: SkillUploadForm, encoding: { manifest: { contentType: "application/json, text/plain" }, files: { contentType: "application/octet-stream" } } } },
+        },
+      },
+      responses: {
+        201: json(SkillView, "Installed"),
+        ...problemResponses(...WORKSPACE, 413),
+        400: problem("Bad input: not multipart/form-data, a bad manifest or archive (`field` names it)"),
+        409: problem("A skill with the same SKILL.md is already installed; nothing was changed"),
+        413: problem("Over the upload limits (files, bytes per file, bytes in all)"),
+      },
     }),
     async (c) => {
       const type = c.req.header("content-type") ?? "";
@@ -60,9 +82,11 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
     createRoute({
       method: "delete",
       path: "/sessions/{sessionId}/workspace/skills/{name}",
+      operationId: "removeSkill",
       tags: ["workspace"],
+      summary: "Remove a skill of the session's agent (an unknown name is a 404)",
       request: { params: SessionParams.extend({ name: z.string().min(1).max(256) }) },
-      responses: { 204: { description: "Removed" }, ...WORKSPACE_PROBLEMS },
+      responses: { 204: { description: "Removed" }, ...problemResponses(...WORKSPACE) },
     }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);

@@ -2,7 +2,7 @@ import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Sandbox } from "../../sandbox.js";
 import { resolve, type ServiceContext, type ServiceEnv } from "../context.js";
 import { SessionParams, WorkspaceStatus } from "../schemas.js";
-import { WORKSPACE_PROBLEMS, json } from "./common.js";
+import { WORKSPACE, json, problemResponses } from "./openapi-common.js";
 
 const GIT_TIMEOUT_MS = 5000;
 const GIT_OUTPUT_BYTES = 4 * 1024 * 1024;
@@ -26,7 +26,15 @@ export interface GitSummary {
  */
 export function statusRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): void {
   app.openapi(
-    createRoute({ method: "get", path: "/sessions/{sessionId}/workspace/status", tags: ["workspace"], request: { params: SessionParams }, responses: { 200: json(WorkspaceStatus, "Status"), ...WORKSPACE_PROBLEMS } }),
+    createRoute({
+      method: "get",
+      path: "/sessions/{sessionId}/workspace/status",
+      operationId: "getWorkspaceStatus",
+      tags: ["workspace"],
+      summary: "Backend, state, idle time and a git summary of the session's cwd",
+      request: { params: SessionParams },
+      responses: { 200: json(WorkspaceStatus, "Status"), ...problemResponses(...WORKSPACE) },
+    }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);
       // Read before this request's own operations count as activity.
