@@ -107,9 +107,9 @@ export function createApp(options: CreateAppOptions): ServiceApp {
     await next();
   });
 
-  // Request size: JSON bodies are small; a skill upload has its own (large) bound, counted while streaming.
+  // Request size: JSON bodies are small. A skill upload is streamed to disk by its route, which
+  // counts it there (bodyLimit would buffer a chunked body whole).
   const tooLarge = (limit: number) => (c: Context<ServiceEnv>) => problem(c, new TooLargeError(`the request body is over the limit of ${limit} bytes`));
-  app.use("/sessions/:sessionId/workspace/skills", bodyLimit({ maxSize: limits.maxUploadBytes + 1024 * 1024, onError: tooLarge(limits.maxUploadBytes) }));
   app.use("/sessions/*", async (c, next) => {
     if (c.req.method === "POST" && c.req.path.endsWith("/workspace/skills")) return next();
     return bodyLimit({ maxSize: limits.maxJsonBytes, onError: tooLarge(limits.maxJsonBytes) })(c, next);
