@@ -31,6 +31,7 @@ Usage:
   agentws gc        [--kind K]... [--basedir DIR] [--store FILE|URL] [--yes] (runtime workspaces nobody owns, or with --store no session names; --yes removes them with their files)
   agentws serve     [--stack local] [--backend local] [--store FILE|postgres://URL] [--tokens FILE] [--port 8787] [--host 127.0.0.1]
                     [--egress-allow HOST|IP|CIDR[:PORT]]... [--egress-allow-private]
+                    [--max-connections 1024] [--headers-timeout 20] [--keep-alive-timeout 65] [--min-body-rate 16384] (seconds; bytes/s)
   agentws token     <userId> [--store FILE|postgres://URL]   (a new bearer token; only its hash is stored)
   agentws status    [--kind K]... [--basedir DIR] [--json]  (workspaces on every backend: state, owner, idle time)
   agentws exec      <workspaceId> [--kind K] [--basedir DIR] -- <command> [args...]

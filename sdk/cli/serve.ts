@@ -4,7 +4,7 @@ import { InvalidArgumentError } from "../errors.js";
 import { consoleLogger } from "../logger.js";
 import { EgressPolicySchema, type EgressPolicy } from "../util/egress.js";
 import { readStackOutputs } from "../manager/fleet-source.js";
-import { newToken, openSessionStore, serveFleet } from "../service/index.js";
+import { newToken, openSessionStore, serveFleet, type ConnectionLimits } from "../service/index.js";
 
 const DEFAULT_STORE = "~/.agent-workspaces/service/sessions.db";
 
@@ -30,6 +30,10 @@ export async function serveCommand(argv: string[]): Promise<number> {
       "no-stack": { type: "boolean" },
       "egress-allow": { type: "string", multiple: true },
       "egress-allow-private": { type: "boolean" },
+      "max-connections": { type: "string" },
+      "headers-timeout": { type: "string" },
+      "keep-alive-timeout": { type: "string" },
+      "min-body-rate": { type: "string" },
     },
   });
   const egress = egressPolicy(values["egress-allow"] ?? [], values["egress-allow-private"] ?? false);
@@ -52,6 +56,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     hostname: values.host ?? "127.0.0.1",
     downloadSecret: process.env.AGENTWS_DOWNLOAD_SECRET,
     egress,
+    connections: connectionFlags(values),
     logger: consoleLogger("info"),
   });
   err(`agentws serve: ${served.backend} workspaces at ${served.service.url} (OpenAPI: /openapi.json, metrics: /metrics); Ctrl-C stops`);
@@ -76,6 +81,23 @@ export function egressPolicy(flags: string[], allowPrivate: boolean, env: NodeJS
   const parsed = EgressPolicySchema.safeParse({ allow, allowPrivate: allowPrivate || env.AGENTWS_EGRESS_ALLOW_PRIVATE === "1" });
   if (!parsed.success) throw new InvalidArgumentError("--egress-allow", parsed.error.issues.map((i) => i.message).join("; "));
   return parsed.data;
+}
+
+/** Connection limits from `--max-connections N`, `--headers-timeout SECONDS`, `--keep-alive-timeout SECONDS`, `--min-body-rate BYTES_PER_SECOND` (checked by startService). */
+export function connectionFlags(values: Record<string, unknown>): Partial<ConnectionLimits> {
+  const num = (flag: string, scale = 1): number | undefined => {
+    const v = values[flag];
+    if (typeof v !== "string") return undefined;
+    if (!/^\d+(\.\d+)?$/.test(v)) throw new InvalidArgumentError(`--${flag}`, "must be a non-negative number");
+    return Math.round(Number(v) * scale);
+  };
+  const limits: Partial<ConnectionLimits> = {
+    maxConnections: num("max-connections"),
+    headersTimeoutMs: num("headers-timeout", 1000),
+    keepAliveTimeoutMs: num("keep-alive-timeout", 1000),
+    minBodyBytesPerSecond: num("min-body-rate"),
+  };
+  return Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined));
 }
 
 /** `agentws token <user>`: a new bearer token for a user; the store keeps only its hash, the token is printed once. */

@@ -11,7 +11,7 @@ import type { EgressPolicy } from "../util/egress.js";
 import type { Workspace } from "../workspace/workspace.js";
 import { createApp } from "./app.js";
 import { anyTokenAuth, storeTokenAuth, tokenFileAuth } from "./auth.js";
-import { startService, type RunningService } from "./server.js";
+import { startService, type ConnectionLimits, type RunningService } from "./server.js";
 import { PostgresSessionStore } from "./stores/postgres.js";
 import { SqliteSessionStore } from "./stores/sqlite.js";
 import type { SessionStore } from "./stores/store.js";
@@ -38,6 +38,8 @@ export interface ServeFleetOptions {
    * addresses refused); list internal MCP servers in `allow`.
    */
   egress?: EgressPolicy | undefined;
+  /** Slow and idle clients, connection cap (see ConnectionLimits). */
+  connections?: Partial<ConnectionLimits> | undefined;
   logger?: Logger | undefined;
 }
 
@@ -77,6 +79,7 @@ export async function serveFleet(options: ServeFleetOptions = {}): Promise<Serve
       port: options.port,
       hostname: options.hostname,
       logger,
+      ...(options.connections ? { connections: options.connections } : {}),
       onClose: async () => {
         dispose();
         await manager[Symbol.asyncDispose]();
