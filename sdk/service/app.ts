@@ -100,7 +100,7 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   // signed token for exactly that session and path instead.
   app.use("/sessions/*", async (c, next) => {
     const token = c.req.query("token");
-    if (token !== undefined && c.req.method === "GET" && /^\/sessions\/[^/]+\/workspace\/files$/.test(c.req.path) && c.req.header("authorization") === undefined) {
+    if (token !== undefined && (c.req.method === "GET" || c.req.method === "HEAD") && /^\/sessions\/[^/]+\/workspace\/files$/.test(c.req.path) && c.req.header("authorization") === undefined) {
       const sessionId = c.req.path.split("/")[2]!;
       c.set("userId", svc.downloads.verify(token, sessionId, checkRelativePath(c.req.query("path") ?? "", "path")));
     } else c.set("userId", await userFromHeader(svc.auth, c.req.header("authorization")));
