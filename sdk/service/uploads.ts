@@ -61,6 +61,8 @@ export async function spoolMultipart(body: Readable, contentType: string, limits
   } catch (e) {
     throw new InvalidArgumentError("body", `is not a readable multipart body: ${e instanceof Error ? e.message : String(e)}`);
   }
+  // A client that went away while the upload waited for its turn: its stream will say nothing more.
+  if (body.destroyed || body.readableEnded) throw new InvalidArgumentError("body", "was not received completely: the client went away");
   const dir = await mkdtemp(path.join(os.tmpdir(), "agentws-upload-"));
   const form: SpooledForm = { fields: new Map(), files: [], [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
   const writes: Promise<void>[] = [];

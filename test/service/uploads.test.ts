@@ -211,4 +211,26 @@ describe("skill uploads: limits while streaming, the number read at once, temp f
     const names = ((await (await svc.call("alice", "GET", `/sessions/${sessionId}/workspace/skills`)).json()) as Array<{ name: string }>).map((s) => s.name);
     expect(names).not.toContain("first");
   });
+
+  it("frees the slot of an upload whose client went away while it waited for its turn", { timeout: 60_000 }, async () => {
+    const partial = (folder: string) => {
+      const { contentType, body } = multipart([{ name: "archive", filename: `${folder}.tar`, body: skillTar(folder, 3 * MiB) }]);
+      const up = rawUpload(svc.url, svc.tokens.alice!, sessionId, contentType);
+      void up.answer.catch(() => undefined);
+      return { up, body };
+    };
+    const holder = partial("holder");
+    await holder.body.next().then((c) => holder.up.req.write(c.value));
+    await until("the holder's spool folder", async () => (await leftovers(tmp)).length === 1);
+    const waiter = partial("waiter");
+    await waiter.body.next().then((c) => waiter.up.req.write(c.value));
+    await new Promise((r) => setTimeout(r, 200));
+    waiter.up.req.destroy();
+    await new Promise((r) => setTimeout(r, 200));
+    holder.up.req.destroy();
+    // Both gone: the slot is free again and a new upload is read and installed.
+    const r = await upload(svc.url, svc.tokens.alice!, sessionId, [{ name: "archive", filename: "after.tar", body: skillTar("after", MiB) }]);
+    expect(r.status).toBe(201);
+    await until("temp files removed", async () => (await leftovers(tmp)).length === 0);
+  });
 });
