@@ -26,7 +26,7 @@ export interface ServiceLimits {
   maxConcurrentInstalls: number;
   /** Skill uploads whose bodies are read (streamed to disk) at once; more wait unread. Default 4. */
   maxConcurrentUploads: number;
-  /** A file read through GET .../files. Default 64 MiB. */
+  /** A whole file read through GET .../files, and each Range of a bigger one. Default 64 MiB. */
   maxReadBytes: number;
   /** Entries a directory listing returns. Default 10 000. */
   maxListEntries: number;
