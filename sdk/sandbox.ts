@@ -195,6 +195,15 @@ export function checkRange(offset: number, length: number): void {
   if (!Number.isSafeInteger(length) || length < 0) throw new InvalidArgumentError("length", "must be a non-negative integer");
 }
 
+/**
+ * readRange for a backend without a ranged read (no runner): the piece cut from a whole read capped
+ * at `maxBytes` (TooLargeError for a bigger file, naming that cap).
+ */
+export async function rangeOfWholeRead(sandbox: Pick<Sandbox, "readFile">, path: string, offset: number, length: number, maxBytes = 64 * 1024 * 1024): Promise<Buffer> {
+  checkRange(offset, length);
+  return (await sandbox.readFile(path, { maxBytes })).subarray(offset, offset + length);
+}
+
 /** The offset and limit a ListPageOptions stands for; InvalidArgumentError names a bad cursor or limit. */
 export function pageBounds(options: ListPageOptions = {}): { offset: number; limit: number; token?: string } {
   const { cursor, limit = DEFAULT_LIST_PAGE } = options;
