@@ -33,6 +33,12 @@ export interface Sandbox {
    * so concurrent writers can claim distinct names.
    */
   writeFile(path: string, data: Uint8Array | string, options?: { mode?: number; exclusive?: boolean }): Promise<void>;
+  /**
+   * Optional: at most `length` bytes of the regular file `path` from byte `offset`, without reading
+   * the rest, so a file of any size can be fetched in pieces. Fewer bytes at the end of the file (none
+   * past it), and at most 1 GiB per call. Callers fall back to `readFile` (whole, capped) when absent.
+   */
+  readRange?(path: string, offset: number, length: number): Promise<Buffer>;
   /** Appends in one write (O_APPEND where the backend has it), creating parents. */
   appendFile(path: string, data: Uint8Array | string): Promise<void>;
   /** Entries of a directory; NotFoundError when it is missing. */
@@ -181,6 +187,21 @@ export function treePath(entries: readonly TreeEntry[], i: number): string {
   const names: string[] = [];
   for (let at = i; at >= 0; at = entries[at]!.parent) names.push(entries[at]!.name);
   return names.reverse().join("/");
+}
+
+/** A readRange's offset and length: non-negative safe integers, else InvalidArgumentError naming the one at fault. */
+export function checkRange(offset: number, length: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0) throw new InvalidArgumentError("offset", "must be a non-negative integer");
+  if (!Number.isSafeInteger(length) || length < 0) throw new InvalidArgumentError("length", "must be a non-negative integer");
+}
+
+/**
+ * readRange for a backend without a ranged read (no runner): the piece cut from a whole read capped
+ * at `maxBytes` (TooLargeError for a bigger file, naming that cap).
+ */
+export async function rangeOfWholeRead(sandbox: Pick<Sandbox, "readFile">, path: string, offset: number, length: number, maxBytes = 64 * 1024 * 1024): Promise<Buffer> {
+  checkRange(offset, length);
+  return (await sandbox.readFile(path, { maxBytes })).subarray(offset, offset + length);
 }
 
 /** The offset and limit a ListPageOptions stands for; InvalidArgumentError names a bad cursor or limit. */

@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError, InvalidArgumentError as UsageError, Option } from "commander";
 import type { BackendCommand } from "../backends/module.js";
 import { backendCommands } from "../backends/registry.js";
-import { LIMIT_FLAGS, parsePort, serveCommand, type ServeCommandOptions, tokenCreateCommand, tokenListCommand, tokenRevokeCommand } from "./serve.js";
+import { CONNECTION_FLAGS, LIMIT_FLAGS, parsePort, serveCommand, type ServeCommandOptions, tokenCreateCommand, tokenListCommand, tokenRevokeCommand } from "./serve.js";
 import { stackCommand, type StackCommand, type StackCommandOptions } from "./stack-commands.js";
 import { execCommand, gcCommand, statusCommand } from "./workspaces.js";
 
@@ -129,6 +129,10 @@ export async function main(argv: string[]): Promise<number> {
     .option("--egress-allow-private", "let the service reach every private address")
     .option("--allowed-host <name>", "a Host name the MCP endpoint accepts besides loopback (repeatable; also $AGENTWS_ALLOWED_HOSTS)", collect)
     .option("--allowed-origin <origin>", "an Origin the MCP endpoint accepts (repeatable; also $AGENTWS_ALLOWED_ORIGINS)", collect)
+    .option("--max-connections <n>", "open connections at most; more are closed at once (default 1024)")
+    .option("--headers-timeout <seconds>", "a client must send its request headers within this (default 20)")
+    .option("--keep-alive-timeout <seconds>", "an idle kept-alive connection is closed after this (default 65)")
+    .option("--min-body-rate <bytes-per-second>", "a request body slower than this (over 10 s) is cut (default 16384)")
     .option("--rate-limit <n>", "requests per second of one user (default 100; also $AGENTWS_RATE_LIMIT; 0: off)")
     .option("--rate-burst <n>", "requests one user may send at once above the rate (default 200)")
     .option("--global-rate-limit <n>", "requests per second of all users together (default 2000)")
@@ -144,6 +148,7 @@ export async function main(argv: string[]): Promise<number> {
           stack: typeof opts.stack === "string" ? opts.stack : undefined,
           useStack: opts.stack !== false,
           limits: Object.fromEntries(Object.keys(LIMIT_FLAGS).map((f) => [f, (opts as Record<string, unknown>)[camel(f)] as string | undefined])),
+          connections: Object.fromEntries(CONNECTION_FLAGS.map((f) => [f, (opts as Record<string, unknown>)[camel(f)] as string | undefined])),
         }),
       )(),
     );

@@ -4,7 +4,7 @@ import { consoleLogger } from "../logger.js";
 import { EgressPolicySchema, type EgressPolicy } from "../util/egress.js";
 import { edgeIdProblem } from "../util/identity-id.js";
 import { readStackOutputs } from "../manager/fleet-source.js";
-import { newToken, openSessionStore, parseScopes, serveFleet, type ServiceLimits } from "../service/index.js";
+import { newToken, openSessionStore, parseScopes, serveFleet, type ConnectionLimits, type ServiceLimits } from "../service/index.js";
 import { TOKEN_NAME } from "../service/auth.js";
 import { tokenView } from "../service/routes/tokens.js";
 
@@ -31,6 +31,8 @@ export interface ServeCommandOptions {
   egressAllowPrivate?: boolean | undefined;
   allowedHost?: string[] | undefined;
   allowedOrigin?: string[] | undefined;
+  /** Connection flags by name (connectionFlags), as given. */
+  connections?: Record<string, string | undefined> | undefined;
   /** Quota and rate flags by name (LIMIT_FLAGS), as given. */
   limits?: Record<string, string | undefined> | undefined;
 }
@@ -64,6 +66,7 @@ export async function serveCommand(values: ServeCommandOptions): Promise<number>
     allowedHosts: listOption(values.allowedHost, process.env.AGENTWS_ALLOWED_HOSTS),
     allowedOrigins: listOption(values.allowedOrigin, process.env.AGENTWS_ALLOWED_ORIGINS),
     limits,
+    connections: connectionFlags(values.connections ?? {}),
     logger: consoleLogger("info"),
   });
   err(`agentws serve: ${served.backend} workspaces at ${served.service.url} (OpenAPI: /openapi.json, metrics: /metrics); Ctrl-C stops`);
@@ -112,6 +115,25 @@ export function egressPolicy(flags: string[], allowPrivate: boolean, env: NodeJS
   const parsed = EgressPolicySchema.safeParse({ allow, allowPrivate: allowPrivate || env.AGENTWS_EGRESS_ALLOW_PRIVATE === "1" });
   if (!parsed.success) throw new InvalidArgumentError("--egress-allow", parsed.error.issues.map((i) => i.message).join("; "));
   return parsed.data;
+}
+
+export const CONNECTION_FLAGS = ["max-connections", "headers-timeout", "keep-alive-timeout", "min-body-rate"] as const;
+
+/** Connection limits from `--max-connections N`, `--headers-timeout SECONDS`, `--keep-alive-timeout SECONDS`, `--min-body-rate BYTES_PER_SECOND` (checked by startService). */
+export function connectionFlags(values: Record<string, unknown>): Partial<ConnectionLimits> {
+  const num = (flag: string, scale = 1): number | undefined => {
+    const v = values[flag];
+    if (typeof v !== "string") return undefined;
+    if (!/^\d+(\.\d+)?$/.test(v)) throw new InvalidArgumentError(`--${flag}`, "must be a non-negative number");
+    return Math.round(Number(v) * scale);
+  };
+  const limits: Partial<ConnectionLimits> = {
+    maxConnections: num("max-connections"),
+    headersTimeoutMs: num("headers-timeout", 1000),
+    keepAliveTimeoutMs: num("keep-alive-timeout", 1000),
+    minBodyBytesPerSecond: num("min-body-rate"),
+  };
+  return Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined));
 }
 
 /** A repeatable (or comma-separated) flag plus a comma-separated variable; undefined when both are empty. */

@@ -115,7 +115,7 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   const authenticate = async (c: Context<ServiceEnv>, next: () => Promise<void>) => {
     const token = c.req.query("token");
     let principal: Principal;
-    if (token !== undefined && c.req.method === "GET" && /^\/sessions\/[^/]+\/workspace\/files$/.test(c.req.path) && c.req.header("authorization") === undefined) {
+    if (token !== undefined && (c.req.method === "GET" || c.req.method === "HEAD") && /^\/sessions\/[^/]+\/workspace\/files$/.test(c.req.path) && c.req.header("authorization") === undefined) {
       const sessionId = c.req.path.split("/")[2]!;
       principal = { userId: svc.downloads.verify(token, sessionId, checkRelativePath(c.req.query("path") ?? "", "path")), scopes: ["read"] };
     } else principal = await principalFromHeader(svc.auth, c.req.header("authorization"));
@@ -129,9 +129,9 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   const rateLimit = svc.quotas.rateLimit();
   for (const prefix of ["/sessions/*", "/tokens/*", "/admin/*"]) app.use(prefix, rateLimit);
 
-  // Request size: JSON bodies are small; a skill upload has its own (large) bound, counted while streaming.
+  // Request size: JSON bodies are small. A skill upload is streamed to disk by its route, which
+  // counts it there (bodyLimit would buffer a chunked body whole).
   const tooLarge = (limit: number) => (c: Context<ServiceEnv>) => problem(c, new TooLargeError(`the request body is over the limit of ${limit} bytes`));
-  app.use("/sessions/:sessionId/workspace/skills", bodyLimit({ maxSize: limits.maxUploadBytes + 1024 * 1024, onError: tooLarge(limits.maxUploadBytes) }));
   app.use("/sessions/*", async (c, next) => {
     if (c.req.method === "POST" && c.req.path.endsWith("/workspace/skills")) return next();
     return bodyLimit({ maxSize: limits.maxJsonBytes, onError: tooLarge(limits.maxJsonBytes) })(c, next);

@@ -27,7 +27,9 @@ export interface ServiceLimits {
   maxUploadFiles: number;
   /** Skill installs running at once; more wait. Default 5. */
   maxConcurrentInstalls: number;
-  /** A file read through GET .../files. Default 64 MiB. */
+  /** Skill uploads whose bodies are read (streamed to disk) at once; more wait unread. Default 4. */
+  maxConcurrentUploads: number;
+  /** A whole file read through GET .../files, and each Range of a bigger one. Default 64 MiB. */
   maxReadBytes: number;
   /** Entries a directory listing returns. Default 10 000. */
   maxListEntries: number;
@@ -56,6 +58,7 @@ export const DEFAULT_LIMITS: ServiceLimits = {
   maxUploadFileBytes: 50 * 1024 * 1024,
   maxUploadFiles: 100,
   maxConcurrentInstalls: 5,
+  maxConcurrentUploads: 4,
   maxReadBytes: 64 * 1024 * 1024,
   maxListEntries: 10_000,
   mcpListTimeoutMs: 20_000,

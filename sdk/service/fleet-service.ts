@@ -12,7 +12,7 @@ import type { Workspace } from "../workspace/workspace.js";
 import { createApp } from "./app.js";
 import type { ServiceLimits } from "./context.js";
 import { anyTokenAuth, storeTokenAuth, tokenFileAuth } from "./auth.js";
-import { startService, type RunningService } from "./server.js";
+import { startService, type ConnectionLimits, type RunningService } from "./server.js";
 import { PostgresSessionStore } from "./stores/postgres.js";
 import { SqliteSessionStore } from "./stores/sqlite.js";
 import type { SessionStore } from "./stores/store.js";
@@ -45,6 +45,8 @@ export interface ServeFleetOptions {
   allowedOrigins?: string[] | undefined;
   /** Body sizes, quotas and rate limits; unset ones keep their defaults (DEFAULT_LIMITS). */
   limits?: Partial<ServiceLimits> | undefined;
+  /** Slow and idle clients, connection cap (see ConnectionLimits). */
+  connections?: Partial<ConnectionLimits> | undefined;
   logger?: Logger | undefined;
 }
 
@@ -95,6 +97,7 @@ export async function serveFleet(options: ServeFleetOptions = {}): Promise<Serve
       port: options.port,
       hostname: options.hostname,
       logger,
+      ...(options.connections ? { connections: options.connections } : {}),
       onClose: async () => {
         dispose();
         await manager[Symbol.asyncDispose]();

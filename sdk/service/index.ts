@@ -1,6 +1,6 @@
 // agent-workspaces/service: the HTTP agent service over a workspace manager.
 export { createApp, type CreateAppOptions, type ServiceApp } from "./app.js";
-export { startService, type RunningService, type StartServiceOptions } from "./server.js";
+export { startService, DEFAULT_CONNECTION_LIMITS, type ConnectionLimits, type RunningService, type StartServiceOptions } from "./server.js";
 export {
   hashToken,
   newToken,

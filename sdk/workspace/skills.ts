@@ -41,6 +41,8 @@ export interface SkillArchiveOptions {
   format: ArchiveFormat;
   /** Preferred folder name (a plain name); default the sanitised front-matter name. */
   dirName?: string;
+  /** Without dirName: name the folder after the archive's top-level skill folder, when the skill sits in one. */
+  keepFolderName?: boolean;
   /** Refuse archives whose content is larger. Default 500 MiB. */
   maxExtractedBytes?: number;
   agentId?: string;
@@ -195,8 +197,9 @@ export class SkillStore {
 
   /**
    * Installs a zip / tar / tar.gz skill: unpacked on the host into a temporary folder (checked
-   * before anything is written), its root found (the archive root or its first folder holding
-   * SKILL.md), then installed like add(). A failed install leaves nothing behind.
+   * before anything is written), its root found (the archive root or its one top-level folder;
+   * several skill folders or files beside the folder are refused), then installed like add(). A
+   * failed install leaves nothing behind.
    */
   async addArchive(data: Uint8Array | AsyncIterable<Uint8Array>, options: SkillArchiveOptions): Promise<Skill | undefined> {
     const { format, dirName, agentId } = options ?? ({} as SkillArchiveOptions);
@@ -218,7 +221,8 @@ export class SkillStore {
       await fs.rm(archive, { force: true });
       const root = await findSkillRoot(out);
       const label = root === out ? "the archive root" : `the archive folder '${path.basename(root)}'`;
-      return await this.#addFolder(root, partition, { label, dirName });
+      const folder = dirName ?? (options.keepFolderName && root !== out ? path.basename(root) : undefined);
+      return await this.#addFolder(root, partition, { label, dirName: folder });
     } finally {
       await fs.rm(work, { recursive: true, force: true });
     }
@@ -614,11 +618,24 @@ async function readHostSkill(dir: string, label?: string): Promise<HostSkill> {
   return { text, manifest: parsed.manifest, realDir };
 }
 
-/** The extraction folder itself when it holds SKILL.md, else its first sub-folder (by name) that does. */
+/** Zip tools' metadata beside an archive's content; never part of a skill. */
+const ARCHIVE_METADATA = new Set(["__MACOSX", ".DS_Store"]);
+
+/**
+ * The archive's skill folder: the extraction folder itself when it holds SKILL.md, else its one
+ * top-level folder. Whatever the install would leave out is refused, never dropped: several
+ * top-level folders (one skill per archive) or anything beside the skill folder.
+ */
 async function findSkillRoot(out: string): Promise<string> {
   const isFile = async (p: string) => (await fs.lstat(p).catch(() => null))?.isFile() ?? false;
   if (await isFile(path.join(out, SKILL_FILE))) return out;
-  const children = (await fs.readdir(out, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name).sort();
-  for (const child of children) if (await isFile(path.join(out, child, SKILL_FILE))) return path.join(out, child);
-  throw new InvalidArgumentError("archive", "contains no SKILL.md (expected at the archive root or in one top-level folder)");
+  const top = (await fs.readdir(out, { withFileTypes: true })).filter((d) => !ARCHIVE_METADATA.has(d.name));
+  const skills: string[] = [];
+  for (const d of top) if (d.isDirectory() && (await isFile(path.join(out, d.name, SKILL_FILE)))) skills.push(d.name);
+  const shown = (names: string[]) => names.sort().slice(0, 5).map((n) => `'${n.slice(0, 100)}'`).join(", ") + (names.length > 5 ? ", ..." : "");
+  if (skills.length === 0) throw new InvalidArgumentError("archive", "contains no SKILL.md (expected at the archive root or in its one top-level folder)");
+  if (skills.length > 1) throw new InvalidArgumentError("archive", `holds ${skills.length} skill folders (${shown(skills)}); upload one skill per archive`);
+  const beside = top.filter((d) => d.name !== skills[0]).map((d) => d.name);
+  if (beside.length > 0) throw new InvalidArgumentError("archive", `holds ${shown(beside)} beside the skill folder '${skills[0]!.slice(0, 100)}'; put everything inside the skill folder (or SKILL.md at the archive root)`);
+  return path.join(out, skills[0]!);
 }

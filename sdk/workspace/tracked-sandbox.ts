@@ -7,7 +7,7 @@ export interface ActivityTracker {
 }
 
 /** The Sandbox methods that do work; each runs as a tracked operation through the handle. */
-const TRACKED = new Set<PropertyKey>(["exec", "readFile", "writeFile", "appendFile", "list", "stat", "remove", "mkdir", "rename", "copyIn", "readDirTyped", "copyTree", "createFile", "listPage", "walkTree"]);
+const TRACKED = new Set<PropertyKey>(["exec", "readFile", "writeFile", "appendFile", "list", "stat", "remove", "mkdir", "rename", "copyIn", "readDirTyped", "copyTree", "createFile", "listPage", "walkTree", "readRange"]);
 
 /**
  * The handle `getBackend()` gives out: the backend's own Sandbox (same class, same extra

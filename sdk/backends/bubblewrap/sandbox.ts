@@ -187,6 +187,9 @@ export class BubblewrapSandbox implements Sandbox {
   copyIn(hostPath: string, to: string): Promise<void> {
     return this.#files.copyIn(hostPath, to);
   }
+  readRange(p: string, offset: number, length: number): Promise<Buffer> {
+    return this.#files.readRange(p, offset, length);
+  }
   listPage(p: string, options?: ListPageOptions): Promise<ListPage> {
     return this.#files.listPage(p, options);
   }

@@ -7,6 +7,7 @@ import tar from "tar-stream";
 import { ClosedError, ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
 import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
+import { rangeOfWholeRead } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
@@ -214,6 +215,12 @@ export class DaytonaSandbox implements Sandbox {
     const r = await this.#op("unpack", [clean, upload]);
     if (r.exitCode === EXIT.exists) throw new ConflictError(`${clean} already exists`, { field: "path" });
     this.#check(r, "copy into", clean);
+  }
+
+  /** A piece of a file of any size: read from its offset by the runner (without python3: cut from a capped whole read). */
+  async readRange(rel: string, offset: number, length: number): Promise<Buffer> {
+    if (await this.#useRunner()) return this.#rf.readRange(rel, offset, length);
+    return rangeOfWholeRead(this, rel, offset, length);
   }
 
   /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */

@@ -9,6 +9,7 @@ import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, Unavailab
 import { checkRelativePath } from "../../paths.js";
 import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
+import { rangeOfWholeRead } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RemoteFiles, type RunnerLease } from "../shared/runner/index.js";
@@ -229,6 +230,13 @@ export class E2BSandbox implements Sandbox {
     const r = await this.#op("unpack", [clean, staged, name]);
     if (r.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: "path" });
     this.#check(r, "copy into", clean);
+  }
+
+  /** A piece of a file of any size: read from its offset by the runner (without python3: cut from a capped whole read). */
+  async readRange(rel: string, offset: number, length: number): Promise<Buffer> {
+    this.#touch();
+    if (await this.#useRunner()) return this.#files(() => this.#rf.readRange(rel, offset, length), true);
+    return rangeOfWholeRead(this, rel, offset, length);
   }
 
   /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */

@@ -137,6 +137,9 @@ export class K8sSandbox implements Sandbox {
   copyIn(hostSource: string, to: string): Promise<void> {
     return this.#rf.copyIn(hostSource, to);
   }
+  readRange(rel: string, offset: number, length: number): Promise<Buffer> {
+    return this.#rf.readRange(rel, offset, length);
+  }
   listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
     return this.#rf.listPage(rel, options);
   }

@@ -9,6 +9,7 @@ import { silentLogger, type Logger } from "../../logger.js";
 import { checkRelativePath } from "../../paths.js";
 import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
+import { rangeOfWholeRead } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
 import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../shared/runner/http-channel.js";
@@ -314,6 +315,12 @@ export class OpenSandboxSandbox implements Sandbox {
   async list(rel: string): Promise<FileInfo[]> {
     if (await this.#useRunner()) return this.#rf.list(rel);
     return this.#plain.list(rel);
+  }
+
+  /** A piece of a file of any size: read from its offset by the runner (without python3: cut from a capped whole read). */
+  async readRange(rel: string, offset: number, length: number): Promise<Buffer> {
+    if (await this.#useRunner()) return this.#rf.readRange(rel, offset, length);
+    return rangeOfWholeRead(this, rel, offset, length);
   }
 
   /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */

@@ -7,6 +7,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, isWorkspaceError } from "../../errors.js";
 import {
+  checkRange,
   cursorAt,
   pageBounds,
   type DirEntry,
@@ -47,6 +48,9 @@ const DIR_BATCH = 512;
 const LSTAT_SLICE = 1024;
 /** Directories with more entries than this are stat-ed through the thread pool, in parallel. */
 const SYNC_LIST_LIMIT = 512;
+
+/** The most one readRange returns (the runner's read cap). */
+const MAX_RANGE_BYTES = 1 << 30;
 
 const readFd = promisify(fsSync.read);
 const writeFd = promisify(fsSync.write);
@@ -175,6 +179,35 @@ export class LocalSandbox implements Sandbox {
     }
     try {
       return await readRegular(fd, rel, options.maxBytes);
+    } catch (e) {
+      throw mapFsError(e, rel);
+    } finally {
+      fsSync.closeSync(fd);
+    }
+  }
+
+  async readRange(rel: string, offset: number, length: number): Promise<Buffer> {
+    const clean = checkRelativePath(rel);
+    checkRange(offset, length);
+    let fd: number;
+    try {
+      fd = this.#paths().open(clean, fsc.O_RDONLY | fsc.O_NONBLOCK, rel).fd;
+    } catch (e) {
+      throw mapFsError(e, rel);
+    }
+    try {
+      const st = fsSync.fstatSync(fd);
+      if (st.isDirectory()) throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel });
+      if (!st.isFile()) throw notRegular(rel, st);
+      // Sized by what the file holds there now, never by the asked length alone.
+      const buf = Buffer.allocUnsafe(Math.max(0, Math.min(length, MAX_RANGE_BYTES, st.size - offset)));
+      let len = 0;
+      while (len < buf.length) {
+        const { bytesRead } = await readFd(fd, buf, len, buf.length - len, offset + len);
+        if (bytesRead === 0) break;
+        len += bytesRead;
+      }
+      return buf.subarray(0, len);
     } catch (e) {
       throw mapFsError(e, rel);
     } finally {

@@ -1,11 +1,16 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import { createReadStream } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { Readable } from "node:stream";
+import type { Context } from "hono";
 import tar from "tar-stream";
 import { ConflictError, InvalidArgumentError, NotFoundError, TooLargeError, fromZodError } from "../../errors.js";
 import type { ArchiveFormat } from "../../workspace/archive.js";
 import type { Skill } from "../../workspace/skills.js";
 import type { Workspace } from "../../workspace/workspace.js";
-import { resolve, workspacePath, type ServiceContext, type ServiceEnv, type ServiceLimits } from "../context.js";
+import { resolve, Semaphore, workspacePath, type ServiceContext, type ServiceEnv, type ServiceLimits } from "../context.js";
 import { SessionParams, SkillUploadForm, SkillView } from "../schemas.js";
+import { spoolMultipart, type SpooledFile, type SpooledForm, type SpoolLimits } from "../uploads.js";
 import { WORKSPACE, json, problem, problemResponses } from "./openapi-common.js";
 
 const ManifestSchema = z.strictObject({
@@ -22,6 +27,7 @@ export const skillView = (ws: Workspace, s: Skill) => ({ name: s.name, descripti
  * to remove is a 404 (the reference answers 500 on sandboxes and nothing on Local).
  */
 export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): void {
+  const parsing = new Semaphore(svc.limits.maxConcurrentUploads);
   app.openapi(
     createRoute({
       method: "get",
@@ -64,17 +70,23 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
     async (c) => {
       const type = c.req.header("content-type") ?? "";
       if (!/^multipart\/form-data/i.test(type)) throw new InvalidArgumentError("body", "must be multipart/form-data");
+      const maxBody = svc.limits.maxUploadBytes + MULTIPART_SLACK;
+      // An announced size over the limit is refused before a byte is read.
+      if (Number(c.req.header("content-length") ?? 0) > maxBody) throw new TooLargeError(`the request body is over the limit of ${maxBody} bytes`);
       const { record, ws } = await resolve(svc, c);
-      const form = await c.req.parseBody({ all: true }).catch((e: unknown) => {
-        throw new InvalidArgumentError("body", `is not a readable multipart body: ${e instanceof Error ? e.message : String(e)}`);
-      });
-      const { data, format, dirName } = await uploadOf(form, svc.limits);
-      const skill = await svc.installs.run(() =>
-        ws.addSkillArchive(data, { format, ...(dirName ? { dirName } : {}), maxExtractedBytes: svc.limits.maxUploadBytes, agentId: record.agentId }),
-      );
-      // The workspace dedups by SKILL.md content: an identical skill is already there and nothing was copied.
-      if (!skill) throw new ConflictError("a skill with the same SKILL.md content is already installed for this agent; nothing was changed", { field: "SKILL.md" });
-      return c.json(skillView(ws, skill), 201);
+      // At most maxConcurrentUploads bodies are read at once; the others wait unread (TCP backpressure holds their bytes).
+      const form = await parsing.run(() => spoolMultipart(bodyOf(c), type, spoolLimits(svc.limits)));
+      try {
+        const { data, format, dirName } = await uploadOf(form, svc.limits);
+        const skill = await svc.installs.run(() =>
+          ws.addSkillArchive(data, { format, ...(dirName ? { dirName } : { keepFolderName: true }), maxExtractedBytes: svc.limits.maxUploadBytes, agentId: record.agentId }),
+        );
+        // The workspace dedups by SKILL.md content: an identical skill is already there and nothing was copied.
+        if (!skill) throw new ConflictError("a skill with the same SKILL.md content is already installed for this agent; nothing was changed", { field: "SKILL.md" });
+        return c.json(skillView(ws, skill), 201);
+      } finally {
+        await form[Symbol.asyncDispose]();
+      }
     },
   );
 
@@ -97,45 +109,64 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
   );
 }
 
-type Form = Record<string, string | File | (string | File)[]>;
+/** Multipart framing (boundaries, part headers) allowed beyond maxUploadBytes of content. */
+const MULTIPART_SLACK = 1024 * 1024;
+const MAX_MANIFEST_BYTES = 1024 * 1024;
 
-const list = (v: Form[string] | undefined): (string | File)[] => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
+const spoolLimits = (limits: ServiceLimits): SpoolLimits => ({
+  maxBytes: limits.maxUploadBytes + MULTIPART_SLACK,
+  maxPartBytes: { archive: limits.maxUploadBytes, files: limits.maxUploadFileBytes, manifest: MAX_MANIFEST_BYTES },
+  maxFiles: limits.maxUploadFiles + 2,
+  maxFieldBytes: MAX_MANIFEST_BYTES,
+});
 
-async function uploadOf(form: Form, limits: ServiceLimits): Promise<{ data: Uint8Array | AsyncIterable<Uint8Array>; format: ArchiveFormat; dirName?: string }> {
-  const archive = list(form.archive);
+/**
+ * The request body as a Node stream. Under @hono/node-server that is the IncomingMessage itself:
+ * Node 20's Readable.toWeb (behind `c.req.raw.body`) queues up to 16,384 chunks before it pauses
+ * the socket, which is hundreds of MiB of a fast upload.
+ */
+function bodyOf(c: Context<ServiceEnv>): Readable {
+  const incoming = (c.env as { incoming?: unknown } | undefined)?.incoming;
+  if (incoming instanceof Readable) return incoming;
+  const body = c.req.raw.body;
+  if (!body) throw new InvalidArgumentError("body", "is empty");
+  return Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>, { highWaterMark: 1 });
+}
+
+async function uploadOf(form: SpooledForm, limits: ServiceLimits): Promise<{ data: AsyncIterable<Uint8Array>; format: ArchiveFormat; dirName?: string }> {
+  const archive = form.files.filter((f) => f.field === "archive");
   if (archive.length > 0) {
-    const file = archive[0];
-    if (archive.length > 1 || !(file instanceof File)) throw new InvalidArgumentError("archive", "must be exactly one file part");
-    const format = list(form.format)[0] ?? formatOf(file.name);
+    const file = archive[0]!;
+    if (archive.length > 1 || form.files.length > 1) throw new InvalidArgumentError("archive", "must be exactly one file part, and the only one");
+    const format = form.fields.get("format")?.[0] ?? formatOf(file.filename);
     if (format !== "zip" && format !== "tar" && format !== "tar.gz") throw new InvalidArgumentError("format", "must be zip, tar or tar.gz (or name the archive *.zip, *.tar, *.tar.gz, *.tgz)");
-    return { data: new Uint8Array(await file.arrayBuffer()), format };
+    return { data: createReadStream(file.path), format };
   }
-  const manifestPart = list(form.manifest)[0];
-  if (manifestPart === undefined) throw new InvalidArgumentError("manifest", "is required (or send one `archive` part)");
-  const text = typeof manifestPart === "string" ? manifestPart : await manifestPart.text();
+  const manifestFile = form.files.find((f) => f.field === "manifest");
+  const text = form.fields.get("manifest")?.[0] ?? (manifestFile ? await readFile(manifestFile.path, "utf8") : undefined);
+  if (text === undefined) throw new InvalidArgumentError("manifest", "is required (or send one `archive` part)");
   let raw: unknown;
   try {
-    raw = JSON.parse(text.slice(0, 1024 * 1024));
+    raw = JSON.parse(text);
   } catch {
     throw new InvalidArgumentError("manifest", "is not valid JSON");
   }
   const parsed = ManifestSchema.safeParse(raw);
   if (!parsed.success) throw fromZodError("manifest", parsed.error);
-  const files = list(form.files);
+  const files = form.files.filter((f) => f.field === "files");
   const root = checkManifest(parsed.data.entries, files, limits);
-  return { data: tarOf(parsed.data.entries, files as File[]), format: "tar", dirName: root };
+  return { data: tarOf(parsed.data.entries, files), format: "tar", dirName: root };
 }
 
 /** The reference's manifest rules (section 9.6), in its order; returns the skill's folder name. */
-function checkManifest(entries: Array<{ path: string; size: number }>, files: (string | File)[], limits: ServiceLimits): string {
+function checkManifest(entries: Array<{ path: string; size: number }>, files: SpooledFile[], limits: ServiceLimits): string {
   if (entries.length !== files.length) throw new InvalidArgumentError("files", `the manifest lists ${entries.length} entries but ${files.length} file parts were sent`);
   if (entries.length > limits.maxUploadFiles) throw new TooLargeError(`a skill upload holds at most ${limits.maxUploadFiles} files, got ${entries.length}`);
   let total = 0;
   const roots = new Set<string>();
   entries.forEach((e, i) => {
     const field = `manifest.entries[${i}]`;
-    const f = files[i];
-    if (!(f instanceof File)) throw new InvalidArgumentError(`files[${i}]`, "must be a file part");
+    const f = files[i]!;
     if (e.size > limits.maxUploadFileBytes) throw new TooLargeError(`${field}.size: ${e.size} bytes is over the per-file limit of ${limits.maxUploadFileBytes}`);
     if (f.size !== e.size) throw new InvalidArgumentError(`${field}.size`, `declares ${e.size} bytes but the part holds ${f.size}`);
     const segments = e.path.replace(/\\/g, "/").split("/");
@@ -151,13 +182,15 @@ function checkManifest(entries: Array<{ path: string; size: number }>, files: (s
   return root;
 }
 
-/** The folder as a tar stream, one part at a time (never the whole upload twice in memory). */
-async function* tarOf(entries: Array<{ path: string; size: number }>, files: File[]): AsyncIterable<Uint8Array> {
+/** The folder as a tar stream, each file streamed from its spooled part. */
+async function* tarOf(entries: Array<{ path: string; size: number }>, files: SpooledFile[]): AsyncIterable<Uint8Array> {
   const pack = tar.pack();
   const feed = (async () => {
     for (const [i, e] of entries.entries()) {
-      const bytes = Buffer.from(await files[i]!.arrayBuffer());
-      await new Promise<void>((ok, fail) => pack.entry({ name: e.path.replace(/\\/g, "/"), size: bytes.length, mtime: new Date(0) }, bytes, (err) => (err ? fail(err) : ok())));
+      await new Promise<void>((ok, fail) => {
+        const entry = pack.entry({ name: e.path.replace(/\\/g, "/"), size: e.size, mtime: new Date(0) }, (err) => (err ? fail(err) : ok()));
+        createReadStream(files[i]!.path).on("error", fail).pipe(entry as unknown as NodeJS.WritableStream);
+      });
     }
     pack.finalize();
   })();

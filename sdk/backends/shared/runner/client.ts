@@ -469,7 +469,7 @@ export class RunnerClient {
    * Reads a file into one buffer sized by the runner's fstat (grown only if the file grows): a big file
    * through the runner's descriptor when the runner is on this kernel, else in chunks over the pipe.
    */
-  read(rel: string, maxBytes: number | undefined, handoff = this.#canHandOff() || this.#canRemote()): Promise<Buffer> {
+  read(rel: string, maxBytes: number | undefined, handoff = this.#canHandOff() || this.#canRemote(), range?: { offset: number; length: number }): Promise<Buffer> {
     let out: Buffer | undefined;
     let len = 0;
     // The host's own cap, whatever the runner says: the caller's, else MAX_READ_BYTES (sent to the runner,
@@ -479,7 +479,8 @@ export class RunnerClient {
     let state: "start" | "data" = "start";
     const started = Date.now();
     const what = "a read";
-    return this.#request(what, this.#callMs, (id) => ((rid = id), this.#send([handoff ? "R" : "r", String(id), rel, String(cap)])), (resolve, reject) => ({
+    const ask = (id: number) => (range ? ["g", String(id), rel, String(range.offset), String(cap)] : [handoff ? "R" : "r", String(id), rel, String(cap)]);
+    return this.#request(what, this.#callMs, (id) => ((rid = id), this.#send(ask(id))), (resolve, reject) => ({
       accept: (fields, pl) =>
         state === "start"
           ? accepts(fields, pl, what, handoff ? ["h", "s", "e"] : ["s", "e"])
@@ -526,6 +527,11 @@ export class RunnerClient {
         return true;
       },
     }));
+  }
+
+  /** At most `length` bytes of `rel` from `offset`, over the pipe, whatever the file's size (at most the read cap per call). */
+  readRange(rel: string, offset: number, length: number): Promise<Buffer> {
+    return this.read(rel, length, false, { offset, length });
   }
 
   /**

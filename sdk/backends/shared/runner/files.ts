@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../../errors.js";
-import { cursorAt, pageBounds, type DirEntry, type FileInfo, type ListPage, type ListPageOptions, type TreeEntry, type WalkTreeOptions, type WalkTreeResult } from "../../../sandbox.js";
+import { checkRange, cursorAt, pageBounds, type DirEntry, type FileInfo, type ListPage, type ListPageOptions, type TreeEntry, type WalkTreeOptions, type WalkTreeResult } from "../../../sandbox.js";
 import { checkRelativePath } from "../../../paths.js";
 import { MAX_READ_BYTES, RunnerFailure, type RunnerClient } from "./client.js";
 
@@ -34,6 +34,12 @@ export class RunnerFiles {
     const clean = checkRelativePath(rel);
     // The host caps every read: a caller without a cap gets MAX_READ_BYTES (and its error names that).
     return this.#run(clean, "read", (r) => r.read(clean, options.maxBytes), options.maxBytes ?? MAX_READ_BYTES);
+  }
+
+  async readRange(rel: string, offset: number, length: number): Promise<Buffer> {
+    const clean = checkRelativePath(rel);
+    checkRange(offset, length);
+    return this.#run(clean, "read", (r) => r.readRange(clean, offset, Math.min(length, MAX_READ_BYTES)));
   }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {

@@ -29,6 +29,8 @@
   G id from                          the host holds them: requests from id "from" on come over the pair and
                                      their replies go back over it ("-": it could not; the pair is dropped)
  *   r id path max                      read ("-" = no cap); the cap counts bytes actually read
+ *   g id path offset length            read at most length bytes from offset (a range of a file of any
+ *                                      size): replies "s" with the slice's size at open, then as "r"
  *   R id path max                      read, offering a descriptor hand-off for a file over HANDOFF bytes:
  *                                      replies "h" fd dev ino size and holds the descriptor until "z id"
  *                                      (the host reads /proc/<runner pid>/fd/<fd>); smaller files as "r"
@@ -411,12 +413,13 @@ def info(st, name):
 # ---- file operations ----
 
 class Reader:
-    def __init__(self, rid, fd, cap):
-        self.rid, self.fd, self.cap, self.total = rid, fd, cap, 0
+    def __init__(self, rid, fd, cap, left=-1):
+        self.rid, self.fd, self.cap, self.total, self.left = rid, fd, cap, 0, left
 
     def step(self):
         try:
-            chunk = os.read(self.fd, CHUNK)
+            # A range stops at its length; a whole read at end of file.
+            chunk = os.read(self.fd, CHUNK if self.left < 0 else min(CHUNK, self.left - self.total)) if self.left != self.total else b""
         except OSError as e:
             self.close()
             fail(self.rid, e)
@@ -435,6 +438,37 @@ class Reader:
 
     def close(self):
         os.close(self.fd)
+
+
+def op_range(rid, rel, offset, length):
+    start, length = int(offset), int(length)
+    if start < 0 or length < 0:
+        raise Fail("EINVAL")
+    fd = open_read(rel)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise Fail("EISDIR")
+        if not stat.S_ISREG(st.st_mode):
+            raise Fail("SPECIAL")
+        os.lseek(fd, start, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    reply(rid, ["s", max(0, min(length, st.st_size - start))])
+    readers.append(Reader(rid, fd, length, length))
+
+
+def open_read(rel):
+    pfd, name, _, dangling = walk(rel, True)
+    try:
+        if dangling:
+            raise Fail("ESCAPE", "goes through a dangling symlink")
+        if name == "":
+            raise Fail("EISDIR")
+        return open_final(pfd, name, os.O_RDONLY | os.O_NONBLOCK)
+    finally:
+        os.close(pfd)
 
 
 def op_read(rid, rel, cap, offer=False):
@@ -1517,6 +1551,8 @@ def handle(f, payload):
                 op_read(rid, a[0], a[1])
             elif op == b"R":
                 op_read(rid, a[0], a[1], True)
+            elif op == b"g":
+                op_range(rid, a[0], a[1], a[2])
             elif op == b"w":
                 write_start(rid, a[0], a[1], a[2], payload)
             elif op == b"F":
