@@ -1,21 +1,71 @@
 import { promises as fs } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import type { BackendDescription, Driver } from "../backends/driver.js";
 import { collectGarbage } from "../backends/gc.js";
-import { BACKEND_KINDS, loadBackend } from "../backends/registry.js";
+import { BACKEND_KINDS, BACKEND_SCHEMAS, loadBackend } from "../backends/registry.js";
 import type { BackendKind } from "../backends/spec.js";
+import { readStackOutputs } from "../manager/fleet-source.js";
 import { openSessionStore } from "../service/index.js";
+import { fromZodError } from "../errors.js";
 
-/** The drivers of every backend that can run here (or the --kind ones), each with its basedir. */
+/**
+ * Where host-folder backends keep workspaces when no --basedir is given: their default, the
+ * service's runtime basedirs (`agentws serve`: <kind>-runtime; the quick start: runtime) and the
+ * basedirs the stack in the current folder declares. So `agentws status` shows what the fleet and
+ * the service know about without flags.
+ */
+async function knownBasedirs(kind: string, fleetBasedirs: Map<string, Set<string>>): Promise<(string | undefined)[]> {
+  const home = path.join(os.homedir(), ".agent-workspaces");
+  const extra = [path.join(home, `${kind}-runtime`), path.join(home, "runtime"), ...(fleetBasedirs.get(kind) ?? [])];
+  const found: string[] = [];
+  for (const dir of extra) if (!found.includes(dir) && (await fs.stat(dir).then((st) => st.isDirectory(), () => false))) found.push(dir);
+  return [undefined, ...found];
+}
+
+/** Basedirs per kind that the current folder's stack declares (quietly none when there is no readable stack). */
+async function stackBasedirs(err: (l: string) => void): Promise<Map<string, Set<string>>> {
+  const out = new Map<string, Set<string>>();
+  const cwd = process.cwd();
+  if (!(await fs.stat(path.join(cwd, "Pulumi.yaml")).then(() => true, () => false))) return out;
+  const stackName = process.env.AGENTWS_STACK ?? "local";
+  try {
+    const fleet = await readStackOutputs({ stackName, workDir: cwd });
+    for (const entry of Object.values(fleet)) {
+      const dir = entry.location.hostPath ? path.dirname(entry.location.hostPath) : undefined;
+      if (dir) (out.get(entry.backend.kind) ?? out.set(entry.backend.kind, new Set()).get(entry.backend.kind)!).add(dir);
+    }
+  } catch (e) {
+    err(`stack '${stackName}': not read (${e instanceof Error ? e.message.split("\n")[0] : String(e)})`);
+  }
+  return out;
+}
+
+/** The drivers of every backend that can run here (or the --kind ones): one per basedir worth looking in. */
 async function drivers(kinds: string[] | undefined, basedir: string | undefined, err: (l: string) => void): Promise<Driver[]> {
   const out: Driver[] = [];
+  const fleet = basedir ? new Map<string, Set<string>>() : await stackBasedirs(err);
   for (const kind of kinds ?? BACKEND_KINDS) {
     try {
       const backend = await loadBackend(kind as BackendKind);
-      const spec = backend.schema.parse({ kind, ...(basedir ? { basedir: path.resolve(basedir) } : {}) });
-      const why = await backend.canRunHere(spec as never);
-      if (why) err(`${kind}: skipped (${why})`);
-      else out.push(backend.createDriver(spec as never));
+      const hostFolders = BACKEND_SCHEMAS.some((schema) => schema.shape.kind.value === kind && "basedir" in schema.shape);
+      const dirs = basedir ? [path.resolve(basedir)] : hostFolders ? await knownBasedirs(kind, fleet) : [undefined];
+      for (const dir of dirs) {
+        const parsed = backend.schema.safeParse({ kind, ...(dir && hostFolders ? { basedir: dir } : {}) });
+        if (!parsed.success) {
+          // A kind that needs settings (Kubernetes' image, ...) is listed with `--kind` and its options elsewhere.
+          if (kinds) throw fromZodError("backend", parsed.error);
+          err(`${kind}: skipped (${fromZodError("backend", parsed.error).message})`);
+          break;
+        }
+        const spec = parsed.data;
+        const why = await backend.canRunHere(spec as never);
+        if (why) {
+          err(`${kind}: skipped (${why})`);
+          break;
+        }
+        out.push(backend.createDriver(spec as never));
+      }
     } catch (e) {
       if (kinds) throw e;
       err(`${kind}: ${e instanceof Error ? e.message : String(e)}`);
@@ -53,8 +103,11 @@ export async function statusCommand(values: { kind?: string[] | undefined; based
       err(`${driver.kind}: skipped (${e instanceof Error ? e.message : String(e)})`);
       continue;
     }
-    for (const d of listed)
+    for (const d of listed) {
+      // Several basedirs of one engine (Docker) list the same workspace: once each.
+      if (rows.some((r) => r.workspace === d.workspaceId && r.backend === d.kind)) continue;
       rows.push({ workspace: d.workspaceId, backend: d.kind, state: d.state, owner: d.userId ?? "-", agent: d.agentId ?? "-", managed: d.managedBy ?? "-", idle: await idleOf(d) });
+    }
   }
   if (values.json) {
     process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);

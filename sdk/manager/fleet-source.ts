@@ -1,4 +1,4 @@
-import { delimiter } from "node:path";
+import { basename, delimiter, dirname } from "node:path";
 import { FLEET_OUTPUT_NAME, FleetOutputsSchema, SECRET_MASK, type FleetOutputs } from "../fleet.js";
 import { InvalidArgumentError, UnavailableError, fromZodError } from "../errors.js";
 import { engineEnv, engineMessage, findPulumiBinDir } from "../util/pulumi-project.js";
@@ -53,14 +53,17 @@ export interface StackSelector {
 export async function readStackOutputs(selector: StackSelector): Promise<FleetOutputs> {
   if (!selector.stackName) throw new InvalidArgumentError("stackName", "is required");
   // Loaded lazily: managers that never read a stack do not load the Pulumi SDK.
-  const { LocalWorkspace } = await import("@pulumi/pulumi/automation/index.js");
+  const { LocalWorkspace, PulumiCommand } = await import("@pulumi/pulumi/automation/index.js");
   // The same state backend, passphrase default and CLI as `agentws up` (sdk/util/pulumi-project.ts);
   // the caller's envVars win.
   const binDir = findPulumiBinDir();
   const base = selector.workDir ? engineEnv({ workDir: selector.workDir, binDir }) : binDir ? { PATH: [binDir, process.env.PATH ?? ""].join(delimiter) } : {};
   const envVars = { ...base, ...selector.envVars };
+  // The Automation API finds its CLI on this process's PATH, not envVars': hand it the one found.
+  const pulumiCommand = binDir && basename(binDir) === "bin" ? await PulumiCommand.get({ root: dirname(binDir), skipVersionCheck: true }).catch(() => undefined) : undefined;
   const opts = {
     envVars,
+    ...(pulumiCommand ? { pulumiCommand } : {}),
     ...(selector.pulumiHome ? { pulumiHome: selector.pulumiHome } : {}),
   };
   let outputs: Record<string, unknown>;

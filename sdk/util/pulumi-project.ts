@@ -67,12 +67,11 @@ export function findPulumiBinDir(explicit?: string): string | undefined {
  */
 export function engineMessage(e: unknown): string {
   const text = e instanceof Error ? e.message : String(e);
-  const errors = text
-    .split("\n")
-    .map((l) => l.trim().replace(/^stderr:\s*/, ""))
-    .filter((l) => /^error:/i.test(l))
-    .map((l) => l.replace(/^error:\s*/i, ""));
-  const picked = errors.length ? errors.join("; ") : (text.split("\n").find((l) => l.trim() && !/^code: /.test(l.trim()))?.trim() ?? text.split("\n")[0] ?? "unknown error");
+  const lines = text.split("\n").map((l) => l.trim());
+  const errors = lines.map((l) => l.replace(/^stderr:\s*/, "")).filter((l) => /^error:/i.test(l)).map((l) => l.replace(/^error:\s*/i, ""));
+  // Else the first thing the CLI said on stderr (a spawn failure says it there too), else the first line.
+  const stderr = lines.find((l) => /^stderr:\s*\S/.test(l))?.replace(/^stderr:\s*/, "");
+  const picked = errors.length ? errors.join("; ") : (stderr ?? lines.find((l) => l && !/^(code|stdout|stderr|err\?):/.test(l)) ?? lines[0] ?? "unknown error");
   return picked.slice(0, 500);
 }
 
