@@ -11,8 +11,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { generateText, stepCountIs, type LanguageModel } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
-import { workspaceToolkit } from "../sdk/adapters/ai-sdk/index.js";
-import { BubblewrapWorkspace, LocalWorkspace, type Workspace } from "../sdk/index.js";
+import { workspaceToolkit } from "agent-workspaces/ai-sdk";
+import { BubblewrapWorkspace, LocalWorkspace, type Workspace } from "agent-workspaces";
 
 const skill = fileURLToPath(new URL("./skills/release-notes", import.meta.url));
 

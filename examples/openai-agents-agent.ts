@@ -10,8 +10,8 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Agent, Usage, run, setTracingDisabled, type Model, type ModelResponse } from "@openai/agents";
-import { workspaceTools } from "../sdk/adapters/openai-agents/index.js";
-import { BubblewrapWorkspace, LocalWorkspace, type Workspace } from "../sdk/index.js";
+import { workspaceTools } from "agent-workspaces/openai-agents";
+import { BubblewrapWorkspace, LocalWorkspace, type Workspace } from "agent-workspaces";
 
 // Traces go to OpenAI only with a key; without one the SDK would warn at exit.
 if (!process.env.OPENAI_API_KEY) setTracingDisabled(true);

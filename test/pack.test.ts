@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { promises as fs, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -68,6 +68,21 @@ describe("packed tarball", () => {
     expect(out).toBe("function");
   });
 
+  it("runs the adapter examples as written, from the installed package", async () => {
+    const dir = await scratch("examples", Object.keys(pkg.peerDependencies));
+    await fs.cp(path.join(ROOT, "examples"), path.join(dir, "examples"), { recursive: true });
+    // tsx from this checkout runs the TypeScript; every import resolves from the app's node_modules.
+    const tsx = pathToFileURL(path.join(ROOT, "node_modules", "tsx", "dist", "esm", "index.mjs")).href;
+    for (const [file, answer] of [
+      ["ai-sdk-agent.ts", "answer: Listed the skills and the workspace."],
+      ["openai-agents-agent.ts", "answer: Loaded the skill and looked around."],
+    ] as const) {
+      const { OPENAI_API_KEY: _key, ...env } = process.env;
+      const { stdout } = await run(process.execPath, ["--import", tsx, path.join("examples", file)], { cwd: dir, timeout: 120_000, env });
+      expect({ file, answered: stdout.includes(answer) }).toEqual({ file, answered: true });
+    }
+  }, 300_000);
+
   it("without the peer, Local works and Docker says which package to install", async () => {
     const dir = await scratch("without-peer", []);
     const out = await node(dir, `const { LocalWorkspace } = await import("agent-workspaces/local");
@@ -110,7 +125,9 @@ describe("packed tarball", () => {
       expect(help.out).toContain("Usage");
       const version = await cli(["--version"]);
       expect(version).toMatchObject({ code: 0, out: `${(JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { version: string }).version}\n` });
-      const commands = [...help.out.matchAll(/^ {2}([a-z][a-z-]+) {2,}/gm)].map((m) => m[1]!);
+      // The "Commands:" section: one command per line, two spaces in.
+      const section = help.out.split(/^Commands:\n/m)[1]!.split(/\n\n/)[0]!;
+      const commands = [...section.matchAll(/^ {2}([a-z][a-z-]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== "help");
       expect(commands).toEqual(expect.arrayContaining(["up", "preview", "refresh", "destroy", "outputs", "gc", "serve", "token", "status", "exec", "prune-images"]));
       for (const command of commands) {
         const r = await cli([command, "--help"]);
