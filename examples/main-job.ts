@@ -14,9 +14,8 @@ import { fileURLToPath } from "node:url";
 import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { openStack } from "../sdk/cli/engine.js";
-import { BubblewrapWorkspaceManager, parseFleetOutputs, type FleetOutputs } from "../sdk/index.js";
-import { newToken, serveFleet, type ServedFleet } from "../sdk/service/index.js";
+import { BubblewrapWorkspaceManager, readStackOutputs, type FleetOutputs } from "agent-workspaces";
+import { newToken, serveFleet, type ServedFleet } from "agent-workspaces/service";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const say = (line: string) => console.log(line);
@@ -30,8 +29,8 @@ if (up.status !== 0) {
   console.error("agentws up failed; see the lines above");
   process.exit(up.status ?? 1);
 }
-const stack = await openStack({ workDir: root, stackName: "local" });
-const fleet: FleetOutputs = parseFleetOutputs(await stack.outputs());
+// The same state `agentws up` wrote (<project>/.agentws/state unless PULUMI_BACKEND_URL says otherwise).
+const fleet: FleetOutputs = await readStackOutputs({ stackName: "local", workDir: root });
 say(`      stack 'local' declares ${Object.keys(fleet).length} workspace(s):`);
 for (const entry of Object.values(fleet))
   say(`        ${entry.workspaceId}  ${entry.backend.kind.padEnd(10)} user=${entry.userId ?? "-"} agent=${entry.agentId ?? "-"}  ${entry.location.hostPath ?? entry.location.workdir ?? ""}`);
