@@ -10,14 +10,15 @@ import { openSessionStore } from "../service/index.js";
 import { fromZodError } from "../errors.js";
 
 /**
- * Where host-folder backends keep workspaces when no --basedir is given: their default, the
- * service's runtime basedirs (`agentws serve`: <kind>-runtime; the quick start: runtime) and the
- * basedirs the stack in the current folder declares. So `agentws status` shows what the fleet and
+ * Where host-folder backends keep workspaces when no --basedir is given: their default,
+ * ~/.agent-workspaces/<kind> (the fleet files' convention), the service's runtime basedirs
+ * (`agentws serve`: <kind>-runtime; the quick start: runtime) and the basedirs the stack in the
+ * current folder declares. So `agentws status` shows what the fleet and
  * the service know about without flags.
  */
 async function knownBasedirs(kind: string, fleetBasedirs: Map<string, Set<string>>): Promise<(string | undefined)[]> {
   const home = path.join(os.homedir(), ".agent-workspaces");
-  const extra = [path.join(home, `${kind}-runtime`), path.join(home, "runtime"), ...(fleetBasedirs.get(kind) ?? [])];
+  const extra = [path.join(home, kind), path.join(home, `${kind}-runtime`), path.join(home, "runtime"), ...(fleetBasedirs.get(kind) ?? [])];
   const found: string[] = [];
   for (const dir of extra) if (!found.includes(dir) && (await fs.stat(dir).then((st) => st.isDirectory(), () => false))) found.push(dir);
   return [undefined, ...found];
@@ -32,8 +33,8 @@ async function stackBasedirs(err: (l: string) => void): Promise<Map<string, Set<
   try {
     const fleet = await readStackOutputs({ stackName, workDir: cwd });
     for (const entry of Object.values(fleet)) {
-      const dir = entry.location.hostPath ? path.dirname(entry.location.hostPath) : undefined;
-      if (dir) (out.get(entry.backend.kind) ?? out.set(entry.backend.kind, new Set()).get(entry.backend.kind)!).add(dir);
+      const dir = (entry.backend as { basedir?: unknown }).basedir;
+      if (typeof dir === "string") (out.get(entry.backend.kind) ?? out.set(entry.backend.kind, new Set()).get(entry.backend.kind)!).add(dir);
     }
   } catch (e) {
     err(`stack '${stackName}': not read (${e instanceof Error ? e.message.split("\n")[0] : String(e)})`);
@@ -106,18 +107,41 @@ export async function statusCommand(values: { kind?: string[] | undefined; based
     for (const d of listed) {
       // Several basedirs of one engine (Docker) list the same workspace: once each.
       if (rows.some((r) => r.workspace === d.workspaceId && r.backend === d.kind)) continue;
-      rows.push({ workspace: d.workspaceId, backend: d.kind, state: d.state, owner: d.userId ?? "-", agent: d.agentId ?? "-", managed: d.managedBy ?? "-", idle: await idleOf(d) });
+      rows.push({
+        workspace: d.workspaceId,
+        backend: d.kind,
+        state: d.state,
+        owner: d.userId ?? "-",
+        agent: d.agentId ?? "-",
+        managed: d.managedBy ?? "-",
+        idle: await idleOf(d),
+        awake: d.state === "running" ? await whyAwake(driver, d) : "-",
+      });
     }
   }
   if (values.json) {
     process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
     return 0;
   }
-  const cols = ["workspace", "backend", "state", "owner", "agent", "managed", "idle"];
+  const cols = ["workspace", "backend", "state", "owner", "agent", "managed", "idle", "awake"];
   const width = cols.map((c) => Math.max(c.length, ...rows.map((r) => r[c]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(width[i]!)).join("  ").trimEnd();
   process.stdout.write(`${[line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => r[c]!)))].join("\n")}\n`);
   return 0;
+}
+
+/**
+ * Why a running workspace is up: the service replicas holding a fresh lease on it (each renews
+ * while it uses the workspace, and pauses it only when no other lease is fresh), else nothing: it
+ * was left running, and a manager pauses it after its idle TTL (Local has nothing to pause).
+ */
+async function whyAwake(driver: Driver, d: BackendDescription): Promise<string> {
+  if (d.kind === "local") return "host folder (never paused)";
+  const holders = await driver.leases?.holders?.(d.workspaceId).catch(() => undefined);
+  if (holders === undefined) return "unknown (the backend keeps no leases)";
+  if (holders.length === 0) return "no lease (left running; paused after an idle TTL by a manager)";
+  const until = new Date(Math.max(...holders.map((h) => h.expiresAt))).toISOString().slice(11, 19);
+  return `leased by ${holders.length} replica(s) (${holders.map((h) => h.replicaId.slice(0, 8)).join(", ")}) until ${until} UTC`;
 }
 
 /** `agentws exec <workspace> -- <command...>`: runs a command in a workspace on whichever backend holds it; a paused one is resumed and paused again. */

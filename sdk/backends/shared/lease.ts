@@ -21,6 +21,8 @@ export interface Leases {
   othersActive(workspaceId: string, replicaId: string): Promise<boolean>;
   /** Drops `replicaId`'s lease; missing is a no-op. */
   release(workspaceId: string, replicaId: string): Promise<void>;
+  /** The replicas holding a fresh lease and when each expires (for `agentws status`: why a workspace is awake). */
+  holders?(workspaceId: string): Promise<{ replicaId: string; expiresAt: number }[]>;
 }
 
 const REPLICA_ID = /^[0-9a-f]{16,64}$/;
@@ -132,6 +134,23 @@ export class FileLeases implements Leases {
 
   async release(workspaceId: string, replicaId: string): Promise<void> {
     await fs.rm(this.#file(workspaceId, replicaId), { force: true });
+  }
+
+  async holders(workspaceId: string): Promise<{ replicaId: string; expiresAt: number }[]> {
+    const dir = path.join(this.root, parseWorkspaceId(workspaceId));
+    await this.#checkOwned();
+    const names = await fs.readdir(dir).catch((e: NodeJS.ErrnoException) => {
+      if (e.code === "ENOENT") return [] as string[];
+      throw e;
+    });
+    const now = Date.now();
+    const out: { replicaId: string; expiresAt: number }[] = [];
+    for (const name of names.slice(0, MAX_LEASES_READ)) {
+      if (!REPLICA_ID.test(name)) continue;
+      const st = await fs.lstat(path.join(dir, name)).catch(() => null);
+      if (st?.isFile() && st.mtimeMs > now) out.push({ replicaId: name, expiresAt: st.mtimeMs });
+    }
+    return out.sort((a, b) => b.expiresAt - a.expiresAt);
   }
 }
 
