@@ -133,10 +133,9 @@ export async function statusCommand(values: { kind?: string[] | undefined; based
 /**
  * Why a running workspace is up: the service replicas holding a fresh lease on it (each renews
  * while it uses the workspace, and pauses it only when no other lease is fresh), else nothing: it
- * was left running, and a manager pauses it after its idle TTL (Local has nothing to pause).
+ * was left running, and a manager pauses it after its idle TTL.
  */
 async function whyAwake(driver: Driver, d: BackendDescription): Promise<string> {
-  if (d.kind === "local") return "host folder (never paused)";
   const holders = await driver.leases?.holders?.(d.workspaceId).catch(() => undefined);
   if (holders === undefined) return "unknown (the backend keeps no leases)";
   if (holders.length === 0) return "no lease (left running; paused after an idle TTL by a manager)";
