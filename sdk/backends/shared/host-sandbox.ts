@@ -168,15 +168,18 @@ export class LocalSandbox implements Sandbox {
     return { stdin: child.stdin, stdout: child.stdout, stderr: child.stderr, exited, kill: () => void child.kill("SIGKILL") };
   }
 
-  async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+  /** Opens a file to read. O_NONBLOCK: a FIFO an agent left here must not block; regularStat refuses it. */
+  #openToRead(rel: string): number {
     const clean = checkRelativePath(rel);
-    let fd: number;
     try {
-      // O_NONBLOCK: opening a FIFO an agent left here must not block; it is refused below.
-      fd = this.#paths().open(clean, fsc.O_RDONLY | fsc.O_NONBLOCK, rel).fd;
+      return this.#paths().open(clean, fsc.O_RDONLY | fsc.O_NONBLOCK, rel).fd;
     } catch (e) {
       throw mapFsError(e, rel);
     }
+  }
+
+  async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
+    const fd = this.#openToRead(rel);
     try {
       return await readRegular(fd, rel, options.maxBytes);
     } catch (e) {
@@ -187,18 +190,11 @@ export class LocalSandbox implements Sandbox {
   }
 
   async readRange(rel: string, offset: number, length: number): Promise<Buffer> {
-    const clean = checkRelativePath(rel);
+    checkRelativePath(rel);
     checkRange(offset, length);
-    let fd: number;
+    const fd = this.#openToRead(rel);
     try {
-      fd = this.#paths().open(clean, fsc.O_RDONLY | fsc.O_NONBLOCK, rel).fd;
-    } catch (e) {
-      throw mapFsError(e, rel);
-    }
-    try {
-      const st = fsSync.fstatSync(fd);
-      if (st.isDirectory()) throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: rel });
-      if (!st.isFile()) throw notRegular(rel, st);
+      const st = regularStat(fd, rel);
       // Sized by what the file holds there now, never by the asked length alone.
       const buf = Buffer.allocUnsafe(Math.max(0, Math.min(length, MAX_RANGE_BYTES, st.size - offset)));
       let len = 0;
@@ -751,6 +747,14 @@ async function writeNew(file: string, data: Uint8Array | string, mode: number, e
   }
 }
 
+/** The stat of the file open on `fd`, refusing folders and special files (FIFOs, sockets, devices). */
+function regularStat(fd: number, rel: string): fsSync.Stats {
+  const st = fsSync.fstatSync(fd);
+  if (st.isDirectory()) throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: "path" });
+  if (!st.isFile()) throw notRegular(rel, st);
+  return st;
+}
+
 /**
  * The bytes of the regular file open on `fd`. Folders and special files (FIFOs, sockets, devices)
  * are refused before any read, so nothing blocks. Reading stops at the cap by bytes actually read:
@@ -758,9 +762,7 @@ async function writeNew(file: string, data: Uint8Array | string, mode: number, e
  * size it had when opened.
  */
 async function readRegular(fd: number, rel: string, maxBytes: number | undefined): Promise<Buffer> {
-  const st = fsSync.fstatSync(fd);
-  if (st.isDirectory()) throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: "path" });
-  if (!st.isFile()) throw notRegular(rel, st);
+  const st = regularStat(fd, rel);
   if (maxBytes !== undefined && st.size > maxBytes) throw new TooLargeError(`${rel} is ${st.size} bytes, over the ${maxBytes}-byte limit`);
   const cap = maxBytes ?? st.size;
   // One byte past the cap tells a file that grew past it from one that ends there.
