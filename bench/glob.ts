@@ -13,7 +13,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { LocalSandbox } from "../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../sdk/kit/host-sandbox.js";
 import { compileSegment } from "../sdk/workspace/tools/glob-match.js";
 import { createBuiltinTools } from "../sdk/workspace/tools/index.js";
 

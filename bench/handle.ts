@@ -11,7 +11,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { LocalSandbox } from "../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../sdk/kit/host-sandbox.js";
 import { LocalWorkspace } from "../sdk/backends/local/workspace.js";
 import type { Sandbox } from "../sdk/sandbox.js";
 

@@ -15,7 +15,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { randomBytes } from "node:crypto";
 import fsSync, { constants as fsc } from "node:fs";
-import { LocalSandbox } from "../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../sdk/kit/host-sandbox.js";
 import { LocalWorkspace } from "../sdk/backends/local/workspace.js";
 
 const ROUNDS = 9;

@@ -13,7 +13,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { FileLeases } from "../sdk/backends/shared/lease.js";
+import { FileLeases } from "../sdk/kit/lease.js";
 import { WorkspaceManager, type ManagedIdentity, type ManagedWorkspace } from "../sdk/manager/index.js";
 import { LocalWorkspaceManager } from "../sdk/backends/local/index.js";
 

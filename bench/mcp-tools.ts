@@ -10,7 +10,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { LocalSandbox } from "../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../sdk/kit/host-sandbox.js";
 import { SandboxProcessTransport } from "../sdk/workspace/mcp-transport.js";
 import { createBuiltinTools } from "../sdk/workspace/tools/index.js";
 import { hasRipgrep } from "../sdk/workspace/tools/grep.js";

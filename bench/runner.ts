@@ -10,7 +10,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { RUNNER_SOURCE, RunnerClient, runnerArgv } from "../sdk/backends/shared/runner/index.js";
+import { RUNNER_SOURCE, RunnerClient, runnerArgv } from "../sdk/kit/runner/index.js";
 
 const ROUNDS = Number(process.argv[2] ?? 20);
 // The interpreter itself, not a launcher in front of it (pyenv's shim is a shell script that costs ~100 ms).

@@ -23,8 +23,8 @@ import { dockerClient } from "../sdk/backends/docker/client.js";
 import { DockerDriver, containerName } from "../sdk/backends/docker/driver.js";
 import { DockerWorkspaceManager } from "../sdk/backends/docker/manager.js";
 import { startDockerRunner } from "../sdk/backends/docker/runner.js";
-import { LocalSandbox } from "../sdk/backends/shared/host-sandbox.js";
-import { RunnerClient, RunnerFiles } from "../sdk/backends/shared/runner/index.js";
+import { LocalSandbox } from "../sdk/kit/host-sandbox.js";
+import { RunnerClient, RunnerFiles } from "../sdk/kit/runner/index.js";
 import type { Sandbox } from "../sdk/sandbox.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

@@ -1,7 +1,7 @@
-import { changePolicyOf } from "../sdk/backends/registry.js";
-import type { ChangeEffect, ChangePolicy, PolicyWorkspace } from "../sdk/backends/shared/schema.js";
-import { BackendSpecSchema } from "../sdk/backends/spec.js";
-import { SECRET_MASK, WorkspaceSpecSchema, maskSecretFields } from "../sdk/fleet.js";
+import { changePolicyOf } from "../sdk/contract/registry.js";
+import type { ChangeEffect, ChangePolicy, PolicyWorkspace } from "../sdk/contract/schema.js";
+import { BackendSpecSchema } from "../sdk/contract/registry.js";
+import { SECRET_MASK, WorkspaceSpecSchema, maskSecretFields } from "../sdk/contract/fleet.js";
 import { ProviderOptionsSchema, UNKNOWN, normalizeHostPaths } from "./inputs.js";
 import { isObject } from "../sdk/util/records.js";
 
@@ -13,7 +13,7 @@ import { isObject } from "../sdk/util/records.js";
  * (`__provider`) and output-only fields never count. It also says what a change costs the files.
  */
 export type ChangeKind = "add" | "delete" | "update";
-export type { ChangeEffect } from "../sdk/backends/shared/schema.js";
+export type { ChangeEffect } from "../sdk/contract/schema.js";
 
 export interface FieldChange {
   /** Dotted path, e.g. `backend.baseImage` or `tags.team`. */

@@ -3,7 +3,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { LineCounter, isMap, isScalar, parseDocument, type Document } from "yaml";
 import { z } from "zod";
 import { ConflictError, InvalidArgumentError, WorkspaceError, joinField } from "../sdk/errors.js";
-import { WorkspaceSpecSchema, type FleetEntry, type FleetOutputs, type WorkspaceSpec, type WorkspaceSpecInput } from "../sdk/fleet.js";
+import { WorkspaceSpecSchema, type FleetEntry, type FleetOutputs, type WorkspaceSpec, type WorkspaceSpecInput } from "../sdk/contract/fleet.js";
 import { defaultWorkspaceId, issueToFailure } from "./inputs.js";
 import { DataLedger } from "./ledger.js";
 import { dataHomeOf, type DataHome } from "./ledger-state.js";

@@ -1,6 +1,6 @@
-import { ensureBackend, type BackendDescription, type Driver, type WorkspaceIdentity } from "../sdk/backends/driver.js";
-import { changePolicyOf } from "../sdk/backends/registry.js";
-import { BackendSpecSchema, type BackendSpec } from "../sdk/backends/spec.js";
+import { ensureBackend, type BackendDescription, type Driver, type WorkspaceIdentity } from "../sdk/contract/driver.js";
+import { changePolicyOf } from "../sdk/contract/registry.js";
+import { BackendSpecSchema, type BackendSpec } from "../sdk/contract/registry.js";
 import { InvalidArgumentError, WorkspaceError } from "../sdk/errors.js";
 import { silentLogger, type Logger } from "../sdk/logger.js";
 import type { McpServerSpec } from "../sdk/workspace/mcp-spec.js";
@@ -223,7 +223,7 @@ export function setProviderLogger(next: Logger): void {
 }
 
 async function loadDriverFor(spec: BackendSpec): Promise<Driver> {
-  const { loadDriver } = await import("../sdk/backends/registry.js");
+  const { loadDriver } = await import("../sdk/backends/load.js");
   return loadDriver(spec);
 }
 

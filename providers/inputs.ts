@@ -2,9 +2,9 @@ import { blake2b } from "@noble/hashes/blake2.js";
 import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils.js";
 import { z } from "zod";
 import { joinField } from "../sdk/errors.js";
-import { WorkspaceSpecSchema, type WorkspaceSpec } from "../sdk/fleet.js";
-import { changePolicyOf } from "../sdk/backends/registry.js";
-import { normalizeHostPath } from "../sdk/backends/shared/schema.js";
+import { WorkspaceSpecSchema, type WorkspaceSpec } from "../sdk/contract/fleet.js";
+import { changePolicyOf } from "../sdk/contract/registry.js";
+import { normalizeHostPath } from "../sdk/contract/schema.js";
 
 /**
  * The inputs of one WorkspaceResource as the provider sees them (plain JSON, after check).

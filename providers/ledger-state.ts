@@ -1,4 +1,4 @@
-import { changePolicyOf } from "../sdk/backends/registry.js";
+import { changePolicyOf } from "../sdk/contract/registry.js";
 import { isObject } from "../sdk/util/records.js";
 import { normalizeHostPaths, plain } from "./inputs.js";
 

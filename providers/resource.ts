@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import type { BackendSpec, BackendSpecInput } from "../sdk/backends/spec.js";
+import type { BackendSpec, BackendSpecInput } from "../sdk/contract/registry.js";
 import type { McpServerSpec } from "../sdk/workspace/mcp-spec.js";
 import { workspaceProvider } from "./provider.js";
 import { hasSecretFields, markSecretLeaves } from "./secret-fields.js";

@@ -1,13 +1,13 @@
 import * as pulumi from "@pulumi/pulumi";
 import { InvalidArgumentError, fromZodError, joinField } from "../sdk/errors.js";
-import { SECRET_MASK, SecretRefSchema, getAtPath, replaceAtPaths, secretFieldPaths, type SecretPath, type SecretRef } from "../sdk/fleet.js";
-import type { BackendSpec, BackendSpecInput } from "../sdk/backends/spec.js";
+import { SECRET_MASK, SecretRefSchema, getAtPath, replaceAtPaths, secretFieldPaths, type SecretPath, type SecretRef } from "../sdk/contract/fleet.js";
+import type { BackendSpec, BackendSpecInput } from "../sdk/contract/registry.js";
 import type { McpServerSpec } from "../sdk/workspace/mcp-spec.js";
 import { isObject } from "../sdk/util/records.js";
 import { rememberSecret } from "../sdk/util/secret-values.js";
 
 /**
- * Secret-bearing fields (see secretFieldPaths in sdk/fleet.ts) in the Pulumi layer: a value is a
+ * Secret-bearing fields (see secretFieldPaths in sdk/contract/fleet.ts) in the Pulumi layer: a value is a
  * string, a `{ secret: "<config key>" }` reference to a stack config secret, or (in code) an
  * Output such as `config.requireSecret(...)`. Whatever the form, it is a Pulumi secret in state,
  * in the resource's outputs and in the fleet's `workspaces` output.

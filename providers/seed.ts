@@ -1,4 +1,4 @@
-import type { Driver, BackendDescription } from "../sdk/backends/driver.js";
+import type { Driver, BackendDescription } from "../sdk/contract/driver.js";
 import type { Logger } from "../sdk/logger.js";
 import type { McpServerSpec } from "../sdk/workspace/mcp-spec.js";
 

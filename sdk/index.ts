@@ -50,10 +50,10 @@ export {
   type FleetOutputs,
   type SecretRef,
   type SecretPath,
-} from "./fleet.js";
+} from "./contract/fleet.js";
 
 // Backends: the contract, the registry, the option union
-export { BackendSpecSchema, WorkspaceIdSchema, parseWorkspaceId, DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES, DEFAULT_CPUS, type BackendSpec, type BackendKind, type BackendSpecInput } from "./backends/spec.js";
+export { BackendSpecSchema, WorkspaceIdSchema, parseWorkspaceId, DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES, DEFAULT_CPUS, type BackendSpec, type BackendKind, type BackendSpecInput } from "./contract/registry.js";
 export {
   LABELS,
   ensureBackend,
@@ -65,9 +65,10 @@ export {
   type DestroyOptions,
   type Driver,
   type EnsureOutcome,
-} from "./backends/driver.js";
-export { BACKEND_KINDS, loadBackend, loadDriver } from "./backends/registry.js";
-export type { BackendModule, BackendDefaults, BackendCommand, CommandIo } from "./backends/module.js";
+} from "./contract/driver.js";
+export { BACKEND_KINDS } from "./contract/registry.js";
+export { loadBackend, loadDriver } from "./backends/load.js";
+export type { BackendModule, BackendDefaults, BackendCommand, CommandIo } from "./contract/module.js";
 
 // Workspace
 export { Workspace, WorkspaceOptionsSchema, type WorkspaceOptions, type Scope } from "./workspace/workspace.js";

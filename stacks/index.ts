@@ -1,9 +1,9 @@
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
-import { loadBackend } from "../sdk/backends/registry.js";
+import { loadBackend } from "../sdk/backends/load.js";
 import { InvalidArgumentError } from "../sdk/errors.js";
-import { maskSecretFields, type WorkspaceSpec } from "../sdk/fleet.js";
+import { maskSecretFields, type WorkspaceSpec } from "../sdk/contract/fleet.js";
 import { FLEET_OUTPUT_NAME, WorkspaceFleet, loadFleetFile, type FleetWorkspaceSpec } from "../providers/index.js";
 
 /**

@@ -1,5 +1,5 @@
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema, SECRET_MASK, maskSecretFields, replaceAtPaths, type SecretPath } from "../fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema, SECRET_MASK, maskSecretFields, replaceAtPaths, type SecretPath } from "../contract/fleet.js";
 import { maskSecrets } from "../util/mask.js";
 import { isObject } from "../util/records.js";
 import { WORKSPACE_TYPE_TOKEN } from "./preview-model.js";

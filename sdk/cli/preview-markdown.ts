@@ -1,5 +1,5 @@
 import { ORDER, type FieldRow, type PreviewModel, type WorkspaceChange, type WorkspaceOp } from "./preview-model.js";
-import { changePolicyOf } from "../backends/registry.js";
+import { changePolicyOf } from "../contract/registry.js";
 import { maskSecrets } from "../util/mask.js";
 
 /**

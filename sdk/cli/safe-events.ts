@@ -1,5 +1,5 @@
 import type { EngineEvent, Stack } from "@pulumi/pulumi/automation/index.js";
-import { SECRET_MASK } from "../fleet.js";
+import { SECRET_MASK } from "../contract/fleet.js";
 import { maskSecrets } from "../util/mask.js";
 import { isObject } from "../util/records.js";
 import { knownSecrets } from "../util/secret-values.js";

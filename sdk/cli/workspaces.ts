@@ -1,10 +1,11 @@
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { BackendDescription, Driver } from "../backends/driver.js";
-import { collectGarbage } from "../backends/gc.js";
-import { BACKEND_KINDS, BACKEND_SCHEMAS, loadBackend } from "../backends/registry.js";
-import type { BackendKind } from "../backends/spec.js";
+import type { BackendDescription, Driver } from "../contract/driver.js";
+import { collectGarbage } from "../kit/gc.js";
+import { BACKEND_KINDS, BACKEND_SCHEMAS } from "../contract/registry.js";
+import { loadBackend } from "../backends/load.js";
+import type { BackendKind } from "../contract/registry.js";
 import { readStackOutputs } from "../manager/fleet-source.js";
 import { openSessionStore } from "../service/index.js";
 import { fromZodError } from "../errors.js";

@@ -1,11 +1,11 @@
 import { basename, delimiter, dirname } from "node:path";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema, SECRET_MASK, type FleetOutputs } from "../fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema, SECRET_MASK, type FleetOutputs } from "../contract/fleet.js";
 import { InvalidArgumentError, UnavailableError, fromZodError } from "../errors.js";
 import { engineEnv, engineMessage, findPulumiBinDir } from "../util/pulumi-project.js";
 import { isObject } from "../util/records.js";
 
 /**
- * Reads the `workspaces` stack output (the FleetOutputsSchema contract in sdk/fleet.ts) from
+ * Reads the `workspaces` stack output (the FleetOutputsSchema contract in sdk/contract/fleet.ts) from
  * whatever shape the caller has:
  * - the map itself, `{ <workspaceId>: FleetEntry }`;
  * - plain stack outputs, `{ workspaces: <map>, ... }` (`pulumi stack output --json`);

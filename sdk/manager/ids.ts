@@ -1,6 +1,6 @@
 import { randomFillSync } from "node:crypto";
 import { InvalidArgumentError } from "../errors.js";
-import { WORKSPACE_ID_PATTERN } from "../backends/shared/schema.js";
+import { WORKSPACE_ID_PATTERN } from "../contract/schema.js";
 import { blake2bHex } from "../util/blake2b.js";
 import { checkIdentityId, isNonBlank } from "../util/identity-id.js";
 

@@ -1,8 +1,8 @@
-import type { Leases } from "../backends/shared/lease.js";
-import { checkReplicaId, newReplicaId } from "../backends/shared/lease.js";
+import type { Leases } from "../contract/leases.js";
+import { checkReplicaId, newReplicaId } from "../contract/leases.js";
 import type { Logger } from "../logger.js";
 
-export type { Leases } from "../backends/shared/lease.js";
+export type { Leases } from "../contract/leases.js";
 
 /** What the lease keeper needs from a cached workspace (a subset of ManagedWorkspace). */
 export interface LeasedWorkspace {

@@ -1,9 +1,9 @@
 // Size: one cohesive class, the manager's cache state machine (miss, provision, build, evict, sweep,
 // pool); if it grows, sweep/TTL and fleet loading are the parts to move out.
 import { z } from "zod";
-import type { EnsureOutcome, ManagedBy } from "../backends/driver.js";
+import type { EnsureOutcome, ManagedBy } from "../contract/driver.js";
 import { ConflictError, InvalidArgumentError, WorkspaceError, fromZodError } from "../errors.js";
-import type { FleetEntry, FleetOutputs } from "../fleet.js";
+import type { FleetEntry, FleetOutputs } from "../contract/fleet.js";
 import { silentLogger, type Logger } from "../logger.js";
 import { ManagerEvents, errorCode, errorMessage, type EvictReason, type ManagerEventListener } from "./events.js";
 import { parseFleetOutputs, readStackOutputs, type StackSelector } from "./fleet-source.js";

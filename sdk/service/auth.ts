@@ -169,3 +169,9 @@ export async function principalFromHeader(auth: TokenAuth, header: string | unde
   if (found === undefined) throw new UnauthenticatedError("unknown or revoked bearer token");
   return typeof found === "string" ? { userId: found, scopes: DEFAULT_SCOPES } : found;
 }
+
+/** Hono variables set by the service's middleware. */
+export interface ServiceEnv {
+  /** `userId` is `principal.userId`; `principal` also carries the token's scopes and id. */
+  Variables: { userId: string; requestId: string; principal: Principal };
+}

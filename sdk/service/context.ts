@@ -4,72 +4,14 @@ import type { Logger } from "../logger.js";
 import { toWorkspacePath } from "../paths.js";
 import type { WorkspaceManager } from "../manager/manager.js";
 import type { Workspace } from "../workspace/workspace.js";
-import type { Principal, TokenAuth } from "./auth.js";
+import type { ServiceEnv, TokenAuth } from "./auth.js";
 import type { DownloadTokens } from "./download-tokens.js";
-import type { ServiceQuotas } from "./limits.js";
+import type { ServiceLimits, ServiceQuotas } from "./limits.js";
 import type { ServiceMetrics } from "./metrics.js";
 import type { SessionRecord, SessionStore } from "./stores/store.js";
 
-/** Hono variables set by the service's middleware. */
-export interface ServiceEnv {
-  /** `userId` is `principal.userId`; `principal` also carries the token's scopes and id. */
-  Variables: { userId: string; requestId: string; principal: Principal };
-}
-
-export interface ServiceLimits {
-  /** JSON request bodies. Default 1 MiB. */
-  maxJsonBytes: number;
-  /** A skill upload request, all parts together. Default 500 MiB (the reference's total). */
-  maxUploadBytes: number;
-  /** One file of a folder upload. Default 50 MiB. */
-  maxUploadFileBytes: number;
-  /** Files in a folder upload. Default 100. */
-  maxUploadFiles: number;
-  /** Skill installs running at once; more wait. Default 5. */
-  maxConcurrentInstalls: number;
-  /** Skill uploads whose bodies are read (streamed to disk) at once; more wait unread. Default 4. */
-  maxConcurrentUploads: number;
-  /** A whole file read through GET .../files, and each Range of a bigger one. Default 64 MiB. */
-  maxReadBytes: number;
-  /** Entries a directory listing returns. Default 10 000. */
-  maxListEntries: number;
-  /** How long the MCP endpoint's tools/list waits for one MCP server before listing it as unavailable. Default 20 s. */
-  mcpListTimeoutMs: number;
-  // Quotas and rate limits (sdk/service/limits.ts): each refusal is a 429 with Retry-After; 0 turns one off.
-  /** Requests per second of one user, sustained (token bucket refill, per replica). Default 100. */
-  userRequestsPerSecond: number;
-  /** Requests one user may send at once above the rate (bucket size). Default 200. */
-  userRequestBurst: number;
-  /** Requests per second of all users together, per replica. Default 2000. */
-  globalRequestsPerSecond: number;
-  /** Bucket size of the global rate. Default 4000. */
-  globalRequestBurst: number;
-  /** Sessions one user may have stored (counted in the store: shared by replicas). Default 1000. */
-  maxSessionsPerUser: number;
-  /** Workspaces one user may have open in this replica's manager. Default 20. */
-  maxLiveWorkspacesPerUser: number;
-  /** Workspaces open in this replica's manager, all users together. Default 200. */
-  maxLiveWorkspaces: number;
-}
-
-export const DEFAULT_LIMITS: ServiceLimits = {
-  maxJsonBytes: 1024 * 1024,
-  maxUploadBytes: 500 * 1024 * 1024,
-  maxUploadFileBytes: 50 * 1024 * 1024,
-  maxUploadFiles: 100,
-  maxConcurrentInstalls: 5,
-  maxConcurrentUploads: 4,
-  maxReadBytes: 64 * 1024 * 1024,
-  maxListEntries: 10_000,
-  mcpListTimeoutMs: 20_000,
-  userRequestsPerSecond: 100,
-  userRequestBurst: 200,
-  globalRequestsPerSecond: 2000,
-  globalRequestBurst: 4000,
-  maxSessionsPerUser: 1000,
-  maxLiveWorkspacesPerUser: 20,
-  maxLiveWorkspaces: 200,
-};
+export type { ServiceEnv } from "./auth.js";
+export { DEFAULT_LIMITS, type ServiceLimits } from "./limits.js";
 
 /** Everything a route needs. */
 export interface ServiceContext {

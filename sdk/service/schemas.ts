@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { WORKSPACE_ID_PATTERN } from "../backends/shared/schema.js";
+import { WORKSPACE_ID_PATTERN } from "../contract/schema.js";
 import { DEFAULT_LIST_PAGE, MAX_LIST_PAGE } from "../sandbox.js";
 import { MAX_EDGE_ID_BYTES, edgeIdProblem, hasControlChar, type IdentityField } from "../util/identity-id.js";
 

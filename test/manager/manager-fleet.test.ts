@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { LocalDriver, RECORDS_DIR, metadataRecordPath } from "../../sdk/backends/local/driver.js";
-import type { FleetEntry } from "../../sdk/fleet.js";
+import type { FleetEntry } from "../../sdk/contract/fleet.js";
 import { assignWorkspaceId, parseFleetOutputs, type ManagerEvent } from "../../sdk/manager/index.js";
 import { LocalWorkspaceManager } from "../../sdk/backends/local/index.js";
 import { sleep } from "../support/manager-fixtures.js";

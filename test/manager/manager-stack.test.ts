@@ -6,7 +6,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalWorkspace as PulumiWorkspace } from "@pulumi/pulumi/automation/index.js";
 import { LocalDriver } from "../../sdk/backends/local/driver.js";
-import type { FleetEntry } from "../../sdk/fleet.js";
+import type { FleetEntry } from "../../sdk/contract/fleet.js";
 import { assignWorkspaceId, readStackOutputs, type ManagerEvent } from "../../sdk/manager/index.js";
 import { LocalWorkspaceManager } from "../../sdk/backends/local/index.js";
 

@@ -7,7 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { LocalSandbox } from "../../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../../sdk/kit/host-sandbox.js";
 import { createBuiltinTools, type GrepEngine } from "../../sdk/workspace/tools/index.js";
 import { hasRipgrep } from "../../sdk/workspace/tools/grep.js";
 

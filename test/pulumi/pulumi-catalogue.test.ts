@@ -5,12 +5,12 @@ import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { stringify } from "yaml";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { WorkspaceFleet } from "../../providers/index.js";
-import { loadDriver } from "../../sdk/backends/registry.js";
-import type { BackendSpecInput } from "../../sdk/backends/spec.js";
+import { loadDriver } from "../../sdk/backends/load.js";
+import type { BackendSpecInput } from "../../sdk/contract/registry.js";
 import { dockerClient } from "../../sdk/backends/docker/client.js";
 import { StepCollector, upWithPreview, withPlanEnv } from "../../sdk/cli/engine.js";
 import type { PreviewModel, WorkspaceOp } from "../../sdk/cli/preview-model.js";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../../sdk/contract/fleet.js";
 import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
 import { bounded, ensureBuilt, makeSandbox, pulumiBinDir, stateResources, testStack, type Sandbox } from "./pulumi-helpers.js";
 

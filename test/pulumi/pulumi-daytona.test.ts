@@ -1,8 +1,8 @@
 import { join } from "node:path";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { LABELS } from "../../sdk/backends/driver.js";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema } from "../../sdk/fleet.js";
+import { LABELS } from "../../sdk/contract/driver.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema } from "../../sdk/contract/fleet.js";
 import program from "../../stacks/index.js";
 import { EMULATOR_API_KEY, startDaytonaEmulator } from "../support/daytona-emulator.js";
 import { ROOT, backendText, ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "./pulumi-helpers.js";

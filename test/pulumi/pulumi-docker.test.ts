@@ -3,7 +3,7 @@ import { join } from "node:path";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { dockerClient } from "../../sdk/backends/docker/client.js";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs } from "../../sdk/contract/fleet.js";
 import { WorkspaceFleet } from "../../providers/index.js";
 import { StepCollector, upWithPreview, withPlanEnv } from "../../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../../sdk/cli/preview-markdown.js";

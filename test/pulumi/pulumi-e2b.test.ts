@@ -1,6 +1,6 @@
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema } from "../../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema } from "../../sdk/contract/fleet.js";
 import { REFERENCE_KEY } from "../../sdk/backends/e2b/driver.js";
 import { WorkspaceFleet } from "../../providers/index.js";
 import { e2bConnection, e2bEmulator } from "../support/e2b-emulator.js";

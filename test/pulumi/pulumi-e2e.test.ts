@@ -2,7 +2,7 @@ import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from "no
 import { join } from "node:path";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type WorkspaceSpecInput } from "../../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type WorkspaceSpecInput } from "../../sdk/contract/fleet.js";
 import { WorkspaceFleet } from "../../providers/index.js";
 import { StepCollector, upWithPreview, withPlanEnv } from "../../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../../sdk/cli/preview-markdown.js";

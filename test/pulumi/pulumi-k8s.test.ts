@@ -1,7 +1,7 @@
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { objectName } from "../../sdk/backends/kubernetes/names.js";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema } from "../../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema } from "../../sdk/contract/fleet.js";
 import { WorkspaceFleet } from "../../providers/index.js";
 import { StepCollector } from "../../sdk/cli/engine.js";
 import { k8sCluster, objectsFor } from "../support/k8s-cluster.js";

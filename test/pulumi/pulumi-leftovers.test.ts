@@ -3,7 +3,7 @@ import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, sy
 import { dirname, join, relative } from "node:path";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs, type WorkspaceSpecInput } from "../../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema, type FleetOutputs, type WorkspaceSpecInput } from "../../sdk/contract/fleet.js";
 import { WorkspaceFleet } from "../../providers/index.js";
 import { metadataRecordPath } from "../../sdk/backends/local/driver.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, stateResources, testStack, type Sandbox } from "./pulumi-helpers.js";

@@ -4,7 +4,7 @@ import path from "node:path";
 import type { Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { OpenSandboxDriver } from "../../sdk/backends/opensandbox/driver.js";
-import { FLEET_OUTPUT_NAME, FleetOutputsSchema } from "../../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME, FleetOutputsSchema } from "../../sdk/contract/fleet.js";
 import { WorkspaceFleet, loadFleetFile } from "../../providers/index.js";
 import { OPENSANDBOX_TEST_IMAGE, openSandboxServer } from "../support/opensandbox-server.js";
 import { ensureBuilt, makeSandbox, pulumiBinDir, testStack, type Sandbox } from "./pulumi-helpers.js";

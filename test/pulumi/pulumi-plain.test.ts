@@ -2,7 +2,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { FleetOutputsSchema } from "../../sdk/fleet.js";
+import { FleetOutputsSchema } from "../../sdk/contract/fleet.js";
 import { ROOT, ensureBuilt, makeSandbox, pulumiBinDir, type Sandbox } from "./pulumi-helpers.js";
 
 // The real engine on a shared 2-core machine: operations take seconds each, more under load.

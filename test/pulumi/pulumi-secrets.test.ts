@@ -3,7 +3,7 @@ import { join } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import type { EngineEvent, Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { FLEET_OUTPUT_NAME } from "../../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME } from "../../sdk/contract/fleet.js";
 import { WorkspaceFleet, WorkspaceResource } from "../../providers/index.js";
 import { StepCollector, upWithPreview } from "../../sdk/cli/engine.js";
 import { renderPreviewMarkdown } from "../../sdk/cli/preview-markdown.js";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { parse as parseYaml } from "yaml";
 import { describe, expect, it } from "vitest";
-import { BackendSpecSchema } from "../../sdk/backends/spec.js";
+import { BackendSpecSchema } from "../../sdk/contract/registry.js";
 import { WorkspaceFleet, WorkspaceResource, loadFleetFile } from "../../providers/index.js";
 import { ROOT } from "./pulumi-helpers.js";
 

@@ -3,7 +3,7 @@
  * given as argv[2] and prints their results as one JSON line. It runs apart so that a call which
  * blocks the event loop (a backtracking matcher) can be stopped by the parent's hang guard.
  */
-import { LocalSandbox } from "../../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../../sdk/kit/host-sandbox.js";
 import { createBuiltinTools } from "../../sdk/workspace/tools/index.js";
 
 const [, , root, callsJson] = process.argv;

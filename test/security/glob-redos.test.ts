@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LocalSandbox } from "../../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../../sdk/kit/host-sandbox.js";
 import { createBuiltinTools } from "../../sdk/workspace/tools/index.js";
 import type { ToolResult, WorkspaceTool } from "../../sdk/workspace/tools/common.js";
 

@@ -4,7 +4,7 @@ import { writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import type { EngineEvent, Stack } from "@pulumi/pulumi/automation/index.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { FLEET_OUTPUT_NAME } from "../../sdk/fleet.js";
+import { FLEET_OUTPUT_NAME } from "../../sdk/contract/fleet.js";
 import { readStackOutputs } from "../../sdk/manager/index.js";
 import { WorkspaceFleet, type FleetWorkspaceInput } from "../../providers/index.js";
 import { StepCollector, upWithPreview } from "../../sdk/cli/engine.js";

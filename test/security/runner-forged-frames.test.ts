@@ -21,7 +21,7 @@ import { BwrapLauncher } from "../../sdk/backends/bubblewrap/launch.js";
 import { startBwrapRunner } from "../../sdk/backends/bubblewrap/runner.js";
 import { dockerClient } from "../../sdk/backends/docker/client.js";
 import { startDockerRunner } from "../../sdk/backends/docker/runner.js";
-import { RunnerFiles, RunnerSupervisor, RUNNER_SOURCE, type RunnerTransport } from "../../sdk/backends/shared/runner/index.js";
+import { RunnerFiles, RunnerSupervisor, RUNNER_SOURCE, type RunnerTransport } from "../../sdk/kit/runner/index.js";
 import { isWorkspaceError } from "../../sdk/errors.js";
 import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";
 import { hostileRunnerSource, type HostileMode } from "../support/hostile-runner.js";

@@ -5,7 +5,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalDriver } from "../../sdk/backends/local/driver.js";
 import { LocalWorkspaceManager } from "../../sdk/backends/local/index.js";
-import { collectGarbage } from "../../sdk/backends/gc.js";
+import { collectGarbage } from "../../sdk/kit/gc.js";
 
 /** `agentws gc --store`: owned runtime workspaces no session names any more are collected; referenced ones never. */
 let dir: string;

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { BubblewrapDriver } from "../../sdk/backends/bubblewrap/driver.js";
-import { newReplicaId } from "../../sdk/backends/shared/lease.js";
+import { newReplicaId } from "../../sdk/contract/leases.js";
 import { main } from "../../sdk/cli/main.js";
 
 const bwrap = spawnSync("sh", ["-c", "command -v bwrap"]).status === 0;

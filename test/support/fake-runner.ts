@@ -4,7 +4,7 @@
  * parses them; `honest` answers the few ops a follow-up call needs, the way source.ts does.
  */
 import { PassThrough } from "node:stream";
-import type { RunnerTransport } from "../../sdk/backends/shared/runner/index.js";
+import type { RunnerTransport } from "../../sdk/kit/runner/index.js";
 
 export interface FakeRequest {
   op: string;

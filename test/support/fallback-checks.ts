@@ -2,7 +2,7 @@ import { expect } from "vitest";
 import type { Sandbox } from "../../sdk/sandbox.js";
 
 /**
- * The file operations of a sandbox on its no-python3 fallback (shared/shell-files.ts): exact bytes, and
+ * The file operations of a sandbox on its no-python3 fallback (kit/shell-files.ts): exact bytes, and
  * every refusal the runner would give (links leading out, a FIFO, caps, exclusive create, the root).
  */
 export async function expectFallbackFileOps(h: Sandbox, dir = "fallback"): Promise<void> {

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../../sdk/backends/shared/runner/index.js";
+import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../../sdk/kit/runner/index.js";
 
 /** The runner as a plain host process over `root` (no sandbox): the protocol alone. */
 export function hostRunner(root: string): RunnerTransport {

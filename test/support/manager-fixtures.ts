@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import type { EnsureOutcome } from "../../sdk/backends/driver.js";
-import { LocalSandbox } from "../../sdk/backends/shared/host-sandbox.js";
+import type { EnsureOutcome } from "../../sdk/contract/driver.js";
+import { LocalSandbox } from "../../sdk/kit/host-sandbox.js";
 import type { ManagedIdentity, ManagedWorkspace } from "../../sdk/manager/index.js";
 
 /**

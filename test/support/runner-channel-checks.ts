@@ -1,7 +1,7 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { expect } from "vitest";
-import type { RunnerClient, RunnerFiles } from "../../sdk/backends/shared/runner/index.js";
+import type { RunnerClient, RunnerFiles } from "../../sdk/kit/runner/index.js";
 
 /** What every route to the runner must carry exactly: each byte value through a command, a 3 MiB file both ways. */
 export async function expectEveryByteAndABigFile(client: RunnerClient, files: RunnerFiles, root: string): Promise<void> {

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
-import type { RunnerTransport } from "../../sdk/backends/shared/runner/index.js";
-import { textChannelReader, textChannelWriter, textRunnerArgv } from "../../sdk/backends/shared/runner/text-channel.js";
+import type { RunnerTransport } from "../../sdk/kit/runner/index.js";
+import { textChannelReader, textChannelWriter, textRunnerArgv } from "../../sdk/kit/runner/text-channel.js";
 
 /** The runner behind its base64 wrapper as a host process, its output decoded as text the way E2B's SDK does. */
 export function textRunner(root: string, b64Stdin: boolean): RunnerTransport {

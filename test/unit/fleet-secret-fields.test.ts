@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadFleetFile } from "../../providers/index.js";
-import { maskSecretFields, secretFieldPaths } from "../../sdk/fleet.js";
+import { maskSecretFields, secretFieldPaths } from "../../sdk/contract/fleet.js";
 import { parseFleetOutputs } from "../../sdk/manager/index.js";
 import { maskEvent } from "../../sdk/cli/safe-events.js";
 

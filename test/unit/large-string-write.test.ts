@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { LocalSandbox } from "../../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../../sdk/kit/host-sandbox.js";
 
 // Strings over 8 Mi characters are encoded piece by piece as they are written (no second full
 // copy in memory); the bytes on disk must be exactly Buffer.from(text), pairs at piece edges included.

@@ -4,7 +4,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LocalSandbox } from "../../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../../sdk/kit/host-sandbox.js";
 import { silentLogger } from "../../sdk/logger.js";
 import { Offloader, type Message } from "../../sdk/workspace/offload.js";
 

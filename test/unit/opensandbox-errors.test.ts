@@ -3,7 +3,7 @@ import { SandboxApiException, SandboxError } from "@alibaba-group/opensandbox";
 import { RateLimitedError } from "../../sdk/errors.js";
 import { openSandboxError } from "../../sdk/backends/opensandbox/errors.js";
 import { OpenSandboxDriver } from "../../sdk/backends/opensandbox/driver.js";
-import { secretFieldPaths } from "../../sdk/fleet.js";
+import { secretFieldPaths } from "../../sdk/contract/fleet.js";
 
 const api = (statusCode: number, code: string, rawBody: unknown = { code, message: "m" }) =>
   new SandboxApiException({ message: "m", statusCode, error: new SandboxError(code, "m"), rawBody });

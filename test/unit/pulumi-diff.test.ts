@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { checkInputs, defaultWorkspaceId, diffWorkspace, parseBackend, UNKNOWN } from "../../providers/index.js";
 import { FORCED_REPLACE } from "../../providers/diff.js";
-import { DEFAULT_CPUS, DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES } from "../../sdk/backends/spec.js";
+import { DEFAULT_CPUS, DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES } from "../../sdk/contract/registry.js";
 import { buildModel, stepsFromPreviewJson } from "../../sdk/cli/preview-model.js";
 import { GITHUB_COMMENT_LIMIT, renderPreviewMarkdown } from "../../sdk/cli/preview-markdown.js";
 

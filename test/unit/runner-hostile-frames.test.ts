@@ -7,10 +7,10 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
 import { UnavailableError, isWorkspaceError } from "../../sdk/errors.js";
-import { RunnerFiles, RunnerSupervisor, type RunnerClient } from "../../sdk/backends/shared/runner/index.js";
+import { RunnerFiles, RunnerSupervisor, type RunnerClient } from "../../sdk/kit/runner/index.js";
 import { fakeRunner, honest, prefix, reply, type FakeRequest, type FakeRunner } from "../support/fake-runner.js";
-import { spawnThroughRunner } from "../../sdk/backends/shared/runner/spawn.js";
-import { textChannelReader } from "../../sdk/backends/shared/runner/text-channel.js";
+import { spawnThroughRunner } from "../../sdk/kit/runner/spawn.js";
+import { textChannelReader } from "../../sdk/kit/runner/text-channel.js";
 import { demuxBounded } from "../../sdk/backends/docker/runner.js";
 import { PassThrough } from "node:stream";
 

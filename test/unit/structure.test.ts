@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { BACKEND_KINDS } from "../../sdk/backends/registry.js";
+import { BACKEND_KINDS } from "../../sdk/contract/registry.js";
 
 /**
  * The shape rules of sdk/: a backend is one folder reached only through the registry, the import
@@ -37,12 +37,13 @@ function edgesOf(file: string): Edge[] {
 
 const sources = [...walk("sdk"), ...walk("providers"), ...walk("stacks")];
 const edges = sources.flatMap(edgesOf);
+
 const kindOf = (file: string) => /^sdk\/backends\/([^/]+)\//.exec(file)?.[1];
 
 describe("backend folders", () => {
   it("exist for every registered kind, with a schema and an index", () => {
     const folders = readdirSync(path.join(root, "sdk/backends"), { withFileTypes: true })
-      .filter((e) => e.isDirectory() && e.name !== "shared")
+      .filter((e) => e.isDirectory())
       .map((e) => e.name);
     expect([...folders].sort()).toEqual([...BACKEND_KINDS].sort());
     for (const kind of BACKEND_KINDS) {
@@ -51,21 +52,27 @@ describe("backend folders", () => {
     }
   });
 
-  it("are imported from outside only by the registry (schema eagerly, index lazily) and the root entry (index)", () => {
+  it("are imported from outside only by the registry (schema), the loader (index, lazily) and the root entry (index)", () => {
     const bad = edges.filter((e) => {
       const target = kindOf(e.to);
-      if (!target || target === "shared" || kindOf(e.from) === target) return false;
+      if (!target || kindOf(e.from) === target) return false;
       const file = e.to.slice(`sdk/backends/${target}/`.length);
-      if (e.from === "sdk/backends/registry.ts") return !(file === "schema.ts" && !e.dynamic) && !(file === "index.ts" && e.dynamic);
+      if (e.from === "sdk/contract/registry.ts") return !(file === "schema.ts" && !e.dynamic);
+      if (e.from === "sdk/backends/load.ts") return !(file === "index.ts" && e.dynamic);
       if (e.from === "sdk/index.ts") return file !== "index.ts";
       return true;
     });
     expect(bad.map((e) => `${e.from} -> ${e.to}`)).toEqual([]);
   });
 
+  it("keep their schema.ts to data: it imports only the contract and below", () => {
+    const bad = edges.filter((e) => /^sdk\/backends\/[^/]+\/schema\.ts$/.test(e.from) && e.to.startsWith("sdk/") && layerOf(e.to) > layerOf("sdk/contract/registry.ts"));
+    expect(bad.map((e) => `${e.from} -> ${e.to}`)).toEqual([]);
+  });
+
   it("never names a backend kind in code outside the folders", () => {
     const kinds = BACKEND_KINDS.map((k) => `"${k}"`);
-    const allowed = new Set(["sdk/backends/registry.ts"]);
+    const allowed = new Set(["sdk/contract/registry.ts", "sdk/backends/load.ts"]);
     const hits = sources
       .filter((f) => !BACKEND_KINDS.includes(kindOf(f) as never) && !allowed.has(f))
       .flatMap((f) =>
@@ -79,46 +86,91 @@ describe("backend folders", () => {
 });
 
 /**
- * Layers of sdk/, lowest first; a file may import its own layer or lower ones. The registry's lazy
- * `import()` of backend modules is the one sanctioned upward reach (that is what makes code lazy).
+ * Layers of sdk/, lowest first, read off the tree: folder = layer (the files directly in sdk/ are
+ * the base). A file may import its own layer or lower ones. The one sanctioned reach upward is the
+ * registry's import of each kind's schema.ts (data only, checked above).
  */
-const LAYERS: Array<[name: string, test: (f: string) => boolean]> = [
-  ["base: errors, logger, sandbox types", (f) => ["sdk/errors.ts", "sdk/logger.ts", "sdk/sandbox.ts"].includes(f)],
-  ["util, paths, boundary mappings", (f) => f.startsWith("sdk/util/") || ["sdk/paths.ts", "sdk/errors-http.ts"].includes(f)],
-  ["workspace", (f) => f.startsWith("sdk/workspace/")],
-  [
-    "backend contract: driver, module, schemas, registry, fleet, leases, owner store",
-    (f) =>
-      ["sdk/backends/driver.ts", "sdk/backends/module.ts", "sdk/backends/spec.ts", "sdk/backends/registry.ts", "sdk/fleet.ts"].includes(f) ||
-      /^sdk\/backends\/[^/]+\/schema\.ts$/.test(f) ||
-      ["lease.ts", "owner-store.ts", "resuming-sandbox.ts"].some((n) => f === `sdk/backends/shared/${n}`),
-  ],
-  ["shared backend runtime: driver workspace, host sandbox, runner", (f) => f.startsWith("sdk/backends/shared/") && f !== "sdk/backends/shared/sandbox-manager.ts"],
-  ["manager", (f) => f.startsWith("sdk/manager/")],
-  ["backends: each folder, sandbox managers", (f) => f.startsWith("sdk/backends/")],
-  ["framework adapters (their own entry points)", (f) => f.startsWith("sdk/adapters/")],
-  ["entry points: cli, service, root index", (f) => f.startsWith("sdk/cli/") || f.startsWith("sdk/service/") || f === "sdk/index.ts"],
-];
-const layerOf = (f: string) => LAYERS.findIndex(([, t]) => t(f));
+const LAYERS = ["sdk/", "sdk/util/", "sdk/workspace/", "sdk/contract/", "sdk/kit/", "sdk/manager/", "sdk/backends/", "sdk/adapters/", "sdk/service/", "sdk/cli/"] as const;
+function layerOf(f: string): number {
+  if (f === "sdk/index.ts") return LAYERS.length;
+  const rest = f.slice("sdk/".length);
+  const top = rest.includes("/") ? `sdk/${rest.slice(0, rest.indexOf("/") + 1)}` : "sdk/";
+  return LAYERS.indexOf(top as (typeof LAYERS)[number]);
+}
+const layerName = (i: number) => LAYERS[i] ?? "sdk/index.ts";
+const sanctioned = (e: Edge) => e.from === "sdk/contract/registry.ts" && /^sdk\/backends\/[^/]+\/schema\.ts$/.test(e.to) && !e.dynamic;
 
 describe("import layers", () => {
-  it("place every sdk file in a layer", () => {
+  it("place every sdk file in a layer (a new folder under sdk/ needs its place in LAYERS)", () => {
     expect(sources.filter((f) => f.startsWith("sdk/") && layerOf(f) < 0)).toEqual([]);
   });
 
   it("have no upward arrows", () => {
     const up = edges
-      .filter((e) => e.from.startsWith("sdk/") && !(e.dynamic && e.from === "sdk/backends/registry.ts"))
-      .filter((e) => (e.to.startsWith("sdk/") ? layerOf(e.to) > layerOf(e.from) : layerOf(e.from) < LAYERS.length - 1))
-      .map((e) => `${e.from} (${LAYERS[layerOf(e.from)]![0]}) -> ${e.to}`);
+      .filter((e) => e.from.startsWith("sdk/") && e.to.startsWith("sdk/") && !sanctioned(e))
+      .filter((e) => layerOf(e.to) > layerOf(e.from))
+      .map((e) => `${e.from} (${layerName(layerOf(e.from))}) -> ${e.to}`);
     expect(up).toEqual([]);
   });
 
   it("the checker sees an upward arrow when there is one", () => {
     // Guard against a scan that matches nothing: workspace importing the manager would be upward.
     expect(layerOf("sdk/manager/manager.ts")).toBeGreaterThan(layerOf("sdk/workspace/workspace.ts"));
-    expect(edgesOf("sdk/backends/shared/sandbox-manager.ts").some((e) => e.to === "sdk/manager/manager.ts")).toBe(true);
+    expect(layerOf("sdk/kit/runner/client.ts")).toBe(layerOf("sdk/kit/lease.ts"));
+    expect(edgesOf("sdk/manager/sandbox-manager.ts").some((e) => e.to === "sdk/manager/manager.ts")).toBe(true);
     expect(edges.length).toBeGreaterThan(200);
+  });
+});
+
+/** Strongly connected components of the file graph (Tarjan), static and lazy imports alike. */
+function cycles(files: readonly string[], all: readonly Edge[]): string[][] {
+  const next = new Map<string, string[]>();
+  for (const e of all) next.set(e.from, [...(next.get(e.from) ?? []), e.to]);
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const out: string[][] = [];
+  let counter = 0;
+  const visit = (v: string): void => {
+    index.set(v, counter);
+    low.set(v, counter++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of next.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) === index.get(v)) {
+      const scc: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        onStack.delete(w);
+        scc.push(w);
+      } while (w !== v);
+      if (scc.length > 1 || (next.get(v) ?? []).includes(v)) out.push(scc.sort());
+    }
+  };
+  for (const f of files) if (!index.has(f)) visit(f);
+  return out;
+}
+
+describe("import cycles", () => {
+  it("there are none, file by file, lazy imports included", () => {
+    expect(cycles(sources, edges)).toEqual([]);
+  });
+
+  it("the finder sees a cycle when there is one", () => {
+    const fake: Edge[] = [
+      { from: "a.ts", to: "b.ts", dynamic: false },
+      { from: "b.ts", to: "c.ts", dynamic: true },
+      { from: "c.ts", to: "a.ts", dynamic: false },
+      { from: "c.ts", to: "d.ts", dynamic: false },
+    ];
+    expect(cycles(["a.ts", "d.ts"], fake)).toEqual([["a.ts", "b.ts", "c.ts"]]);
   });
 });
 

@@ -1,6 +1,6 @@
 // The Bubblewrap backend: a host folder mounted into a bwrap sandbox. Entry point `agent-workspaces/bubblewrap`.
 import { execFileSync } from "node:child_process";
-import type { BackendModule } from "../module.js";
+import type { BackendModule } from "../../contract/module.js";
 import { BubblewrapDriver } from "./driver.js";
 import { BubblewrapWorkspaceManager } from "./manager.js";
 import { BubblewrapBackendSchema, type BubblewrapBackendSpec } from "./schema.js";

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { FileLeases } from "../shared/lease.js";
+import { FileLeases } from "../../kit/lease.js";
 
 /**
  * Bubblewrap replicas' leases: files under `<basedir>/.agentws/leases`, the driver's state folder,

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { fromZodError } from "../../errors.js";
 import { ManagerOptionsSchema, type ManagerOptions } from "../../manager/manager.js";
-import { SandboxSeedOptionsShape, SandboxWorkspaceManager } from "../shared/sandbox-manager.js";
+import { SandboxSeedOptionsShape, SandboxWorkspaceManager } from "../../manager/sandbox-manager.js";
 import { BubblewrapBackendSchema, type BubblewrapBackendSpec } from "./schema.js";
 import { BubblewrapWorkspace } from "./workspace.js";
 

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
-import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../shared/runner/index.js";
-import { descendants, matchRunnerPid } from "../shared/runner/handoff.js";
+import { RUNNER_SOURCE, runnerArgv, type RunnerTransport } from "../../kit/runner/index.js";
+import { descendants, matchRunnerPid } from "../../kit/runner/handoff.js";
 import type { BwrapLauncher } from "./launch.js";
 
 /**

@@ -4,10 +4,10 @@ import { UnavailableError, WorkspaceError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput } from "../../util/process.js";
-import { LocalSandbox } from "../shared/host-sandbox.js";
+import { LocalSandbox } from "../../kit/host-sandbox.js";
 import type { Logger } from "../../logger.js";
 import { BwrapLauncher, bwrapSupports, resolveBwrap, type SandboxLimits } from "./launch.js";
-import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
+import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../../kit/runner/index.js";
 import { startBwrapRunner } from "./runner.js";
 
 export const BWRAP_WORKDIR = "/workspace";
@@ -53,7 +53,7 @@ const HAS_PYTHON = existsSync("/usr/bin/python3");
 /**
  * A host folder run through bubblewrap. Processes see the folder at /workspace, the host's /usr and
  * libraries read-only, a private /tmp, and no network unless `network: "host"`. Commands and file
- * operations go through one long-lived runner inside the sandbox (sdk/backends/shared/runner), so the
+ * operations go through one long-lived runner inside the sandbox (sdk/kit/runner), so the
  * host never opens a path the sandbox controls: a folder swapped for a symlink reaches only what the
  * sandbox already sees. (Without python3 on the host, files fall back to the host side of the mount.)
  */

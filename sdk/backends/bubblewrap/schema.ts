@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CpusSchema, EnvSchema, MaxProcessesSchema, MemoryBytesSchema, withChangePolicy } from "../shared/schema.js";
+import { CpusSchema, EnvSchema, MaxProcessesSchema, MemoryBytesSchema, withChangePolicy } from "../../contract/schema.js";
 
 /** Options of the Bubblewrap backend (a host folder mounted into a bwrap sandbox). */
 export const BubblewrapBackendSchema = withChangePolicy(z.strictObject({

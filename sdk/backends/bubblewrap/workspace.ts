@@ -1,10 +1,10 @@
-import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../shared/driver-workspace.js";
+import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../../kit/driver-workspace.js";
 import { BubblewrapBackendSchema, type BubblewrapBackendSpec } from "./schema.js";
 import { BubblewrapDriver } from "./driver.js";
 import { BWRAP_WORKDIR } from "./sandbox.js";
 
 // Kept importable from here, where they were first defined.
-export { TeardownSchema, assertOwner, type Teardown } from "../shared/driver-workspace.js";
+export { TeardownSchema, assertOwner, type Teardown } from "../../kit/driver-workspace.js";
 
 /** teardown defaults to "pause" for a persistent workspace (basedir given), else "destroy" (its files too). */
 export type BubblewrapWorkspaceOptions = DriverWorkspaceOptionsFor<typeof BubblewrapBackendSchema>;

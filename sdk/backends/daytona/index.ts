@@ -1,5 +1,5 @@
 // The Daytona backend: a Daytona sandbox per workspace. Entry point `agent-workspaces/daytona` (needs the optional peer `@daytonaio/sdk`).
-import type { BackendModule } from "../module.js";
+import type { BackendModule } from "../../contract/module.js";
 import { DaytonaDriver } from "./driver.js";
 import { DaytonaWorkspaceManager } from "./manager.js";
 import { DaytonaBackendSchema, type DaytonaBackendSpec } from "./schema.js";

@@ -2,9 +2,9 @@ import { randomBytes } from "node:crypto";
 import { createRequire } from "node:module";
 import { Writable } from "node:stream";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
-import { takeBatch } from "../shared/runner/batch.js";
-import type { RemoteFiles, RunnerTransport } from "../shared/runner/index.js";
-import { textChannelReader, textRunnerArgv } from "../shared/runner/text-channel.js";
+import { takeBatch } from "../../kit/runner/batch.js";
+import type { RemoteFiles, RunnerTransport } from "../../kit/runner/index.js";
+import { textChannelReader, textRunnerArgv } from "../../kit/runner/text-channel.js";
 import { daytonaFailure } from "./errors.js";
 import { q } from "./scripts.js";
 

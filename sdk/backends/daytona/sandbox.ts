@@ -11,11 +11,11 @@ import { rangeOfWholeRead } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
-import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
+import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../../kit/runner/index.js";
 import { daytonaError, daytonaFailure } from "./errors.js";
 import { startDaytonaRunner, type DaytonaRunnerTransport } from "./runner.js";
 import { toolboxFiles } from "./transfer.js";
-import { copyTreeFileByFile, nonRoot, packTree, shellFileError, ShellFiles } from "../shared/shell-files.js";
+import { copyTreeFileByFile, nonRoot, packTree, shellFileError, ShellFiles } from "../../kit/shell-files.js";
 import { EXEC_WRAPPER, EXIT, SCRIPTS, prelude, q, shLine } from "./scripts.js";
 
 /** Stdin up to this size travels inside the command (base64); more goes through the file API first. */
@@ -36,7 +36,7 @@ export interface DaytonaSandboxOptions {
 
 /**
  * A started Daytona sandbox as a Sandbox. Commands, spawned processes and every file operation go
- * through one long-lived runner per handle (sdk/backends/shared/runner), a session command with
+ * through one long-lived runner per handle (sdk/kit/runner), a session command with
  * streamed input and logs (./runner.ts): every path is resolved descriptor-relative inside the
  * sandbox. A sandbox without python3 falls back to the toolbox's `process/execute` inside a wrapper
  * that keeps stdout, stderr and the exit code apart, the file API (exact bytes) with a confining

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { EnvSchema } from "../shared/schema.js";
+import { EnvSchema } from "../../contract/schema.js";
 
 /** Minutes, as Daytona counts its lifecycle intervals. */
 const Minutes = z.number().int().min(0).max(525_600);

@@ -2,12 +2,12 @@
  * Shell scripts the Daytona sandbox runs through the toolbox's `process/execute`. Paths resolve as
  * the sandbox sees them (`realpath -m`), and anything leaving the workspace root is refused, so no
  * host-side code ever decides on a sandbox path. The fallback for sandboxes without python3 (the runner
- * does all of this otherwise); exit codes and the transport-free scripts are shared/shell-files.ts.
+ * does all of this otherwise); exit codes and the transport-free scripts are kit/shell-files.ts.
  */
-import { shellKillScript, shQuote as q, SHELL_SCRIPTS } from "../shared/shell-files.js";
+import { shellKillScript, shQuote as q, SHELL_SCRIPTS } from "../../kit/shell-files.js";
 
 export { q };
-export { SHELL_EXIT as EXIT, shellPrelude as prelude } from "../shared/shell-files.js";
+export { SHELL_EXIT as EXIT, shellPrelude as prelude } from "../../kit/shell-files.js";
 
 /** `sh -c <script> sh <args...>` as one command line for the toolbox. */
 export function shLine(script: string, args: string[]): string {
@@ -15,7 +15,7 @@ export function shLine(script: string, args: string[]): string {
 }
 
 export const SCRIPTS = {
-  // append, list, stat, remove, mkdir, rename, resolveRead, publish: the shared ones (shared/shell-files.ts).
+  // append, list, stat, remove, mkdir, rename, resolveRead, publish: the shared ones (kit/shell-files.ts).
   ...SHELL_SCRIPTS,
   kill: shellKillScript("AGENTWS_EXEC"),
   /** Unpacks the uploaded tar $2 (one top folder or file named x) at $1, which must not exist. */

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
-import type { RemoteFiles } from "../shared/runner/index.js";
+import type { RemoteFiles } from "../../kit/runner/index.js";
 
 /** Kept-alive connections to the toolbox, shared by every sandbox of this process (idle ones do not hold it open). */
 const AGENTS = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };

@@ -1,5 +1,5 @@
 import type { Sandbox } from "../../sandbox.js";
-import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../shared/driver-workspace.js";
+import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../../kit/driver-workspace.js";
 import { DaytonaDriver } from "./driver.js";
 import { DaytonaBackendSchema, type DaytonaBackendSpec } from "./schema.js";
 

@@ -1,5 +1,5 @@
 // The Docker backend: a container per workspace. Entry point `agent-workspaces/docker` (needs the optional peer `dockerode`).
-import type { BackendCommand, BackendModule } from "../module.js";
+import type { BackendCommand, BackendModule } from "../../contract/module.js";
 import { DockerDriver } from "./driver.js";
 import { DockerWorkspaceManager } from "./manager.js";
 import { DockerBackendSchema, type DockerBackendSpec } from "./schema.js";

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
-import { FileLeases } from "../shared/lease.js";
+import { FileLeases } from "../../kit/lease.js";
 import type { DockerBackendSpec } from "./schema.js";
 
 /**

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type Docker from "dockerode";
 import { ConflictError } from "../../errors.js";
-import { LABELS } from "../driver.js";
+import { LABELS } from "../../contract/driver.js";
 import { statusCode } from "./client.js";
 import { BRIDGE_PREFIX, ensureHostFirewall } from "./firewall.js";
 

@@ -1,7 +1,7 @@
 import type Docker from "dockerode";
 import { ConflictError } from "../../errors.js";
-import { LABELS } from "../driver.js";
-import { ownerConflict } from "../shared/owner-store.js";
+import { LABELS } from "../../contract/driver.js";
+import { ownerConflict } from "../../kit/owner-store.js";
 import { statusCode } from "./client.js";
 
 /**

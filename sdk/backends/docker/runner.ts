@@ -1,8 +1,8 @@
 import { PassThrough, type Duplex } from "node:stream";
 import type { Readable, Writable } from "node:stream";
 import type Docker from "dockerode";
-import { RUNNER_SOURCE, systemPythonArgv, type RunnerTransport } from "../shared/runner/index.js";
-import { matchRunnerPid } from "../shared/runner/handoff.js";
+import { RUNNER_SOURCE, systemPythonArgv, type RunnerTransport } from "../../kit/runner/index.js";
+import { matchRunnerPid } from "../../kit/runner/handoff.js";
 
 /** A runner transport that could not even be created (the engine refused the exec): why, for the caller's error. */
 export interface DockerRunnerTransport extends RunnerTransport {

@@ -12,8 +12,8 @@ import { rangeOfWholeRead } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
-import { copyTreeFileByFile, nonRoot, packTree, parseFind, shellFileError, shellKillScript, shellPrelude, SHELL_SCRIPTS } from "../shared/shell-files.js";
-import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../shared/runner/index.js";
+import { copyTreeFileByFile, nonRoot, packTree, parseFind, shellFileError, shellKillScript, shellPrelude, SHELL_SCRIPTS } from "../../kit/shell-files.js";
+import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../../kit/runner/index.js";
 import { dockerError } from "./errors.js";
 import { startDockerRunner, type DockerRunnerTransport } from "./runner.js";
 
@@ -22,7 +22,7 @@ export const DOCKER_WORKDIR = "/workspace";
 const MARKER = "AGENTWS_EXEC";
 
 /**
- * Fallback for images without python3 (no runner): the shared confined sh scripts (shared/shell-files.ts),
+ * Fallback for images without python3 (no runner): the shared confined sh scripts (kit/shell-files.ts),
  * plus the two whose bytes travel on the exec's own stdin and stdout here.
  */
 const PRELUDE = shellPrelude(DOCKER_WORKDIR);
@@ -96,7 +96,7 @@ const WATCH_MS = 1000;
 
 /**
  * A running container as a Sandbox. Commands and file operations go through one long-lived runner
- * process inside the container (sdk/backends/shared/runner), attached by one `docker exec`; an image
+ * process inside the container (sdk/kit/runner), attached by one `docker exec`; an image
  * without python3 falls back to one engine exec per command and sh scripts for files.
  */
 export class DockerSandbox implements Sandbox {

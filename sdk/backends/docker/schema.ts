@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CpusSchema, EnvSchema, MaxProcessesSchema, MemoryBytesSchema, withChangePolicy } from "../shared/schema.js";
+import { CpusSchema, EnvSchema, MaxProcessesSchema, MemoryBytesSchema, withChangePolicy } from "../../contract/schema.js";
 
 /** Options of the Docker backend (a container per workspace). */
 export const DockerBackendSchema = withChangePolicy(z.strictObject({

@@ -1,5 +1,5 @@
-import type { BackendDescription, DriverContext, EnsureOutcome, WorkspaceIdentity } from "../driver.js";
-import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../shared/driver-workspace.js";
+import type { BackendDescription, DriverContext, EnsureOutcome, WorkspaceIdentity } from "../../contract/driver.js";
+import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../../kit/driver-workspace.js";
 import { DockerBackendSchema, type DockerBackendSpec } from "./schema.js";
 import { DockerDriver } from "./driver.js";
 import { DOCKER_WORKDIR } from "./sandbox.js";

@@ -1,5 +1,5 @@
 // The E2B backend: an E2B sandbox per workspace. Entry point `agent-workspaces/e2b` (needs the optional peer `e2b`).
-import type { BackendModule } from "../module.js";
+import type { BackendModule } from "../../contract/module.js";
 import { E2BDriver } from "./driver.js";
 import { E2BWorkspaceManager } from "./manager.js";
 import { E2BBackendSchema, type E2BBackendSpec } from "./schema.js";

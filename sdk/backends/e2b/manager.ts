@@ -1,8 +1,8 @@
 import type { z } from "zod";
 import { fromZodError } from "../../errors.js";
 import { ManagerOptionsSchema, type ManagerOptions } from "../../manager/manager.js";
-import { SandboxSeedOptionsShape, SandboxWorkspaceManager } from "../shared/sandbox-manager.js";
-import { TeardownSchema } from "../shared/driver-workspace.js";
+import { SandboxSeedOptionsShape, SandboxWorkspaceManager } from "../../manager/sandbox-manager.js";
+import { TeardownSchema } from "../../kit/driver-workspace.js";
 import { E2BBackendSchema, type E2BBackendSpec } from "./schema.js";
 import { E2BWorkspace } from "./workspace.js";
 

@@ -1,8 +1,8 @@
 import { Writable } from "node:stream";
 import type { Sandbox as E2BSdkSandbox, CommandHandle } from "e2b";
-import { takeBatch } from "../shared/runner/batch.js";
-import type { RemoteFiles, RunnerTransport } from "../shared/runner/index.js";
-import { textChannelReader, textRunnerArgv } from "../shared/runner/text-channel.js";
+import { takeBatch } from "../../kit/runner/batch.js";
+import type { RemoteFiles, RunnerTransport } from "../../kit/runner/index.js";
+import { textChannelReader, textRunnerArgv } from "../../kit/runner/text-channel.js";
 import { quote } from "./scripts.js";
 
 /** Most stdin bytes one SendInput carries: small frames written together go as one call, big ones in pieces. */

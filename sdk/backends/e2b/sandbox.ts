@@ -12,8 +12,8 @@ import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOpt
 import { rangeOfWholeRead } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
-import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RemoteFiles, type RunnerLease } from "../shared/runner/index.js";
-import { copyTreeFileByFile, nonRoot, packTree, parseFind, shellFileError } from "../shared/shell-files.js";
+import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RemoteFiles, type RunnerLease } from "../../kit/runner/index.js";
+import { copyTreeFileByFile, nonRoot, packTree, parseFind, shellFileError } from "../../kit/shell-files.js";
 import { e2bError } from "./client.js";
 import { startE2BRunner, type E2BRunnerTransport } from "./runner.js";
 import { E2B_STAGING, E2B_WORKDIR, commandIn, quote, scriptCommand, type SCRIPTS } from "./scripts.js";
@@ -34,7 +34,7 @@ export interface E2BSandboxOptions {
 
 /**
  * A running E2B sandbox as a Sandbox. Commands, spawned processes and every file operation go through
- * one long-lived runner per handle (sdk/backends/shared/runner), an E2B background command with stdin
+ * one long-lived runner per handle (sdk/kit/runner), an E2B background command with stdin
  * whose paths are all resolved inside the sandbox, descriptor-relative with O_NOFOLLOW; its output
  * crosses as base64 text (E2B decodes command output as UTF-8), so bytes are exact both ways. A sandbox
  * without python3 falls back to one E2B command per exec and files-API transfers plus confined scripts

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { EnvSchema } from "../shared/schema.js";
+import { EnvSchema } from "../../contract/schema.js";
 
 /**
  * Options of the E2B backend (one E2B sandbox per workspace). The API key is a credential: it is

@@ -1,12 +1,12 @@
 /**
- * The fallback for sandboxes without python3 (the runner, sdk/backends/shared/runner, does all of this
+ * The fallback for sandboxes without python3 (the runner, sdk/kit/runner, does all of this
  * otherwise). File operations that must resolve paths as the sandbox sees them run as small bash scripts inside
  * the E2B sandbox: `realpath -m` resolves every symlink and anything leaving the workspace is refused,
  * so a link the agent planted never leads a file call out of the root. Bytes travel through E2B's
  * files API to a private staging folder outside the workspace; a script then moves them into place.
- * Exit codes and the scripts without a transport of their own: shared/shell-files.ts.
+ * Exit codes and the scripts without a transport of their own: kit/shell-files.ts.
  */
-import { shellPrelude, shQuote as quote, SHELL_SCRIPTS } from "../shared/shell-files.js";
+import { shellPrelude, shQuote as quote, SHELL_SCRIPTS } from "../../kit/shell-files.js";
 
 export const E2B_WORKDIR = "/home/user/workspace";
 /** Staging for uploads: outside the workspace (never listed in it), on the same filesystem (rename is atomic). */

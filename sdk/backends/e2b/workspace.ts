@@ -1,4 +1,4 @@
-import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../shared/driver-workspace.js";
+import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../../kit/driver-workspace.js";
 import { E2BBackendSchema, type E2BBackendSpec } from "./schema.js";
 import { E2BDriver } from "./driver.js";
 import { E2B_WORKDIR } from "./sandbox.js";

@@ -4,9 +4,9 @@
 import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
 import { loadKubernetesClient } from "./sdk.js";
 import { ConflictError, NotFoundError, ProvisionFailedError, TimeoutError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
-import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
-import { MAX_LISTED } from "../shared/list.js";
-import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../shared/schema.js";
+import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
+import { MAX_LISTED } from "../../kit/list.js";
+import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../../contract/schema.js";
 import { kubeClients, kubeError, statusOf, withRetry, type KubeClients } from "./client.js";
 import { PodWake } from "./pod-watch.js";
 import { GRACE_SECONDS, podManifest, pvcManifest, type ManifestIdentity } from "./manifests.js";

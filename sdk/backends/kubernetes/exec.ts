@@ -1,7 +1,7 @@
 import { PassThrough, Writable } from "node:stream";
 import type { V1Status } from "@kubernetes/client-node";
 import { loadKubernetesClient } from "./sdk.js";
-import { RUNNER_SOURCE, systemPythonArgv, type RunnerTransport } from "../shared/runner/index.js";
+import { RUNNER_SOURCE, systemPythonArgv, type RunnerTransport } from "../../kit/runner/index.js";
 import type { KubeClients } from "./client.js";
 import { UnavailableError } from "../../errors.js";
 import { kubeError, shortMessage } from "./client.js";

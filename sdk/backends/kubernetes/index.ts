@@ -1,5 +1,5 @@
 // The Kubernetes backend: a Pod and a PVC per workspace. Entry point `agent-workspaces/kubernetes` (needs the optional peer `@kubernetes/client-node`).
-import type { BackendModule } from "../module.js";
+import type { BackendModule } from "../../contract/module.js";
 import { kubeClients } from "./client.js";
 import { K8sDriver } from "./driver.js";
 import { K8sWorkspaceManager } from "./manager.js";

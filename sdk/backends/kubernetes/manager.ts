@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { fromZodError } from "../../errors.js";
 import { ManagerOptionsSchema, type ManagerOptions } from "../../manager/manager.js";
-import { SandboxSeedOptionsShape, SandboxWorkspaceManager } from "../shared/sandbox-manager.js";
+import { SandboxSeedOptionsShape, SandboxWorkspaceManager } from "../../manager/sandbox-manager.js";
 import { KubernetesBackendSchema, type KubernetesBackendSpec } from "./schema.js";
 import { K8sWorkspace } from "./workspace.js";
 

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import { LABELS } from "../driver.js";
-import { parseWorkspaceId } from "../shared/schema.js";
+import { LABELS } from "../../contract/driver.js";
+import { parseWorkspaceId } from "../../contract/schema.js";
 
 /**
  * Names and metadata of a workspace's Kubernetes objects. The PVC carries the durable record (its

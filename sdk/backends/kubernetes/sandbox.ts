@@ -4,7 +4,7 @@ import { WorkspaceError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
-import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerLease } from "../shared/runner/index.js";
+import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerLease } from "../../kit/runner/index.js";
 import { exitCodeOf, openExec, startK8sRunner, type K8sRunnerTransport, type PodRef } from "./exec.js";
 import { WORKDIR } from "./names.js";
 
@@ -25,7 +25,7 @@ cd "$p" || exit 127; shift; exec env "$@"`;
 
 /**
  * A running workspace Pod as a Sandbox. Commands and file operations go through ONE long-lived
- * runner process in the Pod (sdk/backends/shared/runner), attached by one exec websocket: a
+ * runner process in the Pod (sdk/kit/runner), attached by one exec websocket: a
  * command is a frame on it, not an exec of its own, and every path is resolved inside the Pod's
  * own view (no host-side file access). `spawn` (stdio MCP servers) has an exec of its own, its
  * stdin attached.

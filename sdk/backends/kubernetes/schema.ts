@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { EnvSchema } from "../shared/schema.js";
+import { EnvSchema } from "../../contract/schema.js";
 
 /** A Kubernetes resource quantity ("500m", "2", "1Gi", "512Mi"). */
 const Quantity = z.string().regex(/^\d+(\.\d+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$/, "must be a Kubernetes quantity such as 500m, 2, 512Mi or 5Gi");

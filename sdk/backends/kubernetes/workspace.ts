@@ -1,4 +1,4 @@
-import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../shared/driver-workspace.js";
+import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../../kit/driver-workspace.js";
 import { K8sDriver } from "./driver.js";
 import { WORKDIR } from "./names.js";
 import { KubernetesBackendSchema, type KubernetesBackendSpec } from "./schema.js";

@@ -6,14 +6,14 @@ import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, fr
 import type { Logger } from "../../logger.js";
 import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
-import { matchesSelector, type BackendDescription, type DestroyOptions, type Driver, type DriverContext, type ListSelector, type WorkspaceIdentity } from "../driver.js";
-import { recordNames } from "../shared/list.js";
-import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../shared/owner-store.js";
-import { WorkspaceIdSchema, parseWorkspaceId } from "../shared/schema.js";
+import { matchesSelector, type BackendDescription, type DestroyOptions, type Driver, type DriverContext, type ListSelector, type WorkspaceIdentity } from "../../contract/driver.js";
+import { recordNames } from "../../kit/list.js";
+import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../../kit/owner-store.js";
+import { WorkspaceIdSchema, parseWorkspaceId } from "../../contract/schema.js";
 import { LocalBackendSchema, type LocalBackendSpec } from "./schema.js";
-import type { FileLeases } from "../shared/lease.js";
+import type { FileLeases } from "../../kit/lease.js";
 import { localLeases } from "./lease.js";
-import { LocalSandbox } from "../shared/host-sandbox.js";
+import { LocalSandbox } from "../../kit/host-sandbox.js";
 
 /**
  * Where earlier versions kept the metadata: inside the workspace folder, where the agent's own

@@ -1,5 +1,5 @@
 // The Local backend: a host folder per workspace, no isolation. Entry point `agent-workspaces/local`.
-import type { BackendModule } from "../module.js";
+import type { BackendModule } from "../../contract/module.js";
 import { LocalDriver } from "./driver.js";
 import { LocalWorkspaceManager } from "./manager.js";
 import { LocalBackendSchema, type LocalBackendSpec } from "./schema.js";
@@ -7,7 +7,7 @@ import { LocalWorkspace } from "./workspace.js";
 
 export { LocalBackendSchema, type LocalBackendSpec } from "./schema.js";
 export { LocalDriver } from "./driver.js";
-export { LocalSandbox } from "../shared/host-sandbox.js";
+export { LocalSandbox } from "../../kit/host-sandbox.js";
 export { LocalWorkspace, LocalWorkspaceOptionsSchema, type LocalWorkspaceOptions } from "./workspace.js";
 export { LocalWorkspaceManager, LocalWorkspaceManagerOptionsSchema, type LocalWorkspaceManagerOptions } from "./manager.js";
 

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { FileLeases } from "../shared/lease.js";
+import { FileLeases } from "../../kit/lease.js";
 
 /**
  * Local replicas' leases: files under `<basedir>/.agentws/leases` (not a workspace folder: ids

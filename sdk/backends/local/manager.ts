@@ -1,6 +1,6 @@
 import path from "node:path";
 import { z } from "zod";
-import { ensureBackend, type EnsureOutcome } from "../driver.js";
+import { ensureBackend, type EnsureOutcome } from "../../contract/driver.js";
 import { LocalDriver, defaultLocalBasedir } from "./driver.js";
 import { LocalWorkspace } from "./workspace.js";
 import { ConflictError, fromZodError } from "../../errors.js";

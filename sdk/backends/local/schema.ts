@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { withChangePolicy } from "../shared/schema.js";
+import { withChangePolicy } from "../../contract/schema.js";
 
 /** Options of the Local backend (a host folder per workspace). */
 export const LocalBackendSchema = withChangePolicy(z.strictObject({

@@ -6,7 +6,7 @@ import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
 import { renderInstructions } from "../../workspace/instructions.js";
 import { Workspace, WorkspaceOptionsSchema } from "../../workspace/workspace.js";
-import { LocalSandbox } from "../shared/host-sandbox.js";
+import { LocalSandbox } from "../../kit/host-sandbox.js";
 
 export const LocalWorkspaceOptionsSchema = WorkspaceOptionsSchema.extend({
   /** Host folder that is the workspace root; created on initialize. `~` is expanded. */

@@ -1,6 +1,6 @@
 // The OpenSandbox backend: a sandbox per workspace on an OpenSandbox server. Entry point
 // `agent-workspaces/opensandbox` (needs the optional peer `@alibaba-group/opensandbox`).
-import type { BackendModule } from "../module.js";
+import type { BackendModule } from "../../contract/module.js";
 import { OpenSandboxDriver } from "./driver.js";
 import { OpenSandboxWorkspaceManager } from "./manager.js";
 import { OpenSandboxBackendSchema, type OpenSandboxBackendSpec } from "./schema.js";

@@ -11,9 +11,9 @@ import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { rangeOfWholeRead } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
-import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../shared/runner/index.js";
-import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../shared/runner/http-channel.js";
-import { copyTreeFileByFile, nonRoot, shellPrelude, shQuote as q, ShellFiles, SHELL_SCRIPTS } from "../shared/shell-files.js";
+import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../../kit/runner/index.js";
+import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../../kit/runner/http-channel.js";
+import { copyTreeFileByFile, nonRoot, shellPrelude, shQuote as q, ShellFiles, SHELL_SCRIPTS } from "../../kit/shell-files.js";
 import { openSandboxError } from "./errors.js";
 
 export const OPENSANDBOX_WORKDIR = "/workspace";
@@ -65,7 +65,7 @@ export async function startGateway(sbx: OsbSandbox, python = "python3"): Promise
 /**
  * A running OpenSandbox sandbox as a Sandbox. execd runs commands without stdin and delivers their
  * output as lines, so commands, files and spawned processes go through the shared runner
- * (sdk/backends/shared/runner) behind its HTTP gateway (http-channel.ts): a small stdlib daemon on port
+ * (sdk/kit/runner) behind its HTTP gateway (http-channel.ts): a small stdlib daemon on port
  * 8080 that the first handle starts through execd, reached through the sandbox's endpoint API with a
  * per-sandbox token, one runner per handle. Every path resolves descriptor-relative inside the sandbox.
  * An image without python3 falls back to execd: commands with their output through files read back by

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { EnvSchema } from "../shared/schema.js";
+import { EnvSchema } from "../../contract/schema.js";
 
 /** Options of the OpenSandbox backend (a sandbox per workspace on an OpenSandbox server). */
 export const OpenSandboxBackendSchema = z.strictObject({

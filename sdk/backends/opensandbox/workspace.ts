@@ -1,4 +1,4 @@
-import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../shared/driver-workspace.js";
+import { DriverWorkspace, type DriverWorkspaceOptionsFor } from "../../kit/driver-workspace.js";
 import { OpenSandboxBackendSchema, type OpenSandboxBackendSpec } from "./schema.js";
 import { OpenSandboxDriver } from "./driver.js";
 import { OPENSANDBOX_WORKDIR } from "./sandbox.js";

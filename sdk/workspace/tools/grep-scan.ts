@@ -2,7 +2,7 @@ import { posix } from "node:path";
 import { walkDirectoryTree } from "../../util/listing.js";
 import { treePath, type Sandbox } from "../../sandbox.js";
 import { absPath } from "./common.js";
-import { GREP_TIMEOUT_MS, MAX_COLUMNS, VCS_DIRS, splitGlobs, type GrepInput } from "./grep.js";
+import { GREP_TIMEOUT_MS, MAX_COLUMNS, VCS_DIRS, splitGlobs, type GrepInput } from "./grep-input.js";
 import { compilePathGlob, expandBraces, type PathMatcher } from "./glob-match.js";
 import { MAX_WALK_ENTRIES, WALK_CONCURRENCY, join, limiter } from "./walk.js";
 import { readCapped } from "../capped-read.js";

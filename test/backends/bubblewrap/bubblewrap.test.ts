@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BubblewrapDriver } from "../../../sdk/backends/bubblewrap/driver.js";
-import { loadDriver } from "../../../sdk/backends/registry.js";
+import { loadDriver } from "../../../sdk/backends/load.js";
 import { hashedName } from "../../../sdk/backends/bubblewrap/paths.js";
 import type { BubblewrapSandbox } from "../../../sdk/backends/bubblewrap/sandbox.js";
 import { BubblewrapWorkspace } from "../../../sdk/backends/bubblewrap/workspace.js";

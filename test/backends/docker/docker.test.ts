@@ -10,8 +10,8 @@ import { DockerDriver, containerName } from "../../../sdk/backends/docker/driver
 import { ensureImage, imageExists, renderBuildContext } from "../../../sdk/backends/docker/image.js";
 import type { DockerSandbox } from "../../../sdk/backends/docker/sandbox.js";
 import { DockerWorkspace } from "../../../sdk/backends/docker/workspace.js";
-import { LABELS } from "../../../sdk/backends/driver.js";
-import { loadDriver } from "../../../sdk/backends/registry.js";
+import { LABELS } from "../../../sdk/contract/driver.js";
+import { loadDriver } from "../../../sdk/backends/load.js";
 import { uniqueId } from "../../contract/fixture.js";
 import { expectCode } from "../../contract/helpers.js";
 import { BASE_IMAGE, containersFor, dockerEngine } from "../../support/docker-engine.js";

@@ -2,10 +2,10 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureBackend } from "../../../sdk/backends/driver.js";
-import { loadDriver } from "../../../sdk/backends/registry.js";
+import { ensureBackend } from "../../../sdk/contract/driver.js";
+import { loadDriver } from "../../../sdk/backends/load.js";
 import { LocalDriver, METADATA_FILE, RECORDS_DIR, metadataRecordPath } from "../../../sdk/backends/local/driver.js";
-import { LocalSandbox } from "../../../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../../../sdk/kit/host-sandbox.js";
 import { expectCode } from "../../contract/helpers.js";
 
 let base: string;

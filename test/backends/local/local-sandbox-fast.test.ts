@@ -5,7 +5,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import { LocalSandbox } from "../../../sdk/backends/shared/host-sandbox.js";
+import { LocalSandbox } from "../../../sdk/kit/host-sandbox.js";
 
 let base: string;
 let root: string;

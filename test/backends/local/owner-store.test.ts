@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalDriver, metadataRecordPath } from "../../../sdk/backends/local/driver.js";
-import { HostRecordStore, readClaim, readJsonFile, recordClaim } from "../../../sdk/backends/shared/owner-store.js";
+import { HostRecordStore, readClaim, readJsonFile, recordClaim } from "../../../sdk/kit/owner-store.js";
 import { expectCode } from "../../contract/helpers.js";
 
 let base: string;

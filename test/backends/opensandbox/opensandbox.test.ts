@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { SandboxManager } from "@alibaba-group/opensandbox";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { LABELS } from "../../../sdk/backends/driver.js";
+import { LABELS } from "../../../sdk/contract/driver.js";
 import { OpenSandboxDriver, SCOPE_KEY } from "../../../sdk/backends/opensandbox/driver.js";
 import { OpenSandboxWorkspace } from "../../../sdk/backends/opensandbox/workspace.js";
 import { uniqueId } from "../../contract/fixture.js";

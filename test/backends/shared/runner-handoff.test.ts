@@ -1,5 +1,5 @@
 /**
- * The host's side of the runner's descriptor hand-off (sdk/backends/shared/runner/handoff.ts), against
+ * The host's side of the runner's descriptor hand-off (sdk/kit/runner/handoff.ts), against
  * real processes holding real descriptors: only the very inode the runner reported is read or written,
  * never a special file, and a pid that is not the runner's is not taken for it.
  */
@@ -8,8 +8,8 @@ import { closeSync, openSync, promises as fs, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { matchRunnerPid, openRunnerPipes, readHandedOff, writeHandedOff } from "../../../sdk/backends/shared/runner/handoff.js";
-import { RUNNER_SOURCE, RunnerClient, runnerArgv, spawnThroughRunner, type RunnerTransport } from "../../../sdk/backends/shared/runner/index.js";
+import { matchRunnerPid, openRunnerPipes, readHandedOff, writeHandedOff } from "../../../sdk/kit/runner/handoff.js";
+import { RUNNER_SOURCE, RunnerClient, runnerArgv, spawnThroughRunner, type RunnerTransport } from "../../../sdk/kit/runner/index.js";
 
 /** The runner as a plain host process over `root`, offering the hand-off with the pid `hostPid` picks. */
 function handingRunner(root: string, hostPid: (child: number, nsPid: number) => Promise<number | undefined>, relayed = false): RunnerTransport {

@@ -5,9 +5,9 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RunnerClient, RunnerFiles } from "../../../sdk/backends/shared/runner/index.js";
+import { RunnerClient, RunnerFiles } from "../../../sdk/kit/runner/index.js";
 import { expectConcurrentCallsApart, expectEveryByteAndABigFile } from "../../support/runner-channel-checks.js";
-import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../../../sdk/backends/shared/runner/http-channel.js";
+import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../../../sdk/kit/runner/http-channel.js";
 
 const run = promisify(execFile);
 

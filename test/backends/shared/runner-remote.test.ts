@@ -5,7 +5,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RunnerClient, RunnerFiles, type RemoteFiles } from "../../../sdk/backends/shared/runner/index.js";
+import { RunnerClient, RunnerFiles, type RemoteFiles } from "../../../sdk/kit/runner/index.js";
 import { textRunner } from "../../support/text-runner.js";
 
 describe("runner client: big files through RemoteFiles at the runner's descriptors", () => {

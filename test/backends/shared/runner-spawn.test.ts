@@ -5,7 +5,7 @@ import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BubblewrapSandbox } from "../../../sdk/backends/bubblewrap/sandbox.js";
-import { RunnerClient, SPAWN_WINDOW, spawnThroughRunner, type RunnerSpawn } from "../../../sdk/backends/shared/runner/index.js";
+import { RunnerClient, SPAWN_WINDOW, spawnThroughRunner, type RunnerSpawn } from "../../../sdk/kit/runner/index.js";
 import type { SandboxProcess } from "../../../sdk/sandbox.js";
 import { SandboxProcessTransport } from "../../../sdk/workspace/mcp-transport.js";
 import { hostRunner } from "../../support/host-runner.js";

@@ -2,7 +2,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, it } from "vitest";
-import { RunnerClient, RunnerFiles } from "../../../sdk/backends/shared/runner/index.js";
+import { RunnerClient, RunnerFiles } from "../../../sdk/kit/runner/index.js";
 import { expectConcurrentCallsApart, expectEveryByteAndABigFile } from "../../support/runner-channel-checks.js";
 import { textRunner } from "../../support/text-runner.js";
 

@@ -4,8 +4,8 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BubblewrapSandbox } from "../../../sdk/backends/bubblewrap/sandbox.js";
-import { LocalSandbox } from "../../../sdk/backends/shared/host-sandbox.js";
-import { cwdError, RUNNER_SOURCE, RunnerClient, RunnerFiles, runnerArgv } from "../../../sdk/backends/shared/runner/index.js";
+import { LocalSandbox } from "../../../sdk/kit/host-sandbox.js";
+import { cwdError, RUNNER_SOURCE, RunnerClient, RunnerFiles, runnerArgv } from "../../../sdk/kit/runner/index.js";
 import { hostRunner } from "../../support/host-runner.js";
 import { isWorkspaceError } from "../../../sdk/errors.js";
 

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
-import { collectGarbage } from "../../../sdk/backends/gc.js";
-import type { Driver, WorkspaceIdentity } from "../../../sdk/backends/driver.js";
+import { collectGarbage } from "../../../sdk/kit/gc.js";
+import type { Driver, WorkspaceIdentity } from "../../../sdk/contract/driver.js";
 
 /**
  * (In a folder of its own: test/contract/*.contract.ts are workspace suites that runContractSuites

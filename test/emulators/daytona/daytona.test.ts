@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { DaytonaDriver, REFERENCE_LABEL } from "../../../sdk/backends/daytona/driver.js";
 import { DaytonaWorkspace } from "../../../sdk/backends/daytona/workspace.js";
-import { LABELS } from "../../../sdk/backends/driver.js";
+import { LABELS } from "../../../sdk/contract/driver.js";
 import { RateLimitedError } from "../../../sdk/errors.js";
 import type { Logger } from "../../../sdk/logger.js";
 import { ECHO_SERVER_IN_WORKSPACE, echoServerBundle } from "../../fixtures/mcp/bundle.js";

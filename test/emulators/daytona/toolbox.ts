@@ -4,7 +4,7 @@ import type { IncomingMessage } from "node:http";
 import busboy from "busboy";
 import type Docker from "dockerode";
 import type { WebSocket } from "ws";
-import { RunnerClient } from "../../../sdk/backends/shared/runner/index.js";
+import { RunnerClient } from "../../../sdk/kit/runner/index.js";
 import { startDockerRunner } from "../../../sdk/backends/docker/runner.js";
 import { execAttached, type Attached, type Captured } from "./docker.js";
 import { HttpError, type Reply } from "./http.js";

@@ -1,5 +1,5 @@
 import { Readable, Writable } from "node:stream";
-import type { SandboxProcess } from "../../../sandbox.js";
+import type { SandboxProcess } from "../../sandbox.js";
 import type { RunnerSpawn, RunnerSpawnChannel } from "./client.js";
 import { cwdError, type RunnerLease } from "./files.js";
 

@@ -2,8 +2,8 @@ import { constants as fsc, promises as fs } from "node:fs";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { z } from "zod";
-import { ConflictError, WorkspaceError, fromZodError } from "../../errors.js";
-import { WorkspaceIdSchema } from "./schema.js";
+import { ConflictError, WorkspaceError, fromZodError } from "../errors.js";
+import { WorkspaceIdSchema } from "../contract/schema.js";
 
 /**
  * Host-side records about workspaces (who owns one, what it is), kept beside the workspace folders

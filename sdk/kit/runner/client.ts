@@ -1,9 +1,10 @@
 // Size: one multiplexed protocol client (exec, file operations, the descriptor hand-off) over one stream.
 import type { Readable, Writable } from "node:stream";
-import { UnavailableError } from "../../../errors.js";
-import type { ExecResult } from "../../../sandbox.js";
+import { UnavailableError } from "../../errors.js";
+import type { ExecResult } from "../../sandbox.js";
 import { closeSync } from "node:fs";
 import { Socket } from "node:net";
+import { RunnerFailure } from "./failure.js";
 import { HANDOFF_MIN, openRunnerPipes, parseHandedOff, readHandedOff, writeHandedOff, type HandedOff } from "./handoff.js";
 
 /**
@@ -112,15 +113,7 @@ export interface RunnerSpawnChannel {
   kill(): void;
 }
 
-/** A failure the runner reported: an errno name (ENOENT, EEXIST...) or ESCAPE / TOOBIG / SPECIAL / EROOT. */
-export class RunnerFailure extends Error {
-  constructor(
-    readonly code: string,
-    readonly detail: string,
-  ) {
-    super(`${code}${detail ? `: ${detail}` : ""}`);
-  }
-}
+export { RunnerFailure } from "./failure.js";
 
 export interface RunnerReply {
   fields: string[];

@@ -1,6 +1,6 @@
 import type { Logger, ProgressListener } from "../logger.js";
 import type { Sandbox } from "../sandbox.js";
-import type { Leases } from "./shared/lease.js";
+import type { Leases } from "./leases.js";
 
 /**
  * Lifecycle of the backend object behind one workspace. Shared by the Pulumi provider and

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../../errors.js";
-import { checkRange, cursorAt, pageBounds, type DirEntry, type FileInfo, type ListPage, type ListPageOptions, type TreeEntry, type WalkTreeOptions, type WalkTreeResult } from "../../../sandbox.js";
-import { checkRelativePath } from "../../../paths.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
+import { checkRange, cursorAt, pageBounds, type DirEntry, type FileInfo, type ListPage, type ListPageOptions, type TreeEntry, type WalkTreeOptions, type WalkTreeResult } from "../../sandbox.js";
+import { checkRelativePath } from "../../paths.js";
 import { MAX_READ_BYTES, RunnerFailure, type RunnerClient } from "./client.js";
 
 /** A runner lent for one call; `release` ends a runner started for that call alone (after its handle closed). */

@@ -1,7 +1,7 @@
-import { NotFoundError, WorkspaceError } from "../../errors.js";
-import type { Logger } from "../../logger.js";
-import type { Sandbox } from "../../sandbox.js";
-import type { Driver } from "../driver.js";
+import { NotFoundError, WorkspaceError } from "../errors.js";
+import type { Logger } from "../logger.js";
+import type { Sandbox } from "../sandbox.js";
+import type { Driver } from "../contract/driver.js";
 
 /** Sandbox methods retried once after a resume. spawn is not: its failure surfaces on the stream, after it started. */
 const RETRIED = new Set<PropertyKey>([

@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import fsSync, { promises as fs, constants as fsc, type Dirent } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, isWorkspaceError } from "../../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, isWorkspaceError } from "../errors.js";
 import {
   checkRange,
   cursorAt,
@@ -22,9 +22,9 @@ import {
   type TreeEntry,
   type WalkTreeOptions,
   type WalkTreeResult,
-} from "../../sandbox.js";
-import { checkRelativePath } from "../../paths.js";
-import { collectOutput } from "../../util/process.js";
+} from "../sandbox.js";
+import { checkRelativePath } from "../paths.js";
+import { collectOutput } from "../util/process.js";
 import { RootedPaths, errnoOf, fdPath } from "./rooted.js";
 
 /**

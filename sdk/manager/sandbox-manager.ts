@@ -1,9 +1,9 @@
 import type { z } from "zod";
-import type { BackendSpec } from "../spec.js";
-import { ConflictError } from "../../errors.js";
-import type { DriverWorkspace, DriverWorkspaceOptions, PersistentAwareDriver, Teardown } from "./driver-workspace.js";
-import { WorkspaceOptionsSchema, type WorkspaceOptions } from "../../workspace/workspace.js";
-import { WorkspaceManager, type ManagedIdentity, type ManagerOptions, type ManagerOptionsSchema } from "../../manager/manager.js";
+import type { BackendSpec } from "../contract/registry.js";
+import { ConflictError } from "../errors.js";
+import type { DriverWorkspace, DriverWorkspaceOptions, PersistentAwareDriver, Teardown } from "../kit/driver-workspace.js";
+import { WorkspaceOptionsSchema, type WorkspaceOptions } from "../workspace/workspace.js";
+import { WorkspaceManager, type ManagedIdentity, type ManagerOptions, type ManagerOptionsSchema } from "./manager.js";
 
 /** Workspace options a sandbox manager takes once and hands to every workspace it builds (a declared entry's seeds win). */
 export const SandboxSeedOptionsShape = WorkspaceOptionsSchema.pick({ defaultMcps: true, skillPaths: true, maxLiveStatefulMcps: true, instructions: true, egress: true }).shape;

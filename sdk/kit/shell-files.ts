@@ -9,9 +9,9 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type tar from "tar-stream";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
-import type { ExecResult, FileInfo, Sandbox } from "../../sandbox.js";
-import { checkRelativePath } from "../../paths.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../errors.js";
+import type { ExecResult, FileInfo, Sandbox } from "../sandbox.js";
+import { checkRelativePath } from "../paths.js";
 
 export const SHELL_EXIT = { escape: 65, missing: 66, isDir: 67, notDir: 68, exists: 69, symlink: 70, tooLarge: 71, special: 72 } as const;
 

@@ -2,11 +2,11 @@ import { realpathSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
-import { fromZodError } from "../../errors.js";
+import { fromZodError } from "../errors.js";
 
 /**
  * The pieces every backend's option schema shares: the workspace id, environment maps and the
- * resource caps. Each backend folder's schema.ts builds on them; backends/spec.ts joins the schemas.
+ * resource caps. Each backend folder's schema.ts builds on them; contract/registry.ts joins the schemas.
  */
 export const WORKSPACE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 export const WorkspaceIdSchema = z

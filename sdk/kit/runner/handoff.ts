@@ -1,6 +1,6 @@
 import { closeSync, constants, fstatSync, openSync, promises as fs, read, readSync, write, writeSync, type BigIntStats } from "node:fs";
 import { promisify } from "node:util";
-import { RunnerFailure } from "./client.js";
+import { RunnerFailure } from "./failure.js";
 
 /**
  * Descriptor hand-off for big files, when the runner runs on this kernel (Bubblewrap; Docker with the

@@ -1,41 +1,9 @@
-import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { ConflictError, InvalidArgumentError } from "../../errors.js";
-import type { Driver } from "../driver.js";
-import { parseWorkspaceId } from "./schema.js";
-
-/**
- * Replica leases on backend objects: every service replica using a workspace renews its own
- * lease on it, and an idle replica pauses the backend object only when no other replica's lease
- * is fresh. Each backend folder picks where its leases live (see its lease.ts) and hands them to
- * the manager through `Driver.leases`; the manager never names a backend.
- */
-export interface Leases {
-  /**
-   * Records that `replicaId` uses the workspace and will count as active for `ttlMs` from now
-   * (the renewing replica's own idle TTL: replicas with different TTLs then agree on what fresh means).
-   */
-  renew(workspaceId: string, replicaId: string, ttlMs: number): Promise<void>;
-  /** Whether a replica other than `replicaId` holds a lease on the workspace that has not expired. */
-  othersActive(workspaceId: string, replicaId: string): Promise<boolean>;
-  /** Drops `replicaId`'s lease; missing is a no-op. */
-  release(workspaceId: string, replicaId: string): Promise<void>;
-  /** The replicas holding a fresh lease and when each expires (for `agentws status`: why a workspace is awake). */
-  holders?(workspaceId: string): Promise<{ replicaId: string; expiresAt: number }[]>;
-}
-
-const REPLICA_ID = /^[0-9a-f]{16,64}$/;
-
-/** A random replica id: 128 bits of hex, so two processes never share one. */
-export function newReplicaId(): string {
-  return randomBytes(16).toString("hex");
-}
-
-export function checkReplicaId(replicaId: string): string {
-  if (typeof replicaId !== "string" || !REPLICA_ID.test(replicaId)) throw new InvalidArgumentError("replicaId", "must be 16-64 lowercase hex characters");
-  return replicaId;
-}
+import { ConflictError, InvalidArgumentError } from "../errors.js";
+import type { Driver } from "../contract/driver.js";
+import { REPLICA_ID, checkReplicaId, type Leases } from "../contract/leases.js";
+import { parseWorkspaceId } from "../contract/schema.js";
 
 /** Lease files read per workspace at most: a flood of names in the folder cannot make a sweep unbounded. */
 const MAX_LEASES_READ = 1024;

@@ -1,5 +1,5 @@
-import type { BackendDescription, Driver, DriverContext } from "./driver.js";
-import { newReplicaId } from "./shared/lease.js";
+import type { BackendDescription, Driver, DriverContext } from "../contract/driver.js";
+import { newReplicaId } from "../contract/leases.js";
 
 export interface GcResult {
   kind: string;

@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { BackendSpecSchema, WorkspaceIdSchema } from "./backends/spec.js";
-import { McpServerSpecSchema } from "./workspace/mcp-spec.js";
-import { isObject } from "./util/records.js";
+import { BackendSpecSchema, WorkspaceIdSchema } from "./registry.js";
+import { McpServerSpecSchema } from "../workspace/mcp-spec.js";
+import { isObject } from "../util/records.js";
 
 /**
  * What one declared workspace is: the Pulumi resource's inputs and a manager's fleet entry.

@@ -1,5 +1,5 @@
 import fs, { constants as fsc } from "node:fs";
-import { PathEscapeError } from "../../errors.js";
+import { PathEscapeError } from "../errors.js";
 
 /**
  * Race-free path resolution under a host folder, for Linux. Node has no openat(), but opening

@@ -1,12 +1,13 @@
 import { z } from "zod";
-import { ensureBackend, type BackendDescription, type Driver, type DriverContext, type EnsureOutcome, type ManagedBy, type WorkspaceIdentity } from "../driver.js";
-import { ConflictError, WorkspaceError, fromZodError } from "../../errors.js";
-import type { ProgressListener } from "../../logger.js";
-import type { Sandbox } from "../../sandbox.js";
-import { pauseUnlessLeased, type Leases } from "./lease.js";
+import { ensureBackend, type BackendDescription, type Driver, type DriverContext, type EnsureOutcome, type ManagedBy, type WorkspaceIdentity } from "../contract/driver.js";
+import { ConflictError, WorkspaceError, fromZodError } from "../errors.js";
+import type { ProgressListener } from "../logger.js";
+import type { Sandbox } from "../sandbox.js";
+import { pauseUnlessLeased } from "./lease.js";
+import { type Leases } from "../contract/leases.js";
 import { BackendResumer, resumingSandbox } from "./resuming-sandbox.js";
-import { checkIdentityId } from "../../util/identity-id.js";
-import { Workspace, type WorkspaceCloseOptions, type WorkspaceOptions } from "../../workspace/workspace.js";
+import { checkIdentityId } from "../util/identity-id.js";
+import { Workspace, type WorkspaceCloseOptions, type WorkspaceOptions } from "../workspace/workspace.js";
 
 /** What close() does to the backend: pause, keep as is, or destroy. The default is the backend's. */
 export const TeardownSchema = z.enum(["pause", "keep", "destroy"]);

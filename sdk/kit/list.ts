@@ -1,5 +1,5 @@
 import { promises as fs } from "node:fs";
-import { TooLargeError } from "../../errors.js";
+import { TooLargeError } from "../errors.js";
 
 /** The most backend objects one `Driver.list` call reads. */
 export const MAX_LISTED = 10_000;

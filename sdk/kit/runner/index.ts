@@ -3,9 +3,9 @@
  * client and the file operations over it. A backend only says how to start the process with stdin and
  * stdout (a RunnerTransport); the supervisor starts it on first use and again after it died.
  */
-import type { ExecOptions, ExecResult } from "../../../sandbox.js";
-import { checkRelativePath } from "../../../paths.js";
-import { DEFAULT_MAX_OUTPUT } from "../../../util/process.js";
+import type { ExecOptions, ExecResult } from "../../sandbox.js";
+import { checkRelativePath } from "../../paths.js";
+import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { RunnerClient, type RunnerClientOptions, type RunnerTransport } from "./client.js";
 import { cwdError } from "./files.js";
 
