@@ -11,7 +11,7 @@ import { RUNNER_SOURCE, TEXT_WRAPPER_SOURCE } from "./python.generated.js";
 
 /**
  * argv that runs the runner behind the base64 wrapper; `b64Stdin` when the backend's stdin is text too.
- * The runner's source travels as an argument (about 40 KB, under Linux's 128 KiB limit for one argument).
+ * The runner's source travels as an argument (about 50 KB, under Linux's 128 KiB limit for one argument).
  */
 export function textRunnerArgv(python: string, root: string, b64Stdin: boolean, source: string = RUNNER_SOURCE): string[] {
   return [python, "-I", "-S", "-c", TEXT_WRAPPER_SOURCE, source, root, b64Stdin ? "1" : "0"];
