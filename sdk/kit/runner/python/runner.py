@@ -1565,39 +1565,45 @@ def run():
     reply(0, ["hello", "1", os.getpid()])
     SUBREAPER = become_subreaper()
     while True:
-        busy = readers and qlen < HIGH
-        for key, ev in sel.select(0 if busy else None):
-            kind, data = key.data
-            if kind == "out":
-                flush(data)
-            elif kind == "in":
-                read_input(key.fd)
-            elif kind == "sig":
-                try:
-                    while os.read(rfd, 512):
-                        pass
-                except BlockingIOError:
+        turn(rfd)
+
+
+def turn(wake, idle=None):
+    """One turn of the runner's loop: waits for what is ready (at most idle seconds; None: until something
+    is, a signal on the wake pipe included), handles it, reaps, and steps the reads while output is not held up."""
+    busy = readers and qlen < HIGH
+    for key, ev in sel.select(0 if busy else idle):
+        kind, data = key.data
+        if kind == "out":
+            flush(data)
+        elif kind == "in":
+            read_input(key.fd)
+        elif kind == "sig":
+            try:
+                while os.read(wake, 512):
                     pass
-            elif kind == "up":
-                data.take()
-            elif kind == "stdin" or kind == "sstdin":
-                data.write_stdin()
-            elif kind == "spipe":
-                job, which = data
-                if jobs.get(job.id) is job:
-                    job.take(which)
-            elif kind == "pipe":
-                job, name = data
-                if jobs.get(job.id) is not job:
-                    continue
-                if job.take(name, key.fd):
-                    sel.unregister(key.fd)
-        # Reaping closes pipes, so it waits until the batch of ready keys has been handled.
-        reap()
-        while readers and qlen < HIGH:
-            r = readers.pop(0)
-            if not r.step():
-                readers.append(r)
+            except BlockingIOError:
+                pass
+        elif kind == "up":
+            data.take()
+        elif kind == "stdin" or kind == "sstdin":
+            data.write_stdin()
+        elif kind == "spipe":
+            job, which = data
+            if jobs.get(job.id) is job:
+                job.take(which)
+        elif kind == "pipe":
+            job, name = data
+            if jobs.get(job.id) is not job:
+                continue
+            if job.take(name, key.fd):
+                sel.unregister(key.fd)
+    # Reaping closes pipes, so it waits until the batch of ready keys has been handled.
+    reap()
+    while readers and qlen < HIGH:
+        r = readers.pop(0)
+        if not r.step():
+            readers.append(r)
 
 
 if __name__ == "__main__":

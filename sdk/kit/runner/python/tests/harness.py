@@ -87,20 +87,20 @@ class RunnerCase(unittest.TestCase):
     def drain(self):
         """Runs the read loop as run() does and returns the replies written so far."""
         while True:
+            runner.flush(runner.main)
             while True:
                 try:
                     chunk = os.read(self.r, 1 << 20)
                 except BlockingIOError:
                     break
                 self.got.extend(chunk)
-            runner.flush(runner.main)
-            if runner.readers and not runner.main.q:
-                r = runner.readers.pop(0)
-                if not r.step():
-                    runner.readers.append(r)
+            if runner.main.q:
                 continue
-            if not runner.main.q and not runner.readers:
+            if not runner.readers:
                 break
+            r = runner.readers.pop(0)
+            if not r.step():
+                runner.readers.append(r)
         out = parse_replies(self.got)
         self.got = bytearray()
         return out
