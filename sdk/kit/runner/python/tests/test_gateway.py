@@ -1,5 +1,7 @@
 """gateway.py's request handling (Conn), in-process over a socket pair: the token, the bounds on what one
 request may carry, and the routes. Imported, the gateway serves nothing: gateway_start.py calls its run()."""
+import ast
+import inspect
 import json
 import os
 import shutil
@@ -151,6 +153,31 @@ class Conn(unittest.TestCase):
         gateway.chans["k1"] = c
         self.assertEqual(self.request(b"POST", b"/c/k1/close")[0], 204)
         self.assertTrue(c.ended)
+
+
+class Composition(unittest.TestCase):
+    """The start (gateway_start.py) runs the body (gateway.py) by name: its call must fit the body's run()."""
+
+    def test_the_start_calls_run_with_what_it_takes(self):
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        with open(os.path.join(here, "gateway_start.py")) as f:
+            tree = ast.parse(f.read())
+        mains = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+        self.assertEqual(len(mains), 1)
+        # The boot line (http-channel.ts) calls main(A): one argument, the parts of stdin.
+        self.assertEqual([a.arg for a in mains[0].args.args], ["parts"])
+        calls = [
+            n for n in ast.walk(mains[0])
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name) and n.func.value.id == "gateway"
+        ]
+        self.assertEqual(len(calls), 1)
+        key = calls[0].func.slice
+        if type(key).__name__ == "Index":  # before Python 3.9
+            key = key.value
+        self.assertEqual(ast.literal_eval(key), "run")
+        params = list(inspect.signature(gateway.run).parameters)
+        self.assertEqual([a.id for a in calls[0].args], ["srv"] + params[1:])
+        self.assertEqual(calls[0].keywords, [])
 
 
 if __name__ == "__main__":
