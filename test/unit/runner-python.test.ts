@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { GENERATED, PYTHON_DIR, PYTHON_SOURCES, renderGenerated } from "../../scripts/runner-source.js";
-import { HTTP_RUNNER_VERSION } from "../../sdk/kit/runner/http-channel.js";
+import { HTTP_RUNNER_VERSION, httpGatewayScript } from "../../sdk/kit/runner/http-channel.js";
 import { RUNNER_SOURCE } from "../../sdk/kit/runner/python.generated.js";
 
 /**
@@ -41,6 +41,11 @@ describe("runner Python", () => {
     expect(HTTP_RUNNER_VERSION).toMatch(/^[0-9a-f]{16}$/);
     // textRunnerArgv passes the source as one argv string: Linux caps one at 128 KiB.
     expect(Buffer.byteLength(RUNNER_SOURCE)).toBeLessThan(120 << 10);
+  });
+
+  it("boots the gateway by calling its start's main with the parts (python/tests/test_gateway.py checks the rest of the chain)", () => {
+    const script = httpGatewayScript({ home: "/h", port: 1, root: "/r" });
+    expect(script).toContain('exec(compile(A[0],"agentws-gateway-start","exec"));main(A)');
   });
 
   it("compiles every file (py_compile)", () => {
