@@ -24,10 +24,10 @@ import {
 import { dockerError } from "../../sdk/backends/docker/errors.js";
 
 const one: Record<WorkspaceErrorCode, WorkspaceError> = {
-  invalid_argument: new InvalidArgumentError("f", "bad"),
-  not_found: new NotFoundError("x"),
+  invalid_argument: new InvalidArgumentError("bad", { field: "f" }),
+  not_found: new NotFoundError("x not found"),
   conflict: new ConflictError("c"),
-  path_escape: new PathEscapeError("../x", "escapes"),
+  path_escape: new PathEscapeError(`path '../x' escapes`),
   unavailable: new UnavailableError("u"),
   timeout: new TimeoutError("t"),
   too_large: new TooLargeError("big"),
@@ -80,7 +80,7 @@ describe("boundary mappings", () => {
   });
 
   it("problem bodies carry code, field and retry hints but never the cause or details", () => {
-    const secret = new InvalidArgumentError("backend.env.TOKEN", "bad", { cause: new Error("hunter2"), details: { value: "hunter2" } });
+    const secret = new InvalidArgumentError("bad", { field: "backend.env.TOKEN", cause: new Error("hunter2"), details: { value: "hunter2" } });
     const body = JSON.stringify(toProblem(secret));
     expect(body).not.toContain("hunter2");
     expect(toProblem(secret)).toMatchObject({ status: 400, title: "invalid_argument", field: "backend.env.TOKEN", retryable: false });
