@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
 import { LineCounter, isMap, isScalar, parseDocument, type Document } from "yaml";
 import { z } from "zod";
-import { ConflictError, InvalidArgumentError, WorkspaceError, joinField } from "../sdk/errors.js";
+import { ConflictError, InvalidArgumentError, WorkspaceError, joinField, TooLargeError } from "../sdk/errors.js";
 import { WorkspaceSpecSchema, type FleetEntry, type FleetOutputs, type WorkspaceSpec, type WorkspaceSpecInput } from "../sdk/contract/fleet.js";
 import { defaultWorkspaceId, issueToFailure } from "./inputs.js";
 import { DataLedger } from "./ledger.js";
@@ -123,7 +123,7 @@ export function loadFleetFile(path: string): FleetWorkspaceSpec[] {
   let text: string;
   try {
     const buf = readFileSync(path);
-    if (buf.length > MAX_FLEET_FILE_BYTES) throw new Error(`it is over ${MAX_FLEET_FILE_BYTES} bytes`);
+    if (buf.length > MAX_FLEET_FILE_BYTES) throw new TooLargeError(`it is over ${MAX_FLEET_FILE_BYTES} bytes`);
     text = buf.toString("utf8");
   } catch (e) {
     throw new InvalidArgumentError(`cannot be read: ${e instanceof Error ? e.message : String(e)}`, { field: `fleet file ${path}`, cause: e });

@@ -6,7 +6,7 @@ import { Transform, type Readable } from "node:stream";
 import { createGunzip, crc32 } from "node:zlib";
 import { Inflate } from "fflate";
 import * as tar from "tar-stream";
-import { InvalidArgumentError, PathEscapeError, TooLargeError, WorkspaceError } from "../errors.js";
+import { InvalidArgumentError, PathEscapeError, TooLargeError, WorkspaceError, InternalError } from "../errors.js";
 
 /**
  * Skill archives are unpacked on the host, in Node, into a fresh folder: never by a program inside
@@ -351,7 +351,7 @@ async function walkTar(
   const inflated = gzip ? raw.pipe(createGunzip()) : raw;
   const meter = new TarStreamMeter(limit);
   const source = inflated.pipe(meter);
-  const fail = (e: unknown) => extract.destroy(e instanceof Error ? e : new Error(String(e)));
+  const fail = (e: unknown) => extract.destroy(e instanceof Error ? e : new InternalError(String(e)));
   const streams = new Set<Readable>([raw, inflated, source]);
   for (const s of streams) s.on("error", fail);
   source.pipe(extract as unknown as NodeJS.WritableStream);

@@ -189,6 +189,7 @@ function safeCause(e: unknown, spec: McpServerSpec): unknown {
     text += `${String(err.message ?? c)}\n${String(err.stack ?? "")}\n`;
   }
   if (redact(text, spec) === text) return e;
+  // eslint-disable-next-line no-restricted-syntax -- a redacted stand-in for a foreign error, kept only as `cause` under its own name
   const masked = new Error(redact(e instanceof Error ? e.message : String(e), spec));
   masked.name = e instanceof Error ? e.name : "Error";
   masked.stack = `${masked.name}: ${masked.message}`;

@@ -253,7 +253,7 @@ export class BubblewrapDriver implements Driver {
     try {
       const r = json as IndexRecord;
       if (r === null || typeof r !== "object" || r.workspaceId !== id || typeof r.folder !== "string" || (r.userId !== undefined && typeof r.userId !== "string"))
-        throw new Error("identity mismatch");
+        throw new InternalError("identity mismatch");
       return r;
     } catch (e) {
       throw new InternalError(`bubblewrap index record for '${id}' is corrupt (${this.#indexPath(id)}); remove it to re-adopt the folder`, { cause: e });

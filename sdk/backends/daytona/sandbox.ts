@@ -412,7 +412,7 @@ class SessionProcess implements SandboxProcess {
     const started = (async () => {
       await p.createSession(session);
       const { cmdId } = await p.executeSessionCommand(session, { command: line, runAsync: true, suppressInputEcho: true });
-      if (!cmdId) throw new Error("the toolbox gave no command id");
+      if (!cmdId) throw new ExecFailedError("the toolbox gave no command id");
       return cmdId;
     })();
     started.catch(() => undefined);

@@ -5,7 +5,7 @@ import path from "node:path";
 import { PassThrough, Writable } from "node:stream";
 import tar from "tar-stream";
 import type { Sandbox as E2BSdkSandbox, CommandHandle } from "e2b";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, InvalidArgumentError } from "../../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, InvalidArgumentError, ExecFailedError } from "../../errors.js";
 import { checkRelativePath } from "../../paths.js";
 import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
@@ -404,7 +404,7 @@ export class E2BSandbox implements Sandbox {
         });
         sending.then(
           () => cb(),
-          (e: unknown) => cb(e instanceof Error ? e : new Error(String(e))),
+          (e: unknown) => cb(e instanceof Error ? e : new ExecFailedError(String(e))),
         );
       },
       final: (cb) => {

@@ -5,7 +5,7 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { Sandbox as OsbSandbox, SandboxManager, ConnectionConfigOptions, SandboxInfo } from "@alibaba-group/opensandbox";
 import { loadOpenSandbox } from "./sdk.js";
-import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, fromZodError } from "../../errors.js";
+import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, fromZodError, ClosedError } from "../../errors.js";
 import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { parseWorkspaceId } from "../../contract/schema.js";
@@ -128,7 +128,7 @@ export class OpenSandboxDriver implements Driver {
       .waitUntilReady({ readyTimeoutSeconds: READY_S, pollingIntervalMillis: 20, healthCheck: async (s) => given || s.health.ping() })
       .then(() => undefined, (e: unknown) => e);
     // A sandbox given up (lost the race, closed) gets no gateway: its handle is closed by then.
-    const gateway = readiness.then((e) => (e === undefined && !given ? startGateway(made) : Promise.reject(e ?? new Error("the create gave this sandbox up"))));
+    const gateway = readiness.then((e) => (e === undefined && !given ? startGateway(made) : Promise.reject(e ?? new ClosedError("the create gave this sandbox up"))));
     gateway.catch(() => undefined);
     const giveUp = async (kill: boolean) => {
       given = true;

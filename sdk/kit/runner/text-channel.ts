@@ -7,6 +7,7 @@
  */
 import { Transform, type TransformCallback } from "node:stream";
 import { RUNNER_SOURCE } from "./source.js";
+import { ExecFailedError } from "../../errors.js";
 
 const WRAPPER = String.raw`
 import base64, os, subprocess, sys, threading
@@ -106,7 +107,7 @@ export function textChannelReader(maxLine = MAX_LINE_CHARS): Transform {
 export const MAX_LINE_CHARS = 4 << 20;
 
 function tooLong(max: number): Error {
-  return new Error(`the runner's text channel sent a line over ${max} characters`);
+  return new ExecFailedError(`the runner's text channel sent a line over ${max} characters`);
 }
 
 /** Bytes for the runner as base64 lines, for a backend whose stdin takes text (pairs with `b64Stdin`). */
