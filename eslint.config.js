@@ -14,6 +14,30 @@ export default tseslint.config(
       "no-console": "error",
     },
   },
+  // Library errors are the closed family in sdk/errors.ts (issue 28): a subclass per code, never a raw code or a bare Error.
+  {
+    files: ["sdk/**/*.ts", "providers/**/*.ts", "stacks/**/*.ts"],
+    ignores: ["sdk/errors.ts"],
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector: "NewExpression[callee.name='WorkspaceError']",
+          message:
+            "Use the subclass for the code (new InvalidArgumentError(message, { field }), NotFoundError, ConflictError, ... from sdk/errors.ts), or errorForCode(code, message, options) for a code known only at run time.",
+        },
+        {
+          selector: "NewExpression[callee.name='Error']",
+          message:
+            "Throw a typed error from sdk/errors.ts (InvalidArgumentError, InternalError for an impossible state, UnavailableError, ...). If a plain Error must stay (it stands for a foreign library's error), add `// eslint-disable-next-line no-restricted-syntax -- <reason>`.",
+        },
+        {
+          selector: "CallExpression[callee.name='Error']",
+          message: "Throw a typed error from sdk/errors.ts, not Error(...).",
+        },
+      ],
+    },
+  },
   // Scripts, benches, examples and the CLI talk to a terminal.
   { files: ["bench/**", "scripts/**", "examples/**", "sdk/cli/**", "bin/**", "test/**", "stacks/**"], rules: { "no-console": "off" } },
 );

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
 import { LineCounter, isMap, isScalar, parseDocument, type Document } from "yaml";
 import { z } from "zod";
-import { ConflictError, InvalidArgumentError, WorkspaceError, joinField } from "../sdk/errors.js";
+import { ConflictError, InvalidArgumentError, WorkspaceError, joinField, TooLargeError } from "../sdk/errors.js";
 import { WorkspaceSpecSchema, type FleetEntry, type FleetOutputs, type WorkspaceSpec, type WorkspaceSpecInput } from "../sdk/contract/fleet.js";
 import { defaultWorkspaceId, issueToFailure } from "./inputs.js";
 import { DataLedger } from "./ledger.js";
@@ -100,7 +100,7 @@ function parsePlainSpec(value: unknown, field: string): WorkspaceSpec {
   const failures = r.error.issues.map((i) => issueToFailure(i));
   const first = failures[0]!;
   const more = failures.length > 1 ? ` (and ${failures.length - 1} more: ${failures.slice(1).map((f) => `${field}.${f.property}`).join(", ")})` : "";
-  throw new InvalidArgumentError(`${field}.${first.property}`, `${first.reason.slice(first.property.length + 2)}${more}`);
+  throw new InvalidArgumentError(`${first.reason.slice(first.property.length + 2)}${more}`, { field: `${field}.${first.property}` });
 }
 
 /** One mistake in a fleet file: where (line, field path) and what. */
@@ -123,10 +123,10 @@ export function loadFleetFile(path: string): FleetWorkspaceSpec[] {
   let text: string;
   try {
     const buf = readFileSync(path);
-    if (buf.length > MAX_FLEET_FILE_BYTES) throw new Error(`it is over ${MAX_FLEET_FILE_BYTES} bytes`);
+    if (buf.length > MAX_FLEET_FILE_BYTES) throw new TooLargeError(`it is over ${MAX_FLEET_FILE_BYTES} bytes`);
     text = buf.toString("utf8");
   } catch (e) {
-    throw new InvalidArgumentError(`fleet file ${path}`, `cannot be read: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    throw new InvalidArgumentError(`cannot be read: ${e instanceof Error ? e.message : String(e)}`, { field: `fleet file ${path}`, cause: e });
   }
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
@@ -196,5 +196,5 @@ function fleetFileError(path: string, problems: FleetFileProblem[]): InvalidArgu
   problems.sort((a, b) => a.line - b.line);
   const lines = problems.map((p) => `${path}:${p.line}: ${p.field}: ${p.message}`);
   const summary = problems.length === 1 ? "1 mistake" : `${problems.length} mistakes`;
-  return new InvalidArgumentError(`fleet file ${path}`, `${summary}\n${lines.join("\n")}`, { details: { problems } });
+  return new InvalidArgumentError(`${summary}\n${lines.join("\n")}`, { field: `fleet file ${path}`, details: { problems } });
 }

@@ -1,7 +1,7 @@
 import { ensureBackend, type BackendDescription, type Driver, type WorkspaceIdentity } from "../sdk/contract/driver.js";
 import { changePolicyOf } from "../sdk/contract/registry.js";
 import { BackendSpecSchema, type BackendSpec } from "../sdk/contract/registry.js";
-import { InvalidArgumentError, WorkspaceError } from "../sdk/errors.js";
+import { InvalidArgumentError, UnavailableError, ConflictError } from "../sdk/errors.js";
 import { silentLogger, type Logger } from "../sdk/logger.js";
 import type { McpServerSpec } from "../sdk/workspace/mcp-spec.js";
 import { diffWorkspace, stableJson, type WorkspaceDiff } from "./diff.js";
@@ -40,7 +40,7 @@ export const workspaceProviderImpl = {
         for (const [k, v] of Object.entries(parsed)) if (typeof v === "string") stackCredentials[k] = v;
     } catch {
       // Never quote the value: it is a secret.
-      throw new WorkspaceError("invalid_argument", "stack config agentws:credentials must be a JSON object of strings (set it with `pulumi config set --secret --path`)", { field: "agentws:credentials" });
+      throw new InvalidArgumentError("stack config agentws:credentials must be a JSON object of strings (set it with `pulumi config set --secret --path`)", { field: "agentws:credentials", fieldPrefix: false });
     }
   },
 
@@ -159,7 +159,7 @@ export const ledgerProviderImpl = {
       try {
         const spec = parseBackend(h.backend, "backend (from the data ledger)");
         // Only drivers whose policy names their data fields know the leftover mode of destroy.
-        if (!changePolicyOf(spec.kind).dataFields) throw new WorkspaceError("invalid_argument", `the ${spec.kind} backend cannot remove files left behind; remove them by hand`);
+        if (!changePolicyOf(spec.kind).dataFields) throw new InvalidArgumentError(`the ${spec.kind} backend cannot remove files left behind; remove them by hand`);
         const driver = await loadDriverFor(spec);
         await driver.destroy(h.workspaceId, { deleteData: true, leftover: true }, driverContext({}));
       } catch (e) {
@@ -168,8 +168,7 @@ export const ledgerProviderImpl = {
       }
     }
     if (failures.length)
-      throw new WorkspaceError(
-        "unavailable",
+      throw new UnavailableError(
         `could not delete the files ${failures.length} earlier workspace(s) left behind (the data ledger keeps them; fix this and run destroy again): ${failures.join("; ")}`,
       );
   },
@@ -209,8 +208,7 @@ function refuseDataLoss(d: WorkspaceDiff, news: Props): void {
   if (d.data !== "deleted" || allowDataLoss || /^(1|true)$/i.test(process.env.AGENTWS_ALLOW_DATA_LOSS ?? "") || process.env.AGENTWS_PREVIEW === "1") return;
   const why = d.fields.filter((f) => f.effect === d.effect).map((f) => f.path).join(", ");
   const verb = d.effect === "recreate" ? "re-creates its backend object" : "replaces it";
-  throw new WorkspaceError(
-    "conflict",
+  throw new ConflictError(
     `workspace '${String(news.workspaceId)}': changing ${why} ${verb} and deletes its files; ` +
       "apply it with `agentws up --allow-data-loss` (or AGENTWS_ALLOW_DATA_LOSS=1, or stack config agentws:allowDataLoss=true)",
     { field: why.split(", ")[0] },
@@ -249,17 +247,17 @@ export function parseBackend(value: unknown, field = "backend"): BackendSpec {
     const unknownKeys = r.error.issues.flatMap((i) => (i.code === "unrecognized_keys" && i.path.length === 0 ? i.keys : []));
     if (!unknownKeys.length || !candidate || typeof candidate !== "object") {
       const first = r.error.issues[0];
-      throw new InvalidArgumentError(`${field}${first?.path.length ? `.${first.path.join(".")}` : ""}`, first?.message ?? "invalid backend spec");
+      throw new InvalidArgumentError(first?.message ?? "invalid backend spec", { field: `${field}${first?.path.length ? `.${first.path.join(".")}` : ""}` });
     }
     candidate = Object.fromEntries(Object.entries(candidate).filter(([k]) => !unknownKeys.includes(k)));
   }
-  throw new InvalidArgumentError(field, "invalid backend spec");
+  throw new InvalidArgumentError("invalid backend spec", { field });
 }
 
 function identityOf(inputs: Props): WorkspaceIdentity {
   const str = (v: unknown) => (typeof v === "string" ? v : undefined);
   const workspaceId = str(inputs.workspaceId);
-  if (!workspaceId) throw new InvalidArgumentError("workspaceId", "missing from the resource's inputs; run `pulumi up` so check can derive it");
+  if (!workspaceId) throw new InvalidArgumentError("missing from the resource's inputs; run `pulumi up` so check can derive it", { field: "workspaceId" });
   return {
     workspaceId,
     userId: str(inputs.userId),

@@ -49,22 +49,29 @@ export class WorkspaceError extends Error {
   }
 }
 
+export interface InvalidArgumentOptions extends WorkspaceErrorOptions {
+  /** False when the message already names the field its own way: no `${field}: ` prefix. Default true. */
+  fieldPrefix?: boolean;
+}
+
+/** A bad argument. With `field`, the message reads `${field}: ${message}` (unless `fieldPrefix: false`). */
 export class InvalidArgumentError extends WorkspaceError {
-  constructor(field: string, message: string, options: Omit<WorkspaceErrorOptions, "field"> = {}) {
-    super("invalid_argument", `${field}: ${message}`, { ...options, field });
+  constructor(message: string, options: InvalidArgumentOptions = {}) {
+    const { fieldPrefix = true, ...rest } = options;
+    super("invalid_argument", rest.field !== undefined && fieldPrefix ? `${rest.field}: ${message}` : message, rest);
   }
 }
 
 export class PathEscapeError extends WorkspaceError {
-  /** The path goes in the message only: `field` names the field at fault ("path" unless given), never the caller's value. */
-  constructor(path: string, reason: string, options: WorkspaceErrorOptions = {}) {
-    super("path_escape", `path '${path}' ${reason}`, { ...options, field: options.field ?? "path" });
+  /** The caller's path goes in the message only: `field` names the field at fault ("path" unless given), never the caller's value. */
+  constructor(message: string, options: WorkspaceErrorOptions = {}) {
+    super("path_escape", message, { ...options, field: options.field ?? "path" });
   }
 }
 
 export class NotFoundError extends WorkspaceError {
-  constructor(what: string, options: WorkspaceErrorOptions = {}) {
-    super("not_found", `${what} not found`, options);
+  constructor(message: string, options: WorkspaceErrorOptions = {}) {
+    super("not_found", message, options);
   }
 }
 
@@ -171,6 +178,35 @@ export function parseRetryAfter(value: string | null | undefined, now = Date.now
   return Number.isNaN(at) ? undefined : Math.min(Math.max(0, at - now), cap);
 }
 
+/** The error class for each code: every code has one (so `new WorkspaceError(code, ...)` is never needed). */
+export const ERROR_CLASS_FOR_CODE = {
+  invalid_argument: InvalidArgumentError,
+  not_found: NotFoundError,
+  conflict: ConflictError,
+  path_escape: PathEscapeError,
+  unavailable: UnavailableError,
+  timeout: TimeoutError,
+  too_large: TooLargeError,
+  closed: ClosedError,
+  exec_failed: ExecFailedError,
+  provision_failed: ProvisionFailedError,
+  mcp_error: McpError,
+  rate_limited: RateLimitedError,
+  unauthenticated: UnauthenticatedError,
+  forbidden: ForbiddenError,
+  unsupported: UnsupportedError,
+  internal: InternalError,
+} as const satisfies Record<WorkspaceErrorCode, new (message: string, options?: WorkspaceErrorOptions) => WorkspaceError>;
+
+/**
+ * An error of the class for a code known only at run time (re-wrapping another error, say). The
+ * message is used as given (no field prefix); a path_escape keeps its default field "path".
+ */
+export function errorForCode(code: WorkspaceErrorCode, message: string, options: WorkspaceErrorOptions = {}): WorkspaceError {
+  if (code === "invalid_argument") return new InvalidArgumentError(message, { ...options, fieldPrefix: false });
+  return new ERROR_CLASS_FOR_CODE[code](message, options);
+}
+
 export function isWorkspaceError(e: unknown, code?: WorkspaceErrorCode): e is WorkspaceError {
   return e instanceof WorkspaceError && (code === undefined || e.code === code);
 }
@@ -184,7 +220,7 @@ export function fromZodError(
   const issues = error.issues.map((i) => ({ field: joinField(root, i.path, options), message: i.message }));
   const first = issues[0] ?? { field: root, message: "invalid value" };
   const more = issues.length > 1 ? ` (and ${issues.length - 1} more: ${issues.slice(1).map((i) => i.field).join(", ")})` : "";
-  return new InvalidArgumentError(first.field, `${first.message}${more}`, { details: { issues } });
+  return new InvalidArgumentError(`${first.message}${more}`, { field: first.field, details: { issues } });
 }
 
 export function joinField(root: string, path: ReadonlyArray<PropertyKey>, options: { nameKeysOnly?: boolean } = {}): string {

@@ -24,8 +24,10 @@ export {
   parseRetryAfter,
   isWorkspaceError,
   fromZodError,
+  errorForCode,
   type WorkspaceErrorCode,
   type WorkspaceErrorOptions,
+  type InvalidArgumentOptions,
 } from "./errors.js";
 export { silentLogger, consoleLogger, type Logger, type ProgressEvent, type ProgressListener } from "./logger.js";
 export type { Sandbox, ExecOptions, ExecResult, SpawnOptions, SandboxProcess, DirEntry, FileInfo, ListPage, ListPageOptions, TreeEntry, WalkTreeOptions, WalkTreeResult } from "./sandbox.js";

@@ -9,12 +9,12 @@ import { PathEscapeError } from "./errors.js";
  */
 export function checkRelativePath(path: string, field = "path"): string {
   const at = { field };
-  if (typeof path !== "string") throw new PathEscapeError(String(path), `(${field}) must be a string`, at);
-  if (path.includes("\0")) throw new PathEscapeError(path.replace(/\0/g, "\\0"), `(${field}) contains a NUL byte`, at);
-  if (path.includes("\\")) throw new PathEscapeError(path, `(${field}) contains a backslash; use '/' separators`, at);
-  if (path.startsWith("/")) throw new PathEscapeError(path, `(${field}) must be relative to the workspace root`, at);
+  if (typeof path !== "string") throw new PathEscapeError(`path '${String(path)}' (${field}) must be a string`, at);
+  if (path.includes("\0")) throw new PathEscapeError(`path '${path.replace(/\0/g, "\\0")}' (${field}) contains a NUL byte`, at);
+  if (path.includes("\\")) throw new PathEscapeError(`path '${path}' (${field}) contains a backslash; use '/' separators`, at);
+  if (path.startsWith("/")) throw new PathEscapeError(`path '${path}' (${field}) must be relative to the workspace root`, at);
   const segments = path.split("/");
-  if (segments.includes("..")) throw new PathEscapeError(path, `(${field}) must not contain '..'`, at);
+  if (segments.includes("..")) throw new PathEscapeError(`path '${path}' (${field}) must not contain '..'`, at);
   const normal = posix.normalize(path === "" ? "." : path);
   return normal === "." ? "" : normal.replace(/\/+$/, "");
 }
@@ -30,8 +30,8 @@ export function toWorkspacePath(workdir: string, path: string, field = "path"): 
     if (normal === root) return "";
     const prefix = root === "/" ? "/" : `${root}/`;
     // The root is not named: on a host backend it is a host path, and this message reaches HTTP callers.
-    if (!normal.startsWith(prefix)) throw new PathEscapeError(path, `(${field}) is outside the workspace`, { field });
-    if (path.split("/").includes("..")) throw new PathEscapeError(path, `(${field}) must not contain '..'`, { field });
+    if (!normal.startsWith(prefix)) throw new PathEscapeError(`path '${path}' (${field}) is outside the workspace`, { field });
+    if (path.split("/").includes("..")) throw new PathEscapeError(`path '${path}' (${field}) must not contain '..'`, { field });
     return checkRelativePath(normal.slice(prefix.length), field);
   }
   return checkRelativePath(path, field);

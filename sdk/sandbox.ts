@@ -191,8 +191,8 @@ export function treePath(entries: readonly TreeEntry[], i: number): string {
 
 /** A readRange's offset and length: non-negative safe integers, else InvalidArgumentError naming the one at fault. */
 export function checkRange(offset: number, length: number): void {
-  if (!Number.isSafeInteger(offset) || offset < 0) throw new InvalidArgumentError("offset", "must be a non-negative integer");
-  if (!Number.isSafeInteger(length) || length < 0) throw new InvalidArgumentError("length", "must be a non-negative integer");
+  if (!Number.isSafeInteger(offset) || offset < 0) throw new InvalidArgumentError("must be a non-negative integer", { field: "offset" });
+  if (!Number.isSafeInteger(length) || length < 0) throw new InvalidArgumentError("must be a non-negative integer", { field: "length" });
 }
 
 /**
@@ -207,11 +207,11 @@ export async function rangeOfWholeRead(sandbox: Pick<Sandbox, "readFile">, path:
 /** The offset and limit a ListPageOptions stands for; InvalidArgumentError names a bad cursor or limit. */
 export function pageBounds(options: ListPageOptions = {}): { offset: number; limit: number; token?: string } {
   const { cursor, limit = DEFAULT_LIST_PAGE } = options;
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_PAGE) throw new InvalidArgumentError("limit", `must be an integer from 1 to ${MAX_LIST_PAGE}`);
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_PAGE) throw new InvalidArgumentError(`must be an integer from 1 to ${MAX_LIST_PAGE}`, { field: "limit" });
   if (cursor === undefined || cursor === "") return { offset: 0, limit };
   // Opaque to callers: the readdir position the previous page stopped at, and maybe a handle the backend kept.
   const m = typeof cursor === "string" ? /^o([0-9]{1,9})(?:\.([0-9a-f]{16}))?$/.exec(cursor) : null;
-  if (!m) throw new InvalidArgumentError("cursor", "is not a cursor this listing gave out");
+  if (!m) throw new InvalidArgumentError("is not a cursor this listing gave out", { field: "cursor" });
   return m[2] ? { offset: Number(m[1]), limit, token: m[2] } : { offset: Number(m[1]), limit };
 }
 

@@ -2,7 +2,7 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { loadBackend } from "../sdk/backends/load.js";
-import { InvalidArgumentError } from "../sdk/errors.js";
+import { InvalidArgumentError, UnsupportedError } from "../sdk/errors.js";
 import { maskSecretFields, type WorkspaceSpec } from "../sdk/contract/fleet.js";
 import { FLEET_OUTPUT_NAME, WorkspaceFleet, loadFleetFile, type FleetWorkspaceSpec } from "../providers/index.js";
 
@@ -30,9 +30,9 @@ export default async function program(): Promise<Record<string, unknown>> {
     const reason = await unavailableReason(spec);
     if (!reason) usable.push(spec);
     else if (skipUnavailable) void pulumi.log.warn(`skipping workspace ${spec.workspaceId ?? `${spec.userId ?? ""}/${spec.agentId ?? ""}`}: ${reason}`);
-    else throw new Error(`${spec.backend.kind} workspace cannot run here: ${reason}`);
+    else throw new UnsupportedError(`${spec.backend.kind} workspace cannot run here: ${reason}`);
   }
-  if (!usable.length) throw new Error(`no workspace in ${fleetFile} can run on this machine; see the warnings above`);
+  if (!usable.length) throw new UnsupportedError(`no workspace in ${fleetFile} can run on this machine; see the warnings above`);
 
   const fleet = new WorkspaceFleet("fleet", { workspaces: usable, deleteData: config.getBoolean("deleteData") ?? false });
   return { [FLEET_OUTPUT_NAME]: fleet.workspaces };

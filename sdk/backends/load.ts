@@ -21,7 +21,7 @@ const MODULES: { [K in BackendKind]: () => Promise<{ backend: BackendModule<Spec
 /** The module of a kind; an InvalidArgumentError naming `backend.kind` for an unknown one. */
 export async function loadBackend<K extends BackendKind>(kind: K): Promise<BackendModule<SpecOf<K>>> {
   const load = (Object.hasOwn(MODULES, kind) ? MODULES[kind] : undefined) as (() => Promise<{ backend: BackendModule<SpecOf<K>> }>) | undefined;
-  if (!load) throw new InvalidArgumentError("backend.kind", `unknown backend kind '${String(kind)}' (known: ${BACKEND_KINDS.join(", ")})`);
+  if (!load) throw new InvalidArgumentError(`unknown backend kind '${String(kind)}' (known: ${BACKEND_KINDS.join(", ")})`, { field: "backend.kind" });
   return (await load()).backend;
 }
 

@@ -76,7 +76,7 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
   const pulumiCommand = await PulumiCommand.get({ ...(basename(binDir) === "bin" ? { root: dirname(binDir) } : {}), skipVersionCheck: true });
   const program = options.program ?? (await loadProgram(workDir, project));
   const projectName = project?.name ?? options.projectName;
-  if (!projectName) throw new InvalidArgumentError("projectName", `no Pulumi.yaml in ${workDir} and no projectName given`);
+  if (!projectName) throw new InvalidArgumentError(`no Pulumi.yaml in ${workDir} and no projectName given`, { field: "projectName" });
   const args = { stackName: options.stackName, projectName, program };
   const wsOptions = {
     workDir,
@@ -95,9 +95,8 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
       .then((l) => l.map((x) => x.name))
       .catch(() => [] as string[]);
     throw new InvalidArgumentError(
-      "stack",
       `no stack '${options.stackName}' in ${backendUrl} (stacks there: ${names.length ? names.join(", ") : "none"}); \`agentws up --stack ${options.stackName}\` creates it`,
-      { details: { stacks: names } },
+      { field: "stack", details: { stacks: names } },
     );
   }
   // Events and output handed to callers' hooks are masked (sdk/cli/safe-events.ts).
@@ -154,7 +153,7 @@ export async function upWithPreview(stack: Stack, options: UpOptions & PlanOptio
     const model = collector.model();
     onPlan?.(model);
     const missing = (replaceWorkspaces ?? []).filter((id) => !model.changes.some((c) => c.workspaceId === id && c.op === "replace"));
-    if (missing.length) throw new InvalidArgumentError("--replace", `no workspace ${missing.map((m) => `'${m}'`).join(", ")} in stack '${stack.name}' to replace`);
+    if (missing.length) throw new InvalidArgumentError(`no workspace ${missing.map((m) => `'${m}'`).join(", ")} in stack '${stack.name}' to replace`, { field: "--replace" });
     const losing = model.changes.filter((c) => c.data === "deleted" && (c.op === "replace" || c.op === "recreate"));
     if (losing.length && !allowDataLoss)
       throw new ConflictError(

@@ -99,7 +99,7 @@ export function serviceLimits(flags: Record<string, string | undefined>, env: No
     const given = flags[flag] ?? env[variable];
     if (given === undefined || given === "") continue;
     const n = Number(given);
-    if (!/^\d+(\.\d+)?$/.test(given.trim()) || !Number.isFinite(n)) throw new InvalidArgumentError(`--${flag}`, "must be a number, 0 or more (0 turns the limit off)");
+    if (!/^\d+(\.\d+)?$/.test(given.trim()) || !Number.isFinite(n)) throw new InvalidArgumentError("must be a number, 0 or more (0 turns the limit off)", { field: `--${flag}` });
     limits[field] = n;
   }
   return limits;
@@ -113,7 +113,7 @@ export function serviceLimits(flags: Record<string, string | undefined>, env: No
 export function egressPolicy(flags: string[], allowPrivate: boolean, env: NodeJS.ProcessEnv = process.env): EgressPolicy {
   const allow = [...flags, env.AGENTWS_EGRESS_ALLOW ?? ""].flatMap((s) => s.split(",")).map((s) => s.trim()).filter(Boolean);
   const parsed = EgressPolicySchema.safeParse({ allow, allowPrivate: allowPrivate || env.AGENTWS_EGRESS_ALLOW_PRIVATE === "1" });
-  if (!parsed.success) throw new InvalidArgumentError("--egress-allow", parsed.error.issues.map((i) => i.message).join("; "));
+  if (!parsed.success) throw new InvalidArgumentError(parsed.error.issues.map((i) => i.message).join("; "), { field: "--egress-allow" });
   return parsed.data;
 }
 
@@ -124,7 +124,7 @@ export function connectionFlags(values: Record<string, unknown>): Partial<Connec
   const num = (flag: string, scale = 1): number | undefined => {
     const v = values[flag];
     if (typeof v !== "string") return undefined;
-    if (!/^\d+(\.\d+)?$/.test(v)) throw new InvalidArgumentError(`--${flag}`, "must be a non-negative number");
+    if (!/^\d+(\.\d+)?$/.test(v)) throw new InvalidArgumentError("must be a non-negative number", { field: `--${flag}` });
     return Math.round(Number(v) * scale);
   };
   const limits: Partial<ConnectionLimits> = {
@@ -156,10 +156,10 @@ export async function tokenCreateCommand(user: string, values: TokenCommandOptio
   // Checked before the store is opened: a typo changes nothing.
   const scopes = parseScopes(values.scopes ?? "read,write", "--scopes");
   const expiresIn = parseDuration(values.expires ?? "never");
-  if (values.name !== undefined && !TOKEN_NAME.test(values.name)) throw new InvalidArgumentError("--name", "must be 1-128 characters, no control characters");
+  if (values.name !== undefined && !TOKEN_NAME.test(values.name)) throw new InvalidArgumentError("must be 1-128 characters, no control characters", { field: "--name" });
   // The service's own rule: a token for a user id it refuses would fail every request.
   const bad = edgeIdProblem(user, "userId");
-  if (bad !== undefined) throw new InvalidArgumentError("userId", `${JSON.stringify(user)} ${bad}`);
+  if (bad !== undefined) throw new InvalidArgumentError(`${JSON.stringify(user)} ${bad}`, { field: "userId" });
   const store = await storeOf(values);
   try {
     const now = Date.now();
@@ -203,7 +203,7 @@ export async function tokenRevokeCommand(tokenId: string, values: TokenCommandOp
 /** A TCP port, 0 (any free one) to 65535. */
 export function parsePort(text: string, field = "--port"): number {
   const n = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
-  if (!(n >= 0 && n <= 65535)) throw new InvalidArgumentError(field, `must be a port number from 0 (any free port) to 65535, got '${text.slice(0, 20)}'`);
+  if (!(n >= 0 && n <= 65535)) throw new InvalidArgumentError(`must be a port number from 0 (any free port) to 65535, got '${text.slice(0, 20)}'`, { field });
   return n;
 }
 
@@ -213,6 +213,6 @@ export function parseDuration(text: string): number | null {
   const m = /^(\d{1,9})([smhdw])$/.exec(text);
   const unit = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }[m?.[2] ?? "s"]!;
   const seconds = m ? Number(m[1]) * unit : NaN;
-  if (!(seconds >= 60 && seconds <= 10 * 366 * 86_400)) throw new InvalidArgumentError("--expires", "must be a duration like 30d, 12h, 90m or 2w (1 minute to 10 years), or 'never'");
+  if (!(seconds >= 60 && seconds <= 10 * 366 * 86_400)) throw new InvalidArgumentError("must be a duration like 30d, 12h, 90m or 2w (1 minute to 10 years), or 'never'", { field: "--expires" });
   return seconds * 1000;
 }

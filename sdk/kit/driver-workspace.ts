@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ensureBackend, type BackendDescription, type Driver, type DriverContext, type EnsureOutcome, type ManagedBy, type WorkspaceIdentity } from "../contract/driver.js";
-import { ConflictError, WorkspaceError, fromZodError } from "../errors.js";
+import { ConflictError, WorkspaceError, fromZodError, InternalError } from "../errors.js";
 import type { ProgressListener } from "../logger.js";
 import type { Sandbox } from "../sandbox.js";
 import { pauseUnlessLeased } from "./lease.js";
@@ -136,7 +136,7 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
 
   /** Records `owner` on the backend object of this (unowned, warm-pool) workspace; see Driver.claimOwner. */
   async claimOwner(owner: { userId: string; agentId?: string | undefined }): Promise<void> {
-    if (!this.driver.claimOwner) throw new WorkspaceError("internal", `the ${this.driver.kind} driver cannot record an owner after create`);
+    if (!this.driver.claimOwner) throw new InternalError(`the ${this.driver.kind} driver cannot record an owner after create`);
     await this.driver.claimOwner(this.workspaceId, owner, { logger: this.logger });
   }
 

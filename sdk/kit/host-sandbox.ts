@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import fsSync, { promises as fs, constants as fsc, type Dirent } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, isWorkspaceError } from "../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, isWorkspaceError, InvalidArgumentError } from "../errors.js";
 import {
   checkRange,
   cursorAt,
@@ -125,9 +125,9 @@ export class LocalSandbox implements Sandbox {
         try {
           real = fsSync.realpathSync(next);
         } catch {
-          throw new PathEscapeError(rel, "goes through a dangling symlink");
+          throw new PathEscapeError(`path '${rel}' goes through a dangling symlink`);
         }
-        if (real !== root && !real.startsWith(root + path.sep)) throw new PathEscapeError(rel, "resolves through a symlink outside the workspace");
+        if (real !== root && !real.startsWith(root + path.sep)) throw new PathEscapeError(`path '${rel}' resolves through a symlink outside the workspace`);
         current = real;
         if (isLast) return { path: current, stat: null };
       } else {
@@ -158,7 +158,7 @@ export class LocalSandbox implements Sandbox {
   }
 
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
-    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
     const cwd = path.join(this.workdir, checkRelativePath(options.cwd ?? "", "cwd"));
     const child = spawnChild(argv[0]!, argv.slice(1), { cwd, env: { ...process.env, ...options.env }, stdio: ["pipe", "pipe", "pipe"] });
     const exited = new Promise<number | null>((resolve) => {
@@ -494,7 +494,7 @@ export class LocalSandbox implements Sandbox {
 
   async remove(rel: string): Promise<void> {
     const clean = checkRelativePath(rel);
-    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
+    if (clean === "") throw new PathEscapeError(`path '${rel}' cannot remove the workspace root`);
     let parent: { dir: number; name: string };
     try {
       parent = this.#parentOf(rel, false);
@@ -525,7 +525,7 @@ export class LocalSandbox implements Sandbox {
     const src = this.#parentOf(from, false);
     try {
       const source = fdPath(src.dir, src.name);
-      if (!lstatOrUndefined(source)) throw new NotFoundError(`'${from}'`, { field: "from" });
+      if (!lstatOrUndefined(source)) throw new NotFoundError(`'${from}' not found`, { field: "from" });
       const dst = this.#parentOf(to, true);
       try {
         const target = fdPath(dst.dir, dst.name);
@@ -595,7 +595,7 @@ export class LocalSandbox implements Sandbox {
   /** Descriptor of the parent folder of `rel` (created with `create`) and the final name, not followed. */
   #parentOf(rel: string, create: boolean): { dir: number; name: string } {
     const clean = checkRelativePath(rel);
-    if (clean === "") throw new WorkspaceError("invalid_argument", `'${rel}' is the workspace root`, { field: "path" });
+    if (clean === "") throw new InvalidArgumentError(`'${rel}' is the workspace root`, { field: "path", fieldPrefix: false });
     try {
       const { dir, name } = this.#paths().parent(clean, rel, create);
       return { dir: dir.fd, name };
@@ -750,7 +750,7 @@ async function writeNew(file: string, data: Uint8Array | string, mode: number, e
 /** The stat of the file open on `fd`, refusing folders and special files (FIFOs, sockets, devices). */
 function regularStat(fd: number, rel: string): fsSync.Stats {
   const st = fsSync.fstatSync(fd);
-  if (st.isDirectory()) throw new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: "path" });
+  if (st.isDirectory()) throw new InvalidArgumentError(`'${rel}' is a directory`, { field: "path", fieldPrefix: false });
   if (!st.isFile()) throw notRegular(rel, st);
   return st;
 }
@@ -789,12 +789,12 @@ async function readRegular(fd: number, rel: string, maxBytes: number | undefined
 
 function notRegular(rel: string, st: fsSync.Stats): WorkspaceError {
   const kind = st.isFIFO() ? "a FIFO" : st.isSocket() ? "a socket" : st.isCharacterDevice() || st.isBlockDevice() ? "a device" : "not a regular file";
-  return new WorkspaceError("invalid_argument", `'${rel}' is ${kind}; only regular files can be read or written`, { field: "path" });
+  return new InvalidArgumentError(`'${rel}' is ${kind}; only regular files can be read or written`, { field: "path", fieldPrefix: false });
 }
 
 /** Removes `name` in the folder `dir` holds, recursively, never following a symlink. */
 async function removeEntry(dir: number, name: string, depth = 0): Promise<void> {
-  if (depth > MAX_TREE_DEPTH) throw new WorkspaceError("invalid_argument", `folder tree deeper than ${MAX_TREE_DEPTH} levels`);
+  if (depth > MAX_TREE_DEPTH) throw new InvalidArgumentError(`folder tree deeper than ${MAX_TREE_DEPTH} levels`);
   const p = fdPath(dir, name);
   for (let attempt = 0; attempt < MAX_REMOVE_ATTEMPTS; attempt++) {
     const st = lstatOrUndefined(p);
@@ -832,12 +832,12 @@ async function removeEntry(dir: number, name: string, depth = 0): Promise<void> 
       throw e;
     }
   }
-  throw new WorkspaceError("conflict", `'${name}' kept changing while it was being removed`);
+  throw new ConflictError(`'${name}' kept changing while it was being removed`);
 }
 
 /** Regular files and folders of the folder `src` holds into the (new, empty) folder `dst` holds. */
 async function copyEntries(src: number, dst: number, to: string, exclude: (name: string) => boolean, depth = 0): Promise<void> {
-  if (depth > MAX_TREE_DEPTH) throw new WorkspaceError("invalid_argument", `folder tree deeper than ${MAX_TREE_DEPTH} levels`, { field: "to" });
+  if (depth > MAX_TREE_DEPTH) throw new InvalidArgumentError(`folder tree deeper than ${MAX_TREE_DEPTH} levels`, { field: "to", fieldPrefix: false });
   for (const d of fsSync.readdirSync(fdPath(src), { withFileTypes: true })) {
     if (exclude(d.name)) continue;
     const shown = `${to}/${d.name}`;
@@ -957,7 +957,7 @@ interface Resolved {
 }
 
 function symlinkRefused(rel: string): PathEscapeError {
-  return new PathEscapeError(rel, "is a symlink; refusing to write through it");
+  return new PathEscapeError(`path '${rel}' is a symlink; refusing to write through it`);
 }
 
 function infoOf(st: fsSync.Stats, name: string): FileInfo {
@@ -1006,7 +1006,7 @@ async function copyHostDir(src: string, parent: number, name: string, mode: numb
 
 async function copyHostFile(src: string, dst: string, st: fsSync.Stats): Promise<void> {
   if (st.isSymbolicLink()) return;
-  if (!st.isFile()) throw new WorkspaceError("invalid_argument", `cannot copy '${src}': not a regular file, folder or symlink`, { field: "hostPath" });
+  if (!st.isFile()) throw new InvalidArgumentError(`cannot copy '${src}': not a regular file, folder or symlink`, { field: "hostPath", fieldPrefix: false });
   // copyfile keeps the mode; COPYFILE_EXCL refuses an existing destination.
   if (st.size <= SYNC_IO_LIMIT) fsSync.copyFileSync(src, dst, fsc.COPYFILE_EXCL);
   else await fs.copyFile(src, dst, fsc.COPYFILE_EXCL);
@@ -1015,12 +1015,12 @@ async function copyHostFile(src: string, dst: string, st: fsSync.Stats): Promise
 function mapFsError(e: unknown, rel: string): unknown {
   if (e instanceof WorkspaceError) return e;
   const code = (e as NodeJS.ErrnoException)?.code;
-  if (code === "ENOENT") return new NotFoundError(`'${rel}'`, { cause: e, field: "path" });
-  if (code === "EISDIR") return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { cause: e, field: "path" });
-  if (code === "ENOTDIR") return new WorkspaceError("invalid_argument", `'${rel}' is not a directory`, { cause: e, field: "path" });
-  if (code === "ELOOP") return new PathEscapeError(rel, "is a symlink; refusing to follow it", { cause: e });
+  if (code === "ENOENT") return new NotFoundError(`'${rel}' not found`, { cause: e, field: "path" });
+  if (code === "EISDIR") return new InvalidArgumentError(`'${rel}' is a directory`, { cause: e, field: "path", fieldPrefix: false });
+  if (code === "ENOTDIR") return new InvalidArgumentError(`'${rel}' is not a directory`, { cause: e, field: "path", fieldPrefix: false });
+  if (code === "ELOOP") return new PathEscapeError(`path '${rel}' is a symlink; refusing to follow it`, { cause: e });
   // O_NONBLOCK write-open of a FIFO nobody reads (or a socket): refused rather than waited on.
-  if (code === "ENXIO") return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file`, { cause: e, field: "path" });
-  if (code === "ENAMETOOLONG") return new WorkspaceError("invalid_argument", `'${rel}': a name in it is too long`, { cause: e, field: "path" });
+  if (code === "ENXIO") return new InvalidArgumentError(`'${rel}' is not a regular file`, { cause: e, field: "path", fieldPrefix: false });
+  if (code === "ENAMETOOLONG") return new InvalidArgumentError(`'${rel}': a name in it is too long`, { cause: e, field: "path", fieldPrefix: false });
   return e;
 }

@@ -52,7 +52,7 @@ export class FileLeases implements Leases {
 
   async renew(workspaceId: string, replicaId: string, ttlMs: number): Promise<void> {
     const file = this.#file(workspaceId, replicaId);
-    if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new InvalidArgumentError("ttlMs", "must be a positive number of milliseconds");
+    if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new InvalidArgumentError("must be a positive number of milliseconds", { field: "ttlMs" });
     await this.#checkOwned();
     const now = new Date();
     const expires = new Date(now.getTime() + ttlMs);

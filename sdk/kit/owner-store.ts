@@ -2,7 +2,7 @@ import { constants as fsc, promises as fs } from "node:fs";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { z } from "zod";
-import { ConflictError, WorkspaceError, fromZodError } from "../errors.js";
+import { ConflictError, fromZodError, InternalError, InvalidArgumentError, UnavailableError } from "../errors.js";
 import { WorkspaceIdSchema } from "../contract/schema.js";
 
 /**
@@ -17,7 +17,7 @@ export class HostRecordStore {
 
   file(name: string): string {
     // A workspace id, a hashed id, or the base name of a folder the operator chose: one path component.
-    if (name === "" || name === "." || name === ".." || /[/\0]/.test(name) || name.length > 240) throw new WorkspaceError("internal", `bad record name '${name}'`);
+    if (name === "" || name === "." || name === ".." || /[/\0]/.test(name) || name.length > 240) throw new InternalError(`bad record name '${name}'`);
     return path.join(this.dir, `${name}.json`);
   }
 
@@ -92,21 +92,21 @@ export async function readJsonFile(file: string): Promise<unknown> {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR") return null;
-    if (code === "ELOOP") throw new WorkspaceError("invalid_argument", `${file} is a symlink, not a record; delete it`);
-    throw new WorkspaceError("unavailable", `${file} cannot be read (${code ?? String(e)})`, { cause: e });
+    if (code === "ELOOP") throw new InvalidArgumentError(`${file} is a symlink, not a record; delete it`);
+    throw new UnavailableError(`${file} cannot be read (${code ?? String(e)})`, { cause: e });
   }
   let text: string;
   try {
     const info = await handle.stat();
-    if (!info.isFile()) throw new WorkspaceError("invalid_argument", `${file} is not a regular file; delete it to let the workspace be re-created`);
-    if (info.size > MAX_RECORD_BYTES) throw new WorkspaceError("invalid_argument", `${file} is over ${MAX_RECORD_BYTES} bytes; it is not a record of ours`);
+    if (!info.isFile()) throw new InvalidArgumentError(`${file} is not a regular file; delete it to let the workspace be re-created`);
+    if (info.size > MAX_RECORD_BYTES) throw new InvalidArgumentError(`${file} is over ${MAX_RECORD_BYTES} bytes; it is not a record of ours`);
     const buffer = Buffer.alloc(MAX_RECORD_BYTES + 1);
     let length = 0;
     for (;;) {
       const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
       if (bytesRead === 0) break;
       length += bytesRead;
-      if (length > MAX_RECORD_BYTES) throw new WorkspaceError("invalid_argument", `${file} is over ${MAX_RECORD_BYTES} bytes; it is not a record of ours`);
+      if (length > MAX_RECORD_BYTES) throw new InvalidArgumentError(`${file} is over ${MAX_RECORD_BYTES} bytes; it is not a record of ours`);
     }
     text = buffer.toString("utf8", 0, length);
   } finally {
@@ -115,7 +115,7 @@ export async function readJsonFile(file: string): Promise<unknown> {
   try {
     return JSON.parse(text);
   } catch {
-    throw new WorkspaceError("invalid_argument", `${file} is not valid JSON; fix or delete it`);
+    throw new InvalidArgumentError(`${file} is not valid JSON; fix or delete it`);
   }
 }
 
@@ -136,7 +136,7 @@ export async function readClaim(store: HostRecordStore, name: string, workspaceI
   const parsed = OwnerClaimSchema.safeParse(json);
   if (!parsed.success) throw fromZodError(store.file(name), parsed.error);
   if (parsed.data.workspaceId !== workspaceId)
-    throw new WorkspaceError("invalid_argument", `${store.file(name)} records workspace '${parsed.data.workspaceId}', not '${workspaceId}'; fix or delete it`, { field: store.file(name) });
+    throw new InvalidArgumentError(`${store.file(name)} records workspace '${parsed.data.workspaceId}', not '${workspaceId}'; fix or delete it`, { field: store.file(name), fieldPrefix: false });
   return parsed.data;
 }
 
@@ -151,7 +151,7 @@ export async function recordClaim(store: HostRecordStore, name: string, workspac
   };
   if (await store.create(name, claim)) return claim;
   const existing = await readClaim(store, name, workspaceId);
-  if (!existing) throw new WorkspaceError("unavailable", `the claim on workspace '${workspaceId}' vanished while it was being recorded; try again`);
+  if (!existing) throw new UnavailableError(`the claim on workspace '${workspaceId}' vanished while it was being recorded; try again`);
   if (existing.userId !== owner.userId) throw ownerConflict(workspaceId);
   return existing;
 }

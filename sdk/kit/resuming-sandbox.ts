@@ -58,7 +58,7 @@ export class BackendResumer {
   async #resume(): Promise<void> {
     const found = await this.driver.find(this.workspaceId);
     if (!found)
-      throw new NotFoundError(`${this.driver.kind} workspace '${this.workspaceId}' is gone from its backend; initialize it again to recreate it`, {
+      throw new NotFoundError(`${this.driver.kind} workspace '${this.workspaceId}' is gone from its backend; initialize it again to recreate it not found`, {
         field: "workspaceId",
       });
     if (found.state === "running") return; // another replica resumed it first

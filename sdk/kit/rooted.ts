@@ -95,17 +95,17 @@ export class RootedPaths {
         if (code === "ELOOP" || (code === "ENOTDIR" && (flags & fsc.O_DIRECTORY) !== 0)) {
           const link = readLink(fdPath(parent.fd, name));
           if (link === null) throw e;
-          if (++hops.n > MAX_LINK_HOPS) throw new PathEscapeError(shown, "goes through too many symlinks", { cause: e });
+          if (++hops.n > MAX_LINK_HOPS) throw new PathEscapeError(`path '${shown}' goes through too many symlinks`, { cause: e });
           if (link.startsWith("/")) {
             const inner = this.#inside(link);
-            if (inner === null) throw new PathEscapeError(shown, OUTSIDE);
+            if (inner === null) throw new PathEscapeError(`path '${shown}' ${OUTSIDE}`);
             target = inner;
           } else target = join(parent.rel, link);
           plain = false;
           finalFromLink = true;
           continue;
         }
-        if (code === "ENOENT" && finalFromLink) throw new PathEscapeError(shown, DANGLING, { cause: e });
+        if (code === "ENOENT" && finalFromLink) throw new PathEscapeError(`path '${shown}' ${DANGLING}`, { cause: e });
         throw e;
       } finally {
         fs.closeSync(parent.fd);
@@ -150,7 +150,7 @@ export class RootedPaths {
         const step = todo.pop()!;
         if (step.name === "" || step.name === ".") continue;
         if (step.name === "..") {
-          if (held.length === 0) throw new PathEscapeError(shown, OUTSIDE);
+          if (held.length === 0) throw new PathEscapeError(`path '${shown}' ${OUTSIDE}`);
           fs.closeSync(fd);
           fd = held.pop()!;
           names.pop();
@@ -164,10 +164,10 @@ export class RootedPaths {
           if (code === "ENOTDIR" || code === "ELOOP") {
             const link = readLink(fdPath(fd, step.name));
             if (link === null) throw e;
-            if (++hops.n > MAX_LINK_HOPS) throw new PathEscapeError(shown, "goes through too many symlinks", { cause: e });
+            if (++hops.n > MAX_LINK_HOPS) throw new PathEscapeError(`path '${shown}' goes through too many symlinks`, { cause: e });
             if (link.startsWith("/")) {
               const inner = this.#inside(link);
-              if (inner === null) throw new PathEscapeError(shown, OUTSIDE);
+              if (inner === null) throw new PathEscapeError(`path '${shown}' ${OUTSIDE}`);
               // An absolute target starts again at the root.
               for (const h of held.splice(0)) fs.closeSync(h);
               names.length = 0;
@@ -180,7 +180,7 @@ export class RootedPaths {
             continue;
           }
           if (code === "ENOENT") {
-            if (step.fromLink) throw new PathEscapeError(shown, DANGLING, { cause: e });
+            if (step.fromLink) throw new PathEscapeError(`path '${shown}' ${DANGLING}`, { cause: e });
             if (create && creates++ < MAX_CREATE_RETRIES) {
               try {
                 fs.mkdirSync(fdPath(fd, step.name));

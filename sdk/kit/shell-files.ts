@@ -9,7 +9,7 @@
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type tar from "tar-stream";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, InvalidArgumentError, ExecFailedError } from "../errors.js";
 import type { ExecResult, FileInfo, Sandbox } from "../sandbox.js";
 import { checkRelativePath } from "../paths.js";
 
@@ -86,23 +86,23 @@ export function shellFileError(r: ExecResult, verb: string, rel: string, where: 
     case 0:
       return undefined;
     case SHELL_EXIT.escape:
-      return new PathEscapeError(rel, "resolves outside the workspace (through a symlink)");
+      return new PathEscapeError(`path '${rel}' resolves outside the workspace (through a symlink)`);
     case SHELL_EXIT.missing:
-      return new NotFoundError(`'${rel}'`, { field: "path" });
+      return new NotFoundError(`'${rel}' not found`, { field: "path" });
     case SHELL_EXIT.isDir:
-      return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: "path" });
+      return new InvalidArgumentError(`'${rel}' is a directory`, { field: "path", fieldPrefix: false });
     case SHELL_EXIT.notDir:
-      return new WorkspaceError("invalid_argument", `'${rel}' (or a parent) is not a directory`, { field: "path" });
+      return new InvalidArgumentError(`'${rel}' (or a parent) is not a directory`, { field: "path", fieldPrefix: false });
     case SHELL_EXIT.exists:
       return new ConflictError(`${rel} already exists`, { field: "path" });
     case SHELL_EXIT.symlink:
-      return new PathEscapeError(rel, "is a symlink; refusing to write through it");
+      return new PathEscapeError(`path '${rel}' is a symlink; refusing to write through it`);
     case SHELL_EXIT.tooLarge:
       return new TooLargeError(`'${rel}' is ${r.stderr.toString().trim()} bytes, over the cap`, { field: "path" });
     case SHELL_EXIT.special:
-      return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file`, { field: "path" });
+      return new InvalidArgumentError(`'${rel}' is not a regular file`, { field: "path", fieldPrefix: false });
   }
-  return new WorkspaceError("exec_failed", `could not ${verb} '${rel}' in ${where} (exit ${r.exitCode}): ${r.stderr.toString().trim().slice(0, 500)}`, { field: "path" });
+  return new ExecFailedError(`could not ${verb} '${rel}' in ${where} (exit ${r.exitCode}): ${r.stderr.toString().trim().slice(0, 500)}`, { field: "path" });
 }
 
 /** `find -printf '%y\t%s\t%T@\t%f\0'` records as FileInfo. */
@@ -120,7 +120,7 @@ export function parseFind(out: Buffer): FileInfo[] {
 /** A host file or tree into a tar under `name` (symlinks skipped: a host link never becomes a sandbox one). */
 export async function packTree(pack: tar.Pack, source: string, name: string): Promise<void> {
   const st = await fs.lstat(source).catch((e: unknown) => {
-    throw new NotFoundError(`host path '${source}'`, { cause: e, field: "hostPath" });
+    throw new NotFoundError(`host path '${source}' not found`, { cause: e, field: "hostPath" });
   });
   if (st.isSymbolicLink()) return;
   if (st.isDirectory()) {
@@ -134,7 +134,7 @@ export async function packTree(pack: tar.Pack, source: string, name: string): Pr
 
 /** A path that must name something inside the root, not the root itself. */
 export function nonRoot(rel: string): string {
-  if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
+  if (rel === "") throw new PathEscapeError(`path '${rel}' must name a file, not the workspace root`);
   return rel;
 }
 

@@ -23,13 +23,12 @@ export function parseFleetOutputs(outputs: unknown): FleetOutputs {
 }
 
 function unwrap(outputs: unknown): unknown {
-  if (!isObject(outputs)) throw new InvalidArgumentError(FLEET_OUTPUT_NAME, "stack outputs must be a JSON object");
+  if (!isObject(outputs)) throw new InvalidArgumentError("stack outputs must be a JSON object", { field: FLEET_OUTPUT_NAME });
   const named = outputs[FLEET_OUTPUT_NAME];
   const value = isObject(named) && "value" in named && "secret" in named ? named.value : named;
   if (value === SECRET_MASK)
     throw new InvalidArgumentError(
-      FLEET_OUTPUT_NAME,
-      "is a secret output shown masked (the fleet holds MCP header/env or backend env values); read it with WorkspaceManager.fromStack or `pulumi stack output --json --show-secrets`",
+      "is a secret output shown masked (the fleet holds MCP header/env or backend env values); read it with WorkspaceManager.fromStack or `pulumi stack output --json --show-secrets`", { field: FLEET_OUTPUT_NAME },
     );
   // A fleet map may itself hold a workspace whose id is "workspaces": that one has a backend.
   if (!isObject(named) || "backend" in named) return outputs;
@@ -51,7 +50,7 @@ export interface StackSelector {
 
 /** Loads a stack's outputs through the Automation API (needs the pulumi CLI on PATH). */
 export async function readStackOutputs(selector: StackSelector): Promise<FleetOutputs> {
-  if (!selector.stackName) throw new InvalidArgumentError("stackName", "is required");
+  if (!selector.stackName) throw new InvalidArgumentError("is required", { field: "stackName" });
   // Loaded lazily: managers that never read a stack do not load the Pulumi SDK.
   const { LocalWorkspace, PulumiCommand } = await import("@pulumi/pulumi/automation/index.js");
   // The same state backend, passphrase default and CLI as `agentws up` (sdk/util/pulumi-project.ts);
@@ -88,11 +87,11 @@ export async function readStackOutputs(selector: StackSelector): Promise<FleetOu
     );
   }
   if (!(FLEET_OUTPUT_NAME in outputs))
-    throw new InvalidArgumentError(FLEET_OUTPUT_NAME, `stack '${selector.stackName}' has no '${FLEET_OUTPUT_NAME}' output; export the WorkspaceFleet's outputs under that name`);
+    throw new InvalidArgumentError(`stack '${selector.stackName}' has no '${FLEET_OUTPUT_NAME}' output; export the WorkspaceFleet's outputs under that name`, { field: FLEET_OUTPUT_NAME });
   return parseFleetOutputs(outputs);
 }
 
 function requireProject(projectName: string | undefined): string {
-  if (!projectName) throw new InvalidArgumentError("projectName", "is required when workDir is not given");
+  if (!projectName) throw new InvalidArgumentError("is required when workDir is not given", { field: "projectName" });
   return projectName;
 }

@@ -109,7 +109,7 @@ export function assignWorkspaceId(owner: WorkspaceOwner, isolation: IsolationPol
       return newWorkspaceId();
     default:
       checkOwner(owner, isolation);
-      throw new InvalidArgumentError("isolation", `must be one of ${ISOLATION_POLICIES.join(", ")}, got '${String(isolation)}'`);
+      throw new InvalidArgumentError(`must be one of ${ISOLATION_POLICIES.join(", ")}, got '${String(isolation)}'`, { field: "isolation" });
   }
 }
 
@@ -122,25 +122,25 @@ export function assignWorkspaceId(owner: WorkspaceOwner, isolation: IsolationPol
 export function sessionWorkspaceId(owner: WorkspaceOwner): string {
   checkOwner(owner, IsolationPolicy.PER_SESSION);
   if (owner.sessionId === undefined)
-    throw new InvalidArgumentError("sessionId", "is required under the per_session policy when no workspaceId is given");
+    throw new InvalidArgumentError("is required under the per_session policy when no workspaceId is given", { field: "sessionId" });
   return blake2bHex(`session::${owner.userId}::${owner.agentId}::${owner.sessionId}`, 8);
 }
 
 /** Checks the ids the policy uses: the agent unless PER_USER, a given session only under PER_SESSION. */
 function checkOwner(owner: WorkspaceOwner, isolation: IsolationPolicy): void {
   if (!ISOLATION_POLICIES.includes(isolation))
-    throw new InvalidArgumentError("isolation", `must be one of ${ISOLATION_POLICIES.join(", ")}, got '${String(isolation)}'`);
+    throw new InvalidArgumentError(`must be one of ${ISOLATION_POLICIES.join(", ")}, got '${String(isolation)}'`, { field: "isolation" });
   checkIdentityId(owner.userId, "userId");
   if (isolation !== IsolationPolicy.PER_USER) checkIdentityId(owner.agentId, "agentId");
   if (isolation === IsolationPolicy.PER_SESSION && owner.sessionId !== undefined) checkIdentityId(owner.sessionId, "sessionId");
   if (owner.userId.includes("::") || owner.userId.endsWith(":"))
-    throw new InvalidArgumentError("userId", "must not contain '::' or end with ':' (it would make workspace ids of different users collide)");
+    throw new InvalidArgumentError("must not contain '::' or end with ':' (it would make workspace ids of different users collide)", { field: "userId" });
 }
 
 
 /** Throws InvalidArgumentError unless `id` is a safe workspace id (it names folders and backend objects). */
 export function checkWorkspaceId(id: unknown, field = "workspaceId"): string {
   if (typeof id !== "string" || !WORKSPACE_ID_PATTERN.test(id))
-    throw new InvalidArgumentError(field, "must be 1-63 chars of [A-Za-z0-9_.-], starting with a letter or digit");
+    throw new InvalidArgumentError("must be 1-63 chars of [A-Za-z0-9_.-], starting with a letter or digit", { field });
   return id;
 }

@@ -2,7 +2,7 @@
 // pool); if it grows, sweep/TTL and fleet loading are the parts to move out.
 import { z } from "zod";
 import type { EnsureOutcome, ManagedBy } from "../contract/driver.js";
-import { ConflictError, InvalidArgumentError, WorkspaceError, fromZodError } from "../errors.js";
+import { ConflictError, InvalidArgumentError, WorkspaceError, fromZodError, InternalError, ClosedError, ProvisionFailedError } from "../errors.js";
 import type { FleetEntry, FleetOutputs } from "../contract/fleet.js";
 import { silentLogger, type Logger } from "../logger.js";
 import { ManagerEvents, errorCode, errorMessage, type EvictReason, type ManagerEventListener } from "./events.js";
@@ -174,7 +174,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
 
   constructor(init: WorkspaceManagerInit<W>) {
     const { factory, profile, fleet, logger, onEvent, ...rest } = init;
-    if (typeof factory !== "function") throw new InvalidArgumentError("factory", "must be a function building a workspace for an identity");
+    if (typeof factory !== "function") throw new InvalidArgumentError("must be a function building a workspace for an identity", { field: "factory" });
     const parsed = ManagerOptionsSchema.safeParse(rest);
     if (!parsed.success) throw fromZodError("options", parsed.error);
     const o = parsed.data;
@@ -223,7 +223,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   }
   /** Changes how new calls map to ids; workspaces already cached or on disk keep theirs. */
   set isolation(policy: IsolationPolicy) {
-    if (!ISOLATION_POLICIES.includes(policy)) throw new InvalidArgumentError("isolation", `must be one of ${ISOLATION_POLICIES.join(", ")}`);
+    if (!ISOLATION_POLICIES.includes(policy)) throw new InvalidArgumentError(`must be one of ${ISOLATION_POLICIES.join(", ")}`, { field: "isolation" });
     this.#isolation = policy;
   }
 
@@ -240,8 +240,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       if (this.#profile.kind !== undefined && entry.backend.kind !== this.#profile.kind) {
         if (this.#ignoreOtherBackends) continue;
         throw new InvalidArgumentError(
-          `workspaces.${id}.backend.kind`,
-          `is '${entry.backend.kind}' but this manager serves '${this.#profile.kind}' workspaces; use the ${entry.backend.kind} manager or set ignoreOtherBackends`,
+          `is '${entry.backend.kind}' but this manager serves '${this.#profile.kind}' workspaces; use the ${entry.backend.kind} manager or set ignoreOtherBackends`, { field: `workspaces.${id}.backend.kind` },
         );
       }
       next.set(id, entry);
@@ -432,7 +431,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
    */
   protected async claimPooled(ws: W, owner: WorkspaceClaim): Promise<void> {
     if (typeof ws.claimOwner !== "function")
-      throw new WorkspaceError("internal", `workspace '${ws.workspaceId}' cannot record its owner durably; a warm pool cannot hand it to a user`);
+      throw new InternalError(`workspace '${ws.workspaceId}' cannot record its owner durably; a warm pool cannot hand it to a user`);
     await ws.claimOwner(owner);
   }
 
@@ -503,7 +502,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   }
 
   #checkOpen(): void {
-    if (this.#disposed) throw new WorkspaceError("closed", "the workspace manager was disposed; create a new one");
+    if (this.#disposed) throw new ClosedError("the workspace manager was disposed; create a new one");
   }
 
   async #provision(identity: ManagedIdentity): Promise<Entry<W>> {
@@ -530,7 +529,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
     try {
       ws = await this.#factory(identity);
       if (ws.workspaceId !== identity.workspaceId)
-        throw new WorkspaceError("internal", `the factory built workspace '${ws.workspaceId}' when asked for '${identity.workspaceId}'`);
+        throw new InternalError(`the factory built workspace '${ws.workspaceId}' when asked for '${identity.workspaceId}'`);
       if (leaseMs !== undefined) await this.#renew(ws, leaseMs);
       await ws.initialize();
     } catch (e) {
@@ -539,7 +538,7 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       const error =
         e instanceof WorkspaceError
           ? e
-          : new WorkspaceError("provision_failed", `workspace '${identity.workspaceId}' could not be provisioned: ${errorMessage(e)}`, { cause: e });
+          : new ProvisionFailedError(`workspace '${identity.workspaceId}' could not be provisioned: ${errorMessage(e)}`, { cause: e });
       this.#events.emit({
         type: "error",
         workspaceId: identity.workspaceId,

@@ -3,7 +3,7 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
-import { InvalidArgumentError, TooLargeError, WorkspaceError, fromZodError } from "../errors.js";
+import { InvalidArgumentError, TooLargeError, WorkspaceError, fromZodError, NotFoundError } from "../errors.js";
 import { retryAfterHeader, toProblem } from "../errors-http.js";
 import { silentLogger, type Logger } from "../logger.js";
 import type { WorkspaceManager } from "../manager/manager.js";
@@ -151,11 +151,11 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   describeUnroutedPaths(app.openAPIRegistry);
   app.doc31("/openapi.json", DOCUMENT);
 
-  app.notFound((c) => problem(c, new WorkspaceError("not_found", `no route ${c.req.method} ${c.req.path}`)));
+  app.notFound((c) => problem(c, new NotFoundError(`no route ${c.req.method} ${c.req.path}`)));
   app.onError((e, c) => {
     if (e instanceof HTTPException) {
       // Hono's own refusals (a malformed JSON body, ...) keep their status, as a problem body.
-      const error = e.status === 413 ? new TooLargeError(e.message || "request body too large") : new InvalidArgumentError("body", e.message || "malformed request");
+      const error = e.status === 413 ? new TooLargeError(e.message || "request body too large") : new InvalidArgumentError(e.message || "malformed request", { field: "body" });
       return problem(c, error, e.status);
     }
     if (!(e instanceof WorkspaceError)) logger.error("unexpected error", { requestId: c.get("requestId"), error: e instanceof Error ? (e.stack ?? e.message).slice(0, 4000) : String(e) });

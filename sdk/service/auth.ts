@@ -36,8 +36,8 @@ export const TOKEN_NAME = /^[^\x00-\x1f\x7f]{1,128}$/;
 /** `read,write` → the scopes, each known; 400 naming `field` otherwise. */
 export function parseScopes(text: string, field = "scopes"): Scope[] {
   const words = text.split(",").map((w) => w.trim()).filter(Boolean);
-  if (words.length === 0) throw new InvalidArgumentError(field, `must list scopes among ${SCOPES.join(", ")}`);
-  for (const w of words) if (!ScopeSchema.safeParse(w).success) throw new InvalidArgumentError(field, `has an unknown scope (known: ${SCOPES.join(", ")})`);
+  if (words.length === 0) throw new InvalidArgumentError(`must list scopes among ${SCOPES.join(", ")}`, { field });
+  for (const w of words) if (!ScopeSchema.safeParse(w).success) throw new InvalidArgumentError(`has an unknown scope (known: ${SCOPES.join(", ")})`, { field });
   return SCOPES.filter((s) => words.includes(s));
 }
 
@@ -103,7 +103,7 @@ export function tokenFileAuth(file: string): TokenAuth {
   try {
     parsed = JSON.parse(readFileSync(file, "utf8").slice(0, 16 * 1024 * 1024));
   } catch (e) {
-    throw new InvalidArgumentError("tokens", `cannot read the token file ${file}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new InvalidArgumentError(`cannot read the token file ${file}: ${e instanceof Error ? e.message : String(e)}`, { field: "tokens" });
   }
   const r = TokenFileSchema.safeParse(parsed);
   if (!r.success) throw fromZodError("tokens", r.error);
@@ -117,10 +117,10 @@ export function hashedTokenAuth(users: Record<string, TokenFileEntry[]>): TokenA
     checkEdgeId(userId, "userId");
     for (const entry of entries) {
       const { hash, scopes } = typeof entry === "string" ? { hash: entry, scopes: DEFAULT_SCOPES } : entry;
-      if (!HASH.test(hash)) throw new InvalidArgumentError("tokens.users", "must hold token hashes 'sha256:<64 hex>'");
-      if (!scopes.every((s) => ScopeSchema.safeParse(s).success)) throw new InvalidArgumentError("tokens.users", `has an unknown scope (known: ${SCOPES.join(", ")})`);
+      if (!HASH.test(hash)) throw new InvalidArgumentError("must hold token hashes 'sha256:<64 hex>'", { field: "tokens.users" });
+      if (!scopes.every((s) => ScopeSchema.safeParse(s).success)) throw new InvalidArgumentError(`has an unknown scope (known: ${SCOPES.join(", ")})`, { field: "tokens.users" });
       const known = byHash.get(hash);
-      if (known && known.userId !== userId) throw new InvalidArgumentError("tokens.users", "a token hash is listed for two users");
+      if (known && known.userId !== userId) throw new InvalidArgumentError("a token hash is listed for two users", { field: "tokens.users" });
       byHash.set(hash, { userId, scopes: [...scopes] });
     }
   }

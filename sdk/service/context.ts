@@ -30,7 +30,7 @@ export interface ServiceContext {
 /** The caller's session; another user's session is simply not found. */
 export async function sessionOf(svc: ServiceContext, userId: string, sessionId: string): Promise<SessionRecord> {
   const record = await svc.store.getSession(userId, sessionId);
-  if (!record) throw new NotFoundError(`session '${sessionId}'`, { field: "sessionId" });
+  if (!record) throw new NotFoundError(`session '${sessionId}' not found`, { field: "sessionId" });
   return record;
 }
 

@@ -71,7 +71,7 @@ export async function openSessionStore(location: string): Promise<SessionStore> 
  */
 export async function serveFleet(options: ServeFleetOptions = {}): Promise<ServedFleet> {
   const kind = (options.backend ?? BACKEND_KINDS[0]!) as BackendKind;
-  if (!BACKEND_KINDS.includes(kind)) throw new InvalidArgumentError("backend", `unknown backend '${kind}' (known: ${BACKEND_KINDS.join(", ")})`);
+  if (!BACKEND_KINDS.includes(kind)) throw new InvalidArgumentError(`unknown backend '${kind}' (known: ${BACKEND_KINDS.join(", ")})`, { field: "backend" });
   const module = await loadBackend(kind);
   const logger = options.logger ?? silentLogger;
   const basedir = path.resolve(expandHome(options.basedir ?? path.join(os.homedir(), ".agent-workspaces", `${kind}-runtime`)));

@@ -4,7 +4,7 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { Context, Hono } from "hono";
 import { z } from "zod";
-import { InvalidArgumentError, NotFoundError, TimeoutError, WorkspaceError } from "../errors.js";
+import { InvalidArgumentError, NotFoundError, TimeoutError, WorkspaceError, ForbiddenError, UnsupportedError } from "../errors.js";
 import { toProblem } from "../errors-http.js";
 import type { Logger } from "../logger.js";
 import type { Workspace } from "../workspace/workspace.js";
@@ -46,10 +46,10 @@ export function mcpEndpoint(app: Hono<ServiceEnv>, svc: ServiceContext, options:
   const origins = new Set((options.allowedOrigins ?? []).map((o) => o.toLowerCase().replace(/\/+$/, "")));
   app.all("/sessions/:sessionId/mcp", async (c) => {
     if (!hostAllowed(c, options.allowedHosts ? hosts : undefined))
-      throw new WorkspaceError("forbidden", "the Host header names a host this MCP endpoint does not serve; an operator can list it in allowedHosts");
-    if (!originAllowed(c, origins)) throw new WorkspaceError("forbidden", "the Origin header names an origin this MCP endpoint does not allow; an operator can list it in allowedOrigins");
+      throw new ForbiddenError("the Host header names a host this MCP endpoint does not serve; an operator can list it in allowedHosts");
+    if (!originAllowed(c, origins)) throw new ForbiddenError("the Origin header names an origin this MCP endpoint does not allow; an operator can list it in allowedOrigins");
     if (c.req.method !== "POST") {
-      const body = { ...toProblem(new WorkspaceError("unsupported", "this MCP endpoint is stateless: it answers POST only and offers no SSE stream")), status: 405, requestId: c.get("requestId") };
+      const body = { ...toProblem(new UnsupportedError("this MCP endpoint is stateless: it answers POST only and offers no SSE stream")), status: 405, requestId: c.get("requestId") };
       return new Response(JSON.stringify(body), { status: 405, headers: { allow: "POST", "content-type": "application/problem+json" } });
     }
     const { record, ws } = await resolve(svc, c);
@@ -165,11 +165,11 @@ async function findTool(ws: Workspace, scope: Scope, name: string): Promise<Call
 
 async function callSkill(ws: Workspace, scope: Scope, args: Record<string, unknown>): Promise<CallToolResult> {
   const parsed = SkillInput.safeParse(args);
-  if (!parsed.success) throw new InvalidArgumentError("name", parsed.error.issues[0]?.message ?? "invalid");
+  if (!parsed.success) throw new InvalidArgumentError(parsed.error.issues[0]?.message ?? "invalid", { field: "name" });
   const skills = await ws.listSkills({ agentId: scope.agentId });
   if (parsed.data.name === undefined) return { content: [{ type: "text", text: skills.map((s) => `${s.name}: ${s.description} (${s.dir})`).join("\n") || "(no skills)" }] };
   const skill = skills.find((s) => s.name === parsed.data.name);
-  if (!skill) throw new NotFoundError(`skill '${parsed.data.name}'`, { field: "name" });
+  if (!skill) throw new NotFoundError(`skill '${parsed.data.name}' not found`, { field: "name" });
   return { content: [{ type: "text", text: `# ${skill.name}\n(folder: ${skill.dir})\n\n${skill.markdown}` }] };
 }
 

@@ -123,9 +123,9 @@ function connectionLimits(given: Partial<ConnectionLimits> = {}): ConnectionLimi
   const limits = { ...DEFAULT_CONNECTION_LIMITS, ...Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) };
   for (const [key, value] of Object.entries(limits)) {
     const positive = key === "headersTimeoutMs" || key === "bodyRateWindowMs" || key === "maxConnections";
-    if (!Number.isSafeInteger(value) || value < (positive ? 1 : 0)) throw new InvalidArgumentError(`connections.${key}`, `must be ${positive ? "a positive" : "a non-negative"} integer`);
+    if (!Number.isSafeInteger(value) || value < (positive ? 1 : 0)) throw new InvalidArgumentError(`must be ${positive ? "a positive" : "a non-negative"} integer`, { field: `connections.${key}` });
   }
-  if (limits.requestTimeoutMs > 0 && limits.requestTimeoutMs < limits.headersTimeoutMs) throw new InvalidArgumentError("connections.requestTimeoutMs", "must be 0 or at least headersTimeoutMs");
+  if (limits.requestTimeoutMs > 0 && limits.requestTimeoutMs < limits.headersTimeoutMs) throw new InvalidArgumentError("must be 0 or at least headersTimeoutMs", { field: "connections.requestTimeoutMs" });
   return limits;
 }
 

@@ -59,10 +59,10 @@ export async function spoolMultipart(body: Readable, contentType: string, limits
       limits: { fieldSize: limits.maxFieldBytes, fields: 16, files: limits.maxFiles, parts: limits.maxFiles + 16, headerPairs: 16 },
     });
   } catch (e) {
-    throw new InvalidArgumentError("body", `is not a readable multipart body: ${e instanceof Error ? e.message : String(e)}`);
+    throw new InvalidArgumentError(`is not a readable multipart body: ${e instanceof Error ? e.message : String(e)}`, { field: "body" });
   }
   // A client that went away while the upload waited for its turn: its stream will say nothing more.
-  if (body.destroyed || body.readableEnded) throw new InvalidArgumentError("body", "was not received completely: the client went away");
+  if (body.destroyed || body.readableEnded) throw new InvalidArgumentError("was not received completely: the client went away", { field: "body" });
   const dir = await mkdtemp(path.join(os.tmpdir(), "agentws-upload-"));
   const form: SpooledForm = { fields: new Map(), files: [], [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
   const writes: Promise<void>[] = [];
@@ -89,11 +89,11 @@ export async function spoolMultipart(body: Readable, contentType: string, limits
     parser.on("drain", () => failed === undefined && body.resume());
     body.on("data", onData);
     body.once("end", () => parser.end());
-    body.once("error", (e) => stop(new InvalidArgumentError("body", `was not received completely: ${e.message}`)));
+    body.once("error", (e) => stop(new InvalidArgumentError(`was not received completely: ${e.message}`, { field: "body" })));
     body.once("close", () => {
-      if (!body.readableEnded) stop(new InvalidArgumentError("body", "was not received completely: the client went away"));
+      if (!body.readableEnded) stop(new InvalidArgumentError("was not received completely: the client went away", { field: "body" }));
     });
-    parser.on("error", (e) => stop(e instanceof TooLargeError ? e : new InvalidArgumentError("body", `is not a readable multipart body: ${e.message}`)));
+    parser.on("error", (e) => stop(e instanceof TooLargeError ? e : new InvalidArgumentError(`is not a readable multipart body: ${e.message}`, { field: "body" })));
     parser.on("filesLimit", () => stop(new TooLargeError(`an upload holds at most ${limits.maxFiles} file parts`)));
     parser.on("partsLimit", () => stop(new TooLargeError(`an upload holds at most ${limits.maxFiles + 16} parts`)));
     parser.on("fieldsLimit", () => stop(new TooLargeError("an upload holds at most 16 text fields")));
@@ -105,7 +105,7 @@ export async function spoolMultipart(body: Readable, contentType: string, limits
       const max = limits.maxPartBytes[name];
       if (max === undefined) {
         stream.on("error", () => undefined).resume();
-        return stop(new InvalidArgumentError("body", `has an unexpected file part; expected ${Object.keys(limits.maxPartBytes).join(", ")}`));
+        return stop(new InvalidArgumentError(`has an unexpected file part; expected ${Object.keys(limits.maxPartBytes).join(", ")}`, { field: "body" }));
       }
       const file: SpooledFile = { field: name, filename: info.filename ?? "", path: path.join(dir, `part-${form.files.length}`), size: 0 };
       form.files.push(file);
@@ -117,7 +117,7 @@ export async function spoolMultipart(body: Readable, contentType: string, limits
         },
       });
       const write = pipeline(stream, meter, createWriteStream(file.path, { flags: "wx", mode: 0o600, highWaterMark: CHUNK }));
-      writes.push(write.catch((e: unknown) => stop(e instanceof TooLargeError ? e : new InvalidArgumentError("body", `a part could not be stored: ${e instanceof Error ? e.message : String(e)}`))));
+      writes.push(write.catch((e: unknown) => stop(e instanceof TooLargeError ? e : new InvalidArgumentError(`a part could not be stored: ${e instanceof Error ? e.message : String(e)}`, { field: "body" }))));
     });
     parser.once("close", () => {
       if (failed === undefined) ok();

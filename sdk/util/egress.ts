@@ -5,7 +5,7 @@ import net from "node:net";
 import { Readable } from "node:stream";
 import zlib from "node:zlib";
 import { z } from "zod";
-import { ForbiddenError, UnavailableError } from "../errors.js";
+import { ForbiddenError, UnavailableError, InvalidArgumentError } from "../errors.js";
 
 /**
  * The egress policy: where the host may connect when workspace content or an API caller picks the
@@ -151,16 +151,16 @@ type AllowEntry = { kind: "name"; name: string; wildcard: boolean; port: number 
 function parsePort(text: string | undefined, entry: string): number | undefined {
   if (text === undefined) return undefined;
   const port = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
-  if (!(port >= 1 && port <= 65535)) throw new Error(`'${entry}': the port must be 1-65535`);
+  if (!(port >= 1 && port <= 65535)) throw new InvalidArgumentError(`'${entry}': the port must be 1-65535`);
   return port;
 }
 
 function netEntry(addr: string, prefix: string | undefined, port: number | undefined, entry: string): AllowEntry {
   const family = net.isIPv6(addr) ? "ipv6" : net.isIPv4(addr) ? "ipv4" : undefined;
-  if (!family) throw new Error(`'${entry}' is not a host name, IP address or CIDR`);
+  if (!family) throw new InvalidArgumentError(`'${entry}' is not a host name, IP address or CIDR`);
   const max = family === "ipv6" ? 128 : 32;
   const len = prefix === undefined ? max : /^\d{1,3}$/.test(prefix) ? Number(prefix) : NaN;
-  if (!(len >= 0 && len <= max)) throw new Error(`'${entry}': the prefix length must be 0-${max}`);
+  if (!(len >= 0 && len <= max)) throw new InvalidArgumentError(`'${entry}': the prefix length must be 0-${max}`);
   const list = new net.BlockList();
   list.addSubnet(family === "ipv6" ? canonicalAddress(addr) : addr, len, family);
   return { kind: "net", list, port };
@@ -173,11 +173,11 @@ function netEntry(addr: string, prefix: string | undefined, port: number | undef
  */
 export function parseAllowEntry(entry: string): AllowEntry {
   const text = entry.trim().toLowerCase();
-  if (!text) throw new Error("an allowlist entry must not be empty");
+  if (!text) throw new InvalidArgumentError("an allowlist entry must not be empty");
   const bracketed = /^\[([^\]]+)\](?::([^:]*))?$/.exec(text);
   if (bracketed) {
     const [addr, prefix] = bracketed[1]!.split("/") as [string, string | undefined];
-    if (!net.isIPv6(addr)) throw new Error(`'${entry}': only IPv6 addresses go in brackets`);
+    if (!net.isIPv6(addr)) throw new InvalidArgumentError(`'${entry}': only IPv6 addresses go in brackets`);
     return netEntry(addr, prefix, parsePort(bracketed[2], entry), entry);
   }
   if ((text.match(/:/g) ?? []).length >= 2) {
@@ -197,14 +197,14 @@ export function parseAllowEntry(entry: string): AllowEntry {
   try {
     name = new URL(`http://${bare}/`).hostname;
   } catch {
-    throw new Error(`'${entry}' is not a host name, IP address or CIDR`);
+    throw new InvalidArgumentError(`'${entry}' is not a host name, IP address or CIDR`);
   }
   if (net.isIPv4(name)) {
-    if (wildcard) throw new Error(`'${entry}': a wildcard takes a domain, not an address`);
+    if (wildcard) throw new InvalidArgumentError(`'${entry}': a wildcard takes a domain, not an address`);
     return netEntry(name, undefined, port, entry);
   }
   name = name.replace(/\.$/, "");
-  if (!/^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(name)) throw new Error(`'${entry}' is not a host name, IP address or CIDR`);
+  if (!/^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(name)) throw new InvalidArgumentError(`'${entry}' is not a host name, IP address or CIDR`);
   return { kind: "name", name, wildcard, port };
 }
 

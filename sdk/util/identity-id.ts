@@ -8,8 +8,8 @@ export type IdentityField = "userId" | "agentId" | "sessionId";
  * with it; the reference's empty-user fallback (`blake2b("::a1")`) is refused for the same reason.
  */
 export function checkIdentityId(value: unknown, field: IdentityField): string {
-  if (typeof value !== "string") throw new InvalidArgumentError(field, "must be a string");
-  if (!isNonBlank(value)) throw new InvalidArgumentError(field, "must not be empty or blank");
+  if (typeof value !== "string") throw new InvalidArgumentError("must be a string", { field });
+  if (!isNonBlank(value)) throw new InvalidArgumentError("must not be empty or blank", { field });
   return value;
 }
 
@@ -51,6 +51,6 @@ export function edgeIdProblem(value: unknown, field: IdentityField): string | un
 /** edgeIdProblem as a check: the id, or an InvalidArgumentError naming the field. */
 export function checkEdgeId(value: unknown, field: IdentityField): string {
   const problem = edgeIdProblem(value, field);
-  if (problem !== undefined) throw new InvalidArgumentError(field, problem);
+  if (problem !== undefined) throw new InvalidArgumentError(problem, { field });
   return value as string;
 }

@@ -6,7 +6,7 @@ import { Transform, type Readable } from "node:stream";
 import { createGunzip, crc32 } from "node:zlib";
 import { Inflate } from "fflate";
 import * as tar from "tar-stream";
-import { InvalidArgumentError, PathEscapeError, TooLargeError, WorkspaceError } from "../errors.js";
+import { InvalidArgumentError, PathEscapeError, TooLargeError, WorkspaceError, InternalError } from "../errors.js";
 
 /**
  * Skill archives are unpacked on the host, in Node, into a fresh folder: never by a program inside
@@ -51,7 +51,7 @@ export async function spoolInput(data: Uint8Array | AsyncIterable<Uint8Array>, f
     let total = 0;
     const chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array> = data instanceof Uint8Array ? [data] : data;
     for await (const chunk of chunks) {
-      if (!(chunk instanceof Uint8Array)) throw new InvalidArgumentError("data", "archive chunks must be Uint8Array");
+      if (!(chunk instanceof Uint8Array)) throw new InvalidArgumentError("archive chunks must be Uint8Array", { field: "data" });
       total += chunk.byteLength;
       if (total > limit) throw new TooLargeError(`the archive is larger than ${limit} bytes (twice maxExtractedBytes plus 1 MiB); raise maxExtractedBytes if this is intended`);
       await fh.write(chunk);
@@ -67,7 +67,7 @@ export async function spoolInput(data: Uint8Array | AsyncIterable<Uint8Array>, f
  */
 export async function extractArchive(file: string, format: ArchiveFormat, dest: string, maxExtractedBytes: number): Promise<void> {
   if (format !== "zip" && format !== "tar" && format !== "tar.gz")
-    throw new InvalidArgumentError("format", `'${String(format)}' is not an archive format; use "zip", "tar" or "tar.gz"`);
+    throw new InvalidArgumentError(`'${String(format)}' is not an archive format; use "zip", "tar" or "tar.gz"`, { field: "format" });
   try {
     if (format === "zip") await extractZip(file, dest, maxExtractedBytes);
     else await extractTar(file, dest, maxExtractedBytes);
@@ -80,7 +80,7 @@ export async function extractArchive(file: string, format: ArchiveFormat, dest: 
 
 /** A member name made safe, or an error naming it. Returns null for names that are only the root ("./"). */
 export function safeMemberPath(name: string): string | null {
-  const unsafe = (why: string) => new PathEscapeError(name, `is an unsafe archive member: ${why}`, { field: "archive" });
+  const unsafe = (why: string) => new PathEscapeError(`path '${name}' is an unsafe archive member: ${why}`, { field: "archive" });
   if (name.includes("\0")) throw unsafe("contains a NUL byte");
   if (name.includes("\\")) throw unsafe("contains a backslash");
   if (name.startsWith("/") || /^[A-Za-z]:/.test(name)) throw unsafe("is an absolute path");
@@ -130,7 +130,7 @@ function fsFailure(e: unknown, rel: string): unknown {
   if (e instanceof WorkspaceError) return e;
   const code = (e as NodeJS.ErrnoException)?.code;
   if (code === "ENOTDIR" || code === "EISDIR" || code === "EEXIST")
-    return new InvalidArgumentError("archive", `member '${rel}' clashes with another member of the same path`, { cause: e });
+    return new InvalidArgumentError(`member '${rel}' clashes with another member of the same path`, { field: "archive", cause: e });
   return e;
 }
 
@@ -156,7 +156,7 @@ async function readAt(fh: FileHandle, position: number, length: number): Promise
 }
 
 function badZip(why: string): InvalidArgumentError {
-  return new InvalidArgumentError("archive", `not a readable zip archive: ${why}`);
+  return new InvalidArgumentError(`not a readable zip archive: ${why}`, { field: "archive" });
 }
 
 function decodeName(raw: Buffer, utf8Flag: boolean): string {
@@ -209,14 +209,14 @@ async function readZipDirectory(fh: FileHandle, size: number): Promise<ZipEntry[
 
     const unixMode = madeBy >> 8 === 3 ? external >>> 16 : 0;
     const fileType = unixMode & 0o170000;
-    if (fileType === 0o120000) throw new InvalidArgumentError("archive", `member '${name}' is a symlink; archives with links are refused`);
+    if (fileType === 0o120000) throw new InvalidArgumentError(`member '${name}' is a symlink; archives with links are refused`, { field: "archive" });
     if (fileType !== 0 && fileType !== 0o100000 && fileType !== 0o040000)
-      throw new InvalidArgumentError("archive", `member '${name}' is a special file; only files and folders are allowed`);
-    if (flags & 0x1) throw new InvalidArgumentError("archive", `member '${name}' is encrypted`);
+      throw new InvalidArgumentError(`member '${name}' is a special file; only files and folders are allowed`, { field: "archive" });
+    if (flags & 0x1) throw new InvalidArgumentError(`member '${name}' is encrypted`, { field: "archive" });
     if (compressedSize === 0xffffffff || size === 0xffffffff || localOffset === 0xffffffff) throw badZip("zip64 archives are not supported");
     const isDir = name.endsWith("/") || fileType === 0o040000 || (external & 0x10) !== 0;
     if (!isDir && method !== 0 && method !== 8)
-      throw new InvalidArgumentError("archive", `member '${name}' uses compression method ${method}; only stored and deflate are supported`);
+      throw new InvalidArgumentError(`member '${name}' uses compression method ${method}; only stored and deflate are supported`, { field: "archive" });
     entries.push({
       name,
       rel: safeMemberPath(name),
@@ -351,7 +351,7 @@ async function walkTar(
   const inflated = gzip ? raw.pipe(createGunzip()) : raw;
   const meter = new TarStreamMeter(limit);
   const source = inflated.pipe(meter);
-  const fail = (e: unknown) => extract.destroy(e instanceof Error ? e : new Error(String(e)));
+  const fail = (e: unknown) => extract.destroy(e instanceof Error ? e : new InternalError(String(e)));
   const streams = new Set<Readable>([raw, inflated, source]);
   for (const s of streams) s.on("error", fail);
   source.pipe(extract as unknown as NodeJS.WritableStream);
@@ -362,7 +362,7 @@ async function walkTar(
     }
   } catch (e) {
     if (e instanceof WorkspaceError) throw e;
-    throw new InvalidArgumentError("archive", `not a readable tar archive: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    throw new InvalidArgumentError(`not a readable tar archive: ${e instanceof Error ? e.message : String(e)}`, { field: "archive", cause: e });
   } finally {
     source.unpipe();
     for (const s of streams) s.destroy();
@@ -377,9 +377,9 @@ function planTarEntry(header: tar.Header): PlannedEntry | undefined {
   const type: string = header.type ?? "file";
   if (type === "pax-global-header" || type === "pax-header" || type === "gnu-long-path" || type === "gnu-long-link-path") return undefined;
   if (type === "symlink" || type === "link")
-    throw new InvalidArgumentError("archive", `member '${header.name}' is a ${type === "link" ? "hard link" : "symlink"}; archives with links are refused`);
+    throw new InvalidArgumentError(`member '${header.name}' is a ${type === "link" ? "hard link" : "symlink"}; archives with links are refused`, { field: "archive" });
   if (type !== "file" && type !== "contiguous-file" && type !== "directory")
-    throw new InvalidArgumentError("archive", `member '${header.name}' is a ${type}; only files and folders are allowed`);
+    throw new InvalidArgumentError(`member '${header.name}' is a ${type}; only files and folders are allowed`, { field: "archive" });
   const kind = type === "directory" ? "dir" : "file";
   return { rel: safeMemberPath(header.name), kind, size: kind === "file" ? (header.size ?? 0) : 0, executable: ((header.mode ?? 0) & 0o111) !== 0 };
 }

@@ -2,7 +2,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import { TimeoutError, WorkspaceError } from "../errors.js";
+import { TimeoutError, WorkspaceError, errorForCode, McpError as WorkspaceMcpError, ClosedError } from "../errors.js";
 import type { EgressGuard } from "../util/egress.js";
 import { toWorkspacePath } from "../paths.js";
 import type { Sandbox } from "../sandbox.js";
@@ -138,7 +138,7 @@ async function openConnection(sandbox: Sandbox, spec: McpServerSpec, options: Mc
 function mapMcpError(e: unknown, spec: McpServerSpec, conn: Connection | undefined, what: string, timeoutMs: number): WorkspaceError {
   // The egress policy's refusals (and failed lookups) name the host only; say which server too.
   if (e instanceof WorkspaceError && e.details?.host !== undefined)
-    return new WorkspaceError(e.code, `MCP server '${spec.name}' failed during ${what}: ${e.message}`, { cause: e, details: { mcp: spec.name, host: e.details.host } });
+    return errorForCode(e.code, `MCP server '${spec.name}' failed during ${what}: ${e.message}`, { cause: e, details: { mcp: spec.name, host: e.details.host } });
   if (e instanceof WorkspaceError) return e;
   const exit = conn?.exitInfo() ?? "";
   if (e instanceof McpError && e.code === ErrorCode.RequestTimeout && !exit) {
@@ -153,7 +153,7 @@ function mapMcpError(e: unknown, spec: McpServerSpec, conn: Connection | undefin
   }
   const msg = redact(e instanceof Error ? e.message : String(e), spec);
   const hint = spec.transport.type === "stdio" ? "check the command and its arguments" : "check that the server is reachable";
-  return new WorkspaceError("mcp_error", `MCP server '${spec.name}' failed during ${what}: ${exit || msg}; ${hint}`, {
+  return new WorkspaceMcpError(`MCP server '${spec.name}' failed during ${what}: ${exit || msg}; ${hint}`, {
     cause: safeCause(e, spec),
     details: { mcp: spec.name },
   });
@@ -189,6 +189,7 @@ function safeCause(e: unknown, spec: McpServerSpec): unknown {
     text += `${String(err.message ?? c)}\n${String(err.stack ?? "")}\n`;
   }
   if (redact(text, spec) === text) return e;
+  // eslint-disable-next-line no-restricted-syntax -- a redacted stand-in for a foreign error, kept only as `cause` under its own name
   const masked = new Error(redact(e instanceof Error ? e.message : String(e), spec));
   masked.name = e instanceof Error ? e.name : "Error";
   masked.stack = `${masked.name}: ${masked.message}`;
@@ -282,11 +283,11 @@ export class McpHandle implements McpClientHandle {
 
   async #run<T>(what: string, timeoutMs: number, op: (client: Client, timeout: number) => Promise<T>): Promise<T> {
     if (this.#closed)
-      throw new WorkspaceError("closed", `MCP '${this.name}' was closed (removed, evicted or workspace closed); list MCPs again to get a live client`);
+      throw new ClosedError(`MCP '${this.name}' was closed (removed, evicted or workspace closed); list MCPs again to get a live client`);
     return this.#options.track(async () => {
       let conn = this.#conn;
       if (conn && !conn.alive)
-        throw new WorkspaceError("mcp_error", `MCP server '${this.name}' is not running (${conn.exitInfo()}); list MCPs again to restart it`, {
+        throw new WorkspaceMcpError(`MCP server '${this.name}' is not running (${conn.exitInfo()}); list MCPs again to restart it`, {
           details: { mcp: this.name },
         });
       const transient = !conn;
@@ -295,7 +296,7 @@ export class McpHandle implements McpClientHandle {
         this.#transient.add(conn);
         if (this.#closed) {
           await conn.close();
-          throw new WorkspaceError("closed", `MCP '${this.name}' was closed during ${what}`);
+          throw new ClosedError(`MCP '${this.name}' was closed during ${what}`);
         }
       }
       try {

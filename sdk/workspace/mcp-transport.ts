@@ -47,6 +47,7 @@ export class SandboxProcessTransport implements Transport {
   }
 
   async start(): Promise<void> {
+    // eslint-disable-next-line no-restricted-syntax -- the MCP SDK's Transport contract; mapMcpError wraps it with the server's name
     if (this.#process) throw new Error("SandboxProcessTransport already started");
     const proc = this.#spawn();
     this.#process = proc;
@@ -101,6 +102,7 @@ export class SandboxProcessTransport implements Transport {
 
   async send(message: JSONRPCMessage): Promise<void> {
     const proc = this.#process;
+    // eslint-disable-next-line no-restricted-syntax -- the MCP SDK's Transport contract; mapMcpError wraps it with the server's name
     if (!proc || this.#closed) throw new Error("MCP server process is not running");
     // Resolve as soon as the stream takes the line (as the SDK's stdio transport does); write
     // errors surface through the stream's error event and the process exit.

@@ -1,4 +1,4 @@
-import { ConflictError, WorkspaceError, fromZodError, isWorkspaceError } from "../errors.js";
+import { ConflictError, fromZodError, isWorkspaceError, UnavailableError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { EgressGuard, type EgressPolicy } from "../util/egress.js";
 import { toWorkspacePath } from "../paths.js";
@@ -327,7 +327,7 @@ export class McpRegistry {
     } catch (e) {
       if (previous) this.#declared.set(key, previous);
       else this.#declared.delete(key);
-      throw isWorkspaceError(e) ? e : new WorkspaceError("unavailable", `could not write ${MCP_FILE}: ${String(e)}; nothing was changed`, { cause: e });
+      throw isWorkspaceError(e) ? e : new UnavailableError(`could not write ${MCP_FILE}: ${String(e)}; nothing was changed`, { cause: e });
     }
   }
 

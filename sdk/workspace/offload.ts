@@ -106,7 +106,7 @@ const SAFE_ID = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/;
  * first 12 hex digits of its SHA-256, so two different unsafe ids never share a folder.
  */
 export function sanitizeId(id: string, field: string): string {
-  if (typeof id !== "string" || id === "") throw new InvalidArgumentError(field, "must be a non-empty string");
+  if (typeof id !== "string" || id === "") throw new InvalidArgumentError("must be a non-empty string", { field });
   if (SAFE_ID.test(id)) return id;
   const cleaned = id.replace(/[^A-Za-z0-9_.-]/g, "_").replace(/^\./, "_").slice(0, 64);
   return `${cleaned}-${createHash("sha256").update(id, "utf8").digest("hex").slice(0, 12)}`;
@@ -130,7 +130,7 @@ export class Offloader {
    */
   async offloadContext(sessionId: string, messages: Message[]): Promise<string> {
     const sid = sanitizeId(sessionId, "sessionId");
-    if (!Array.isArray(messages)) throw new InvalidArgumentError("messages", "must be an array of messages");
+    if (!Array.isArray(messages)) throw new InvalidArgumentError("must be an array of messages", { field: "messages" });
     const rel = `sessions/${sid}/context.jsonl`;
     // Copy every message first (the input is never changed), so a bad message fails the call
     // before anything is stored. A hand-written copy of plain data, about 4x quicker than
@@ -139,7 +139,7 @@ export class Offloader {
     // A plain loop, not every()/map(): those skip holes in a sparse array.
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
-      if (!isMessageObject(message)) throw new InvalidArgumentError(`messages[${i}]`, "must be a message object");
+      if (!isMessageObject(message)) throw new InvalidArgumentError("must be a message object", { field: `messages[${i}]` });
       copies[i] = plainCopy(message, `messages[${i}]`) as Record<string, unknown>;
     }
     const lines: string[] = [];
@@ -162,7 +162,7 @@ export class Offloader {
    */
   async offloadToolResult(sessionId: string, result: ToolResult): Promise<string> {
     const sid = sanitizeId(sessionId, "sessionId");
-    if (result === null || typeof result !== "object") throw new InvalidArgumentError("result", "must be a tool result object");
+    if (result === null || typeof result !== "object") throw new InvalidArgumentError("must be a tool result object", { field: "result" });
     const tid = sanitizeId(result.id, "result.id");
     const body = await this.#renderToolOutput(result.output);
     const dir = `sessions/${sid}`;
@@ -177,11 +177,11 @@ export class Offloader {
    */
   async offloadData(block: DataBlock): Promise<DataBlock> {
     if (block === null || typeof block !== "object" || block.type !== "data" || typeof block.source !== "object" || block.source === null)
-      throw new InvalidArgumentError("block", "must be a data block ({type: 'data', source: {...}})");
+      throw new InvalidArgumentError("must be a data block ({type: 'data', source: {...}})", { field: "block" });
     const source = block.source;
     if (source.type !== "base64") return block;
-    if (typeof source.data !== "string") throw new InvalidArgumentError("block.source.data", "must be a base64 string");
-    if (typeof source.media_type !== "string" || source.media_type === "") throw new InvalidArgumentError("block.source.media_type", "must be a media type, e.g. 'image/png'");
+    if (typeof source.data !== "string") throw new InvalidArgumentError("must be a base64 string", { field: "block.source.data" });
+    if (typeof source.media_type !== "string" || source.media_type === "") throw new InvalidArgumentError("must be a media type, e.g. 'image/png'", { field: "block.source.media_type" });
     const compact = checkBase64(source.data);
     const file = `${createHash("sha256").update(source.data, "utf8").digest("hex")}${extensionFor(source.media_type)}`;
     const rel = `data/${file}`;
@@ -227,7 +227,7 @@ export class Offloader {
         if (!isWorkspaceError(e, "conflict")) throw e;
       }
     }
-    throw new InvalidArgumentError("result.id", `too many tool results named '${stem}' in ${dir}`);
+    throw new InvalidArgumentError(`too many tool results named '${stem}' in ${dir}`, { field: "result.id" });
   }
 
   async #serialPerFolder<T>(key: string, fn: () => Promise<T>): Promise<T> {
@@ -246,7 +246,7 @@ export class Offloader {
 
   async #renderToolOutput(output: ToolResult["output"]): Promise<string> {
     if (typeof output === "string") return output;
-    if (!Array.isArray(output)) throw new InvalidArgumentError("result.output", "must be a string or an array of blocks");
+    if (!Array.isArray(output)) throw new InvalidArgumentError("must be a string or an array of blocks", { field: "result.output" });
     let body = "";
     for (const block of output) {
       if (isText(block)) body += block.text;
@@ -356,7 +356,7 @@ export function checkBase64(text: string): string {
       break;
     }
   }
-  if (!ok || digits % 4 === 1) throw new InvalidArgumentError("block.source.data", "is not valid base64 (standard alphabet A-Z a-z 0-9 + /)");
+  if (!ok || digits % 4 === 1) throw new InvalidArgumentError("is not valid base64 (standard alphabet A-Z a-z 0-9 + /)", { field: "block.source.data" });
   return spaces ? text.replace(/\s+/g, "") : text;
 }
 
@@ -401,7 +401,7 @@ function withDefaults(obj: Record<string, unknown>, defaults: Defaults): Record<
 function plainCopy(root: unknown, field: string): unknown {
   const ancestors: object[] = [];
   // Class instances are fine (copied like JSON.stringify sees them); what JSON cannot carry is not.
-  const refuse = (what: string) => new InvalidArgumentError(field, `must be plain JSON data: ${what}`);
+  const refuse = (what: string) => new InvalidArgumentError(`must be plain JSON data: ${what}`, { field });
   const copy = (v: unknown): unknown => {
     if (v === null || typeof v !== "object") {
       if (typeof v === "function" || typeof v === "symbol" || typeof v === "bigint") throw refuse(`found a ${typeof v}`);

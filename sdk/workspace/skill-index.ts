@@ -136,8 +136,7 @@ export function partitionName(agentId: string | undefined): string {
   if (agentId === undefined || agentId === null || agentId === "") return DEFAULT_PARTITION;
   if (typeof agentId !== "string" || agentId.startsWith(".") || /[\\/\0]/.test(agentId) || Buffer.byteLength(agentId) > 200)
     throw new InvalidArgumentError(
-      "agentId",
-      `'${String(agentId)}' is not usable as a skill partition name (it must not start with '.', contain '/', '\\' or NUL, or exceed 200 bytes)`,
+      `'${String(agentId)}' is not usable as a skill partition name (it must not start with '.', contain '/', '\\' or NUL, or exceed 200 bytes)`, { field: "agentId" },
     );
   return agentId;
 }

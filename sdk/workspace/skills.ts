@@ -190,7 +190,7 @@ export class SkillStore {
    * skill with the same SKILL.md content is already there (nothing is copied then).
    */
   async add(hostSkillPath: string, agentId?: string): Promise<Skill | undefined> {
-    if (typeof hostSkillPath !== "string" || hostSkillPath === "") throw new InvalidArgumentError("skillPath", "must be a non-empty host path");
+    if (typeof hostSkillPath !== "string" || hostSkillPath === "") throw new InvalidArgumentError("must be a non-empty host path", { field: "skillPath" });
     const partition = partitionName(agentId);
     return this.#addFolder(hostPath(hostSkillPath), partition);
   }
@@ -204,11 +204,11 @@ export class SkillStore {
   async addArchive(data: Uint8Array | AsyncIterable<Uint8Array>, options: SkillArchiveOptions): Promise<Skill | undefined> {
     const { format, dirName, agentId } = options ?? ({} as SkillArchiveOptions);
     if (format !== "zip" && format !== "tar" && format !== "tar.gz")
-      throw new InvalidArgumentError("format", `'${String(format)}' is not supported; use "zip", "tar" or "tar.gz"`);
+      throw new InvalidArgumentError(`'${String(format)}' is not supported; use "zip", "tar" or "tar.gz"`, { field: "format" });
     if (dirName !== undefined && (!isPlainName(dirName) || sanitizeSkillDirName(dirName) === ""))
-      throw new InvalidArgumentError("dirName", `'${String(dirName)}' must be a plain folder name without path separators`);
+      throw new InvalidArgumentError(`'${String(dirName)}' must be a plain folder name without path separators`, { field: "dirName" });
     const limit = options.maxExtractedBytes ?? DEFAULT_MAX_EXTRACTED_BYTES;
-    if (!Number.isSafeInteger(limit) || limit <= 0) throw new InvalidArgumentError("maxExtractedBytes", "must be a positive integer");
+    if (!Number.isSafeInteger(limit) || limit <= 0) throw new InvalidArgumentError("must be a positive integer", { field: "maxExtractedBytes" });
     const partition = partitionName(agentId);
 
     const work = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-skill-"));
@@ -590,13 +590,13 @@ interface HostSkill {
 async function readHostSkill(dir: string, label?: string): Promise<HostSkill> {
   const field = label ? "archive" : "skillPath";
   const where = label ? `in ${label}` : `at '${dir}'`;
-  const invalid = (why: string) => new InvalidArgumentError(field, `invalid skill ${where}: ${why}`);
+  const invalid = (why: string) => new InvalidArgumentError(`invalid skill ${where}: ${why}`, { field });
   // Host metadata calls are synchronous: each is a few µs, against tens for a thread-pool round trip.
   let realDir: string;
   try {
     realDir = fsSync.realpathSync.native(dir);
   } catch {
-    throw new NotFoundError(`skill folder '${dir}'`, { field });
+    throw new NotFoundError(`skill folder '${dir}' not found`, { field });
   }
   if (!fsSync.statSync(realDir).isDirectory()) throw invalid("not a folder");
   const file = path.join(realDir, SKILL_FILE);
@@ -633,9 +633,9 @@ async function findSkillRoot(out: string): Promise<string> {
   const skills: string[] = [];
   for (const d of top) if (d.isDirectory() && (await isFile(path.join(out, d.name, SKILL_FILE)))) skills.push(d.name);
   const shown = (names: string[]) => names.sort().slice(0, 5).map((n) => `'${n.slice(0, 100)}'`).join(", ") + (names.length > 5 ? ", ..." : "");
-  if (skills.length === 0) throw new InvalidArgumentError("archive", "contains no SKILL.md (expected at the archive root or in its one top-level folder)");
-  if (skills.length > 1) throw new InvalidArgumentError("archive", `holds ${skills.length} skill folders (${shown(skills)}); upload one skill per archive`);
+  if (skills.length === 0) throw new InvalidArgumentError("contains no SKILL.md (expected at the archive root or in its one top-level folder)", { field: "archive" });
+  if (skills.length > 1) throw new InvalidArgumentError(`holds ${skills.length} skill folders (${shown(skills)}); upload one skill per archive`, { field: "archive" });
   const beside = top.filter((d) => d.name !== skills[0]).map((d) => d.name);
-  if (beside.length > 0) throw new InvalidArgumentError("archive", `holds ${shown(beside)} beside the skill folder '${skills[0]!.slice(0, 100)}'; put everything inside the skill folder (or SKILL.md at the archive root)`);
+  if (beside.length > 0) throw new InvalidArgumentError(`holds ${shown(beside)} beside the skill folder '${skills[0]!.slice(0, 100)}'; put everything inside the skill folder (or SKILL.md at the archive root)`, { field: "archive" });
   return path.join(out, skills[0]!);
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { z } from "zod";
-import { WorkspaceError, fromZodError } from "../errors.js";
+import { WorkspaceError, fromZodError, ClosedError } from "../errors.js";
 import { silentLogger, type Logger } from "../logger.js";
 import { expandHome } from "../paths.js";
 import type { Sandbox } from "../sandbox.js";
@@ -139,8 +139,7 @@ export abstract class Workspace implements AsyncDisposable {
   }
 
   #closedError(): WorkspaceError {
-    return new WorkspaceError(
-      "closed",
+    return new ClosedError(
       `${this.constructor.name} '${this.workspaceId}' is closed (its backend may be paused or released, e.g. by an idle eviction); call initialize() to resume it, or ask the manager again (getWorkspace), then getBackend()`,
     );
   }
@@ -214,7 +213,7 @@ export abstract class Workspace implements AsyncDisposable {
   /** The sandbox itself, for the workspace's own (already tracked) operations. */
   #raw(): Sandbox {
     if (!this.#sandbox || !this.#alive)
-      throw new WorkspaceError("closed", `${this.constructor.name} '${this.workspaceId}' is not initialized; call initialize() first`);
+      throw new ClosedError(`${this.constructor.name} '${this.workspaceId}' is not initialized; call initialize() first`);
     return this.#sandbox;
   }
 

@@ -18,16 +18,19 @@ import {
   UnavailableError,
   UnsupportedError,
   WorkspaceError,
+  ERROR_CLASS_FOR_CODE,
+  errorForCode,
+  fromZodError,
   parseRetryAfter,
   type WorkspaceErrorCode,
 } from "../../sdk/errors.js";
 import { dockerError } from "../../sdk/backends/docker/errors.js";
 
 const one: Record<WorkspaceErrorCode, WorkspaceError> = {
-  invalid_argument: new InvalidArgumentError("f", "bad"),
-  not_found: new NotFoundError("x"),
+  invalid_argument: new InvalidArgumentError("bad", { field: "f" }),
+  not_found: new NotFoundError("x not found"),
   conflict: new ConflictError("c"),
-  path_escape: new PathEscapeError("../x", "escapes"),
+  path_escape: new PathEscapeError(`path '../x' escapes`),
   unavailable: new UnavailableError("u"),
   timeout: new TimeoutError("t"),
   too_large: new TooLargeError("big"),
@@ -80,7 +83,7 @@ describe("boundary mappings", () => {
   });
 
   it("problem bodies carry code, field and retry hints but never the cause or details", () => {
-    const secret = new InvalidArgumentError("backend.env.TOKEN", "bad", { cause: new Error("hunter2"), details: { value: "hunter2" } });
+    const secret = new InvalidArgumentError("bad", { field: "backend.env.TOKEN", cause: new Error("hunter2"), details: { value: "hunter2" } });
     const body = JSON.stringify(toProblem(secret));
     expect(body).not.toContain("hunter2");
     expect(toProblem(secret)).toMatchObject({ status: 400, title: "invalid_argument", field: "backend.env.TOKEN", retryable: false });
@@ -88,6 +91,112 @@ describe("boundary mappings", () => {
     expect(retryAfterHeader(one.rate_limited)).toBe("2");
     expect(toProblem(new Error("internal secret"))).toEqual({ type: "about:blank", title: "internal", status: 500, detail: "internal error", retryable: false });
     expect(JSON.stringify(toMcpError(new Error("internal secret")))).not.toContain("secret");
+  });
+});
+
+describe("uniform constructors: (message, { field, cause, details, ... })", () => {
+  const cause = new Error("root cause");
+  const details = { a: 1 };
+
+  it("every subclass takes the message first and the field, cause and details in the options", () => {
+    for (const [code, Class] of Object.entries(ERROR_CLASS_FOR_CODE)) {
+      const e = new Class("went wrong", { field: "spec.x", cause, details });
+      expect(e).toBeInstanceOf(Class);
+      expect(e.code).toBe(code);
+      expect(e.field).toBe("spec.x");
+      expect(e.cause).toBe(cause);
+      expect(e.details).toEqual(details);
+      // Only InvalidArgumentError names the field in the message; the rest keep it as given.
+      expect(e.message).toBe(code === "invalid_argument" ? "spec.x: went wrong" : "went wrong");
+      // The boundary tables: status and JSON-RPC code by code, the field in the problem body.
+      expect(toHttpStatus(e)).toBe(HTTP_STATUS[code as WorkspaceErrorCode]);
+      expect(toMcpError(e).code).toBe(MCP_ERROR_CODE[code as WorkspaceErrorCode]);
+      expect(toProblem(e)).toMatchObject({ title: code, status: HTTP_STATUS[code as WorkspaceErrorCode], detail: e.message, field: "spec.x" });
+    }
+  });
+
+  it("keeps the HTTP status of each subclass", () => {
+    const status = Object.fromEntries(Object.entries(one).map(([code, e]) => [code, toProblem(e).status]));
+    expect(status).toEqual({
+      invalid_argument: 400,
+      not_found: 404,
+      conflict: 409,
+      path_escape: 400,
+      unavailable: 503,
+      timeout: 504,
+      too_large: 413,
+      closed: 409,
+      exec_failed: 500,
+      provision_failed: 502,
+      mcp_error: 502,
+      rate_limited: 429,
+      unauthenticated: 401,
+      forbidden: 403,
+      unsupported: 501,
+      internal: 500,
+    });
+  });
+
+  it("InvalidArgumentError: the field from the options prefixes the message, unless fieldPrefix is false", () => {
+    const e = new InvalidArgumentError("must be a positive number", { field: "query.limit" });
+    expect(e.message).toBe("query.limit: must be a positive number");
+    expect(e.field).toBe("query.limit");
+    expect(toProblem(e)).toEqual({
+      type: "urn:agent-workspaces:error:invalid_argument",
+      title: "invalid_argument",
+      status: 400,
+      detail: "query.limit: must be a positive number",
+      field: "query.limit",
+      retryable: false,
+    });
+    expect(new InvalidArgumentError("no field").message).toBe("no field");
+    expect(new InvalidArgumentError("no field").field).toBeUndefined();
+    const bare = new InvalidArgumentError("'a/b' is a directory", { field: "path", fieldPrefix: false });
+    expect(bare.message).toBe("'a/b' is a directory");
+    expect(bare.field).toBe("path");
+    expect(toProblem(bare)).toMatchObject({ detail: "'a/b' is a directory", field: "path" });
+    expect(bare).not.toHaveProperty("fieldPrefix");
+  });
+
+  it("PathEscapeError: the caller's path is in the message only; field names the field, 'path' by default", () => {
+    const e = new PathEscapeError("path '../etc/passwd' is outside the workspace");
+    expect(e.message).toBe("path '../etc/passwd' is outside the workspace");
+    expect(e.field).toBe("path");
+    expect(toProblem(e)).toMatchObject({ status: 400, title: "path_escape", field: "path", detail: e.message });
+    const cwd = new PathEscapeError("path '..' (cwd) must not contain '..'", { field: "cwd", cause });
+    expect(cwd.field).toBe("cwd");
+    expect(cwd.cause).toBe(cause);
+  });
+
+  it("NotFoundError: the message is used as given", () => {
+    const e = new NotFoundError("session 's1' not found", { field: "sessionId" });
+    expect(e.message).toBe("session 's1' not found");
+    expect(toProblem(e)).toMatchObject({ status: 404, title: "not_found", field: "sessionId", detail: "session 's1' not found" });
+  });
+
+  it("RateLimitedError keeps retryAfterMs beside the common options", () => {
+    const e = new RateLimitedError("slow down", { retryAfterMs: 2500, field: "x", details: { limit: "sessions" } });
+    expect(e.retryAfterMs).toBe(2500);
+    expect(toProblem(e)).toMatchObject({ status: 429, retryAfterMs: 2500, limit: "sessions", field: "x" });
+  });
+
+  it("errorForCode builds the class for a run-time code, the message as given", () => {
+    for (const code of Object.keys(ERROR_CLASS_FOR_CODE) as WorkspaceErrorCode[]) {
+      const e = errorForCode(code, "as given", { field: "f", cause });
+      expect(e).toBeInstanceOf(ERROR_CLASS_FOR_CODE[code]);
+      expect(e.code).toBe(code);
+      expect(e.message).toBe("as given");
+      expect(e.field).toBe("f");
+      expect(e.cause).toBe(cause);
+    }
+    expect(errorForCode("path_escape", "path 'x' escapes").field).toBe("path");
+  });
+
+  it("fromZodError names the first bad field in both .field and the message", () => {
+    const e = fromZodError("body", { issues: [{ path: ["limit"], message: "must be positive" }] });
+    expect(e).toBeInstanceOf(InvalidArgumentError);
+    expect(e.field).toBe("body.limit");
+    expect(e.message).toBe("body.limit: must be positive");
   });
 });
 

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { WorkspaceError } from "../../sdk/errors.js";
+import { WorkspaceError, UnavailableError } from "../../sdk/errors.js";
 import { WorkspaceManager, type ManagedIdentity, type ManagerEvent } from "../../sdk/manager/index.js";
 import { FolderWorkspace, checksums, deferred, sleep } from "../support/manager-fixtures.js";
 
@@ -277,7 +277,7 @@ describe("close and dispose", () => {
     const { manager, events } = folderManager({ eviction: "close" });
     const a = await manager.getWorkspace("u1", "a1");
     const b = await manager.getWorkspace("u2", "a1");
-    a.hooks.beforeClose = () => Promise.reject(new WorkspaceError("unavailable", "engine went away"));
+    a.hooks.beforeClose = () => Promise.reject(new UnavailableError("engine went away"));
     await manager[Symbol.asyncDispose]();
     expect(b.closed).toBe(true);
     expect(events.filter((e) => e.type === "error")).toMatchObject([{ workspaceId: a.workspaceId, phase: "close", code: "unavailable" }]);

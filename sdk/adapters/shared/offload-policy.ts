@@ -91,8 +91,8 @@ export class ContextCompressor<M> {
 
   constructor(workspace: Workspace, sessionId: string, codec: MessageCodec<M>, options: CompressionOptions) {
     const trigger = options.triggerRatio ?? 0.8;
-    if (!(trigger > 0 && trigger <= 0.9)) throw new InvalidArgumentError("compression.triggerRatio", "must be in (0, 0.9]");
-    if (!(options.contextTokens > 0)) throw new InvalidArgumentError("compression.contextTokens", "must be a positive number");
+    if (!(trigger > 0 && trigger <= 0.9)) throw new InvalidArgumentError("must be in (0, 0.9]", { field: "compression.triggerRatio" });
+    if (!(options.contextTokens > 0)) throw new InvalidArgumentError("must be a positive number", { field: "compression.contextTokens" });
     this.#workspace = workspace;
     this.#sessionId = sessionId;
     this.#codec = codec;

@@ -63,11 +63,11 @@ export class Toolkit {
   }
 
   static async create(workspace: Workspace, options: ToolkitOptions): Promise<Toolkit> {
-    if (typeof options?.sessionId !== "string" || options.sessionId === "") throw new InvalidArgumentError("sessionId", "must be a non-empty string");
+    if (typeof options?.sessionId !== "string" || options.sessionId === "") throw new InvalidArgumentError("must be a non-empty string", { field: "sessionId" });
     const kit = new Toolkit(workspace, options);
     const groupOf = groupMatcher(options.groups ?? {});
     for (const [name, spec] of Object.entries(options.groups ?? {})) {
-      if (name === BASIC_GROUP) throw new InvalidArgumentError(`groups.${BASIC_GROUP}`, "is always on and takes the tools no group lists");
+      if (name === BASIC_GROUP) throw new InvalidArgumentError("is always on and takes the tools no group lists", { field: `groups.${BASIC_GROUP}` });
       const s = Array.isArray(spec) ? { tools: spec } : spec;
       kit.#groups.set(name, { description: s.description ?? "", tools: [] });
     }
@@ -113,7 +113,7 @@ export class Toolkit {
     return this.tools.filter((t) => this.#active.has(t.group)).map((t) => t.name);
   }
   activate(group: string): void {
-    if (!this.#groups.has(group)) throw new InvalidArgumentError("group", `no tool group '${group}'`);
+    if (!this.#groups.has(group)) throw new InvalidArgumentError(`no tool group '${group}'`, { field: "group" });
     this.#active.add(group);
   }
   get(name: string): ToolkitTool | undefined {

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { ConflictError, NotFoundError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import { ConflictError, NotFoundError, UnavailableError, fromZodError, InternalError, ProvisionFailedError } from "../../errors.js";
 import { matchesSelector, type BackendDescription, type DestroyOptions, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { recordNames } from "../../kit/list.js";
 import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../../kit/owner-store.js";
@@ -105,7 +105,7 @@ export class BubblewrapDriver implements Driver {
   async claimOwner(workspaceId: string, owner: { userId: string; agentId?: string | undefined }): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
     const found = await this.find(id);
-    if (!found) throw new NotFoundError(`bubblewrap workspace '${id}'`, { field: "workspaceId" });
+    if (!found) throw new NotFoundError(`bubblewrap workspace '${id}' not found`, { field: "workspaceId" });
     if (found.userId !== undefined) {
       if (found.userId !== owner.userId) throw ownerConflict(id);
       return;
@@ -174,7 +174,7 @@ export class BubblewrapDriver implements Driver {
   async updateTags(workspaceId: string, tags: Record<string, string>): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
     const record = await this.#read(id);
-    if (!record) throw new NotFoundError(`bubblewrap workspace '${id}'`, { field: "workspaceId" });
+    if (!record) throw new NotFoundError(`bubblewrap workspace '${id}' not found`, { field: "workspaceId" });
     await writeAtomic(this.#indexPath(id), JSON.stringify({ ...record, tags }, null, 2));
   }
 
@@ -182,7 +182,7 @@ export class BubblewrapDriver implements Driver {
     const id = parseWorkspaceId(workspaceId);
     await ensureBwrap();
     const record = await this.#read(id);
-    if (!record) throw new NotFoundError(`bubblewrap workspace '${id}' (create it first)`, { field: "workspaceId" });
+    if (!record) throw new NotFoundError(`bubblewrap workspace '${id}' (create it first) not found`, { field: "workspaceId" });
     const host = await assertInside(this.#basedir, path.join(this.#basedir, record.folder), "workspace folder");
     await this.#ensurePackages(id, ctx);
     const envDir = this.#envDir(id);
@@ -247,16 +247,16 @@ export class BubblewrapDriver implements Driver {
     try {
       json = await readJsonFile(this.#indexPath(id));
     } catch (e) {
-      throw new WorkspaceError("internal", `bubblewrap index record for '${id}' cannot be read (${this.#indexPath(id)}): ${(e as Error).message}`, { cause: e });
+      throw new InternalError(`bubblewrap index record for '${id}' cannot be read (${this.#indexPath(id)}): ${(e as Error).message}`, { cause: e });
     }
     if (json === null) return null;
     try {
       const r = json as IndexRecord;
       if (r === null || typeof r !== "object" || r.workspaceId !== id || typeof r.folder !== "string" || (r.userId !== undefined && typeof r.userId !== "string"))
-        throw new Error("identity mismatch");
+        throw new InternalError("identity mismatch");
       return r;
     } catch (e) {
-      throw new WorkspaceError("internal", `bubblewrap index record for '${id}' is corrupt (${this.#indexPath(id)}); remove it to re-adopt the folder`, { cause: e });
+      throw new InternalError(`bubblewrap index record for '${id}' is corrupt (${this.#indexPath(id)}); remove it to re-adopt the folder`, { cause: e });
     }
   }
 
@@ -298,7 +298,7 @@ export class BubblewrapDriver implements Driver {
         const argv = installArgv(staging, tmp, step);
         const res = await run("bwrap", argv, 15 * 60_000, ctx.signal);
         if (res.code !== 0)
-          throw new WorkspaceError("provision_failed", `installing extra packages failed (exit ${res.code}) for: ${step.slice(-(step[0] === "npm" ? npm.length : py.length)).join(" ")}\n${res.output.slice(-2000)}`, {
+          throw new ProvisionFailedError(`installing extra packages failed (exit ${res.code}) for: ${step.slice(-(step[0] === "npm" ? npm.length : py.length)).join(" ")}\n${res.output.slice(-2000)}`, {
             field: step[0] === "npm" ? "npmPackages" : "pythonPackages",
           });
       }

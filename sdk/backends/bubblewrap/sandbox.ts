@@ -1,6 +1,6 @@
 import type { ChildProcess } from "node:child_process";
 import { existsSync, lstatSync, readlinkSync, promises as fs } from "node:fs";
-import { UnavailableError, WorkspaceError } from "../../errors.js";
+import { UnavailableError, InvalidArgumentError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput } from "../../util/process.js";
@@ -89,9 +89,9 @@ export class BubblewrapSandbox implements Sandbox {
     const hostRoot = await fs.realpath(opts.hostRoot);
     const hostTmp = await fs.realpath(opts.hostTmp);
     for (const p of opts.readOnlyPaths ?? [])
-      if (!existsSync(p)) throw new WorkspaceError("invalid_argument", `readOnlyPaths: '${p}' does not exist on the host`, { field: "readOnlyPaths" });
+      if (!existsSync(p)) throw new InvalidArgumentError(`'${p}' does not exist on the host`, { field: "readOnlyPaths" });
     const st = await fs.stat(hostRoot);
-    if (!st.isDirectory()) throw new WorkspaceError("invalid_argument", `workspace folder '${hostRoot}' is not a directory`, { field: "basedir" });
+    if (!st.isDirectory()) throw new InvalidArgumentError(`workspace folder '${hostRoot}' is not a directory`, { field: "basedir", fieldPrefix: false });
     return new BubblewrapSandbox({ ...opts, hostRoot, hostTmp }, { dev: st.dev, ino: st.ino });
   }
 
@@ -140,7 +140,7 @@ export class BubblewrapSandbox implements Sandbox {
    * with the runner at close(). Without python3 on the host: one bwrap of its own.
    */
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
-    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
     // spawn is synchronous by contract: the cwd is checked lexically and the folder's identity here.
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     this.#checkIdentitySync();

@@ -52,7 +52,7 @@ export class DaytonaDriver implements Driver {
   constructor(spec: Partial<DaytonaBackendSpec> = {}) {
     const parsed = DaytonaBackendSchema.safeParse({ kind: "daytona", ...spec });
     if (!parsed.success) throw fromZodError("backend", parsed.error);
-    if (parsed.data.snapshot && parsed.data.image) throw new InvalidArgumentError("backend.image", "give snapshot or image, not both");
+    if (parsed.data.snapshot && parsed.data.image) throw new InvalidArgumentError("give snapshot or image, not both", { field: "backend.image" });
     this.spec = parsed.data;
   }
 
@@ -162,7 +162,7 @@ export class DaytonaDriver implements Driver {
   async resume(workspaceId: string, ctx: DriverContext = {}): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
     const w = await this.#winner(id, ctx);
-    if (!w) throw new NotFoundError(`daytona workspace '${id}' (no sandbox labelled with it)`, { field: "workspaceId" });
+    if (!w) throw new NotFoundError(`daytona workspace '${id}' (no sandbox labelled with it) not found`, { field: "workspaceId" });
     this.#remember(id, await this.#ensureStarted(w, ctx));
   }
 
@@ -205,7 +205,7 @@ export class DaytonaDriver implements Driver {
     // only makes the handle's first call fail `unavailable`, which resumes it.
     const recent = this.#recent.get(id);
     const w = recent && Date.now() - recent.at < RECENT_MS && recent.sandbox.state === "started" ? recent.sandbox : await this.#winner(id, ctx);
-    if (!w) throw new NotFoundError(`daytona workspace '${id}' (no sandbox labelled with it); create it first`, { field: "workspaceId" });
+    if (!w) throw new NotFoundError(`daytona workspace '${id}' (no sandbox labelled with it); create it first not found`, { field: "workspaceId" });
     if (w.state !== "started") throw new UnavailableError(`daytona workspace '${id}' is ${String(w.state)}; resume it first`);
     return new DaytonaSandbox(w, await this.#workdir(w), { logger: ctx.logger });
   }
@@ -267,7 +267,7 @@ export class DaytonaDriver implements Driver {
 
   async #winnerOrThrow(workspaceId: string, ctx: DriverContext): Promise<DaytonaSdkSandbox> {
     const w = await this.#winner(parseWorkspaceId(workspaceId), ctx);
-    if (!w) throw new NotFoundError(`daytona workspace '${workspaceId}'`, { field: "workspaceId" });
+    if (!w) throw new NotFoundError(`daytona workspace '${workspaceId}' not found`, { field: "workspaceId" });
     return w;
   }
 

@@ -66,9 +66,9 @@ export function daytonaError(e: unknown, what: string): WorkspaceError {
     );
   if (s === 429) return new RateLimitedError(`${what}: rate limited by Daytona (429)${f.retryAfterMs !== undefined ? `; retry after ${Math.ceil(f.retryAfterMs / 1000)} s` : ""}`, { details, retryAfterMs: f.retryAfterMs });
   if (s === 401 || s === 403) return new UnauthenticatedError(`${what}: Daytona refused the API key (${s}); check apiKey / DAYTONA_API_KEY and its organization`, { details });
-  if (s === 404) return new NotFoundError(what, { details });
+  if (s === 404) return new NotFoundError(`${what} not found`, { details });
   if (s === 409) return new ConflictError(`${what}: ${f.message}`, { details });
-  if (s === 400 || s === 422) return new InvalidArgumentError("backend", `${what}: ${f.message}`, { details });
+  if (s === 400 || s === 422) return new InvalidArgumentError(`${what}: ${f.message}`, { field: "backend", details });
   if (s === 408 || s === 504) return new TimeoutError(`${what}: ${f.message}`, { details });
   if (s >= 500) return new UnavailableError(`${what}: Daytona answered ${s}: ${f.message}`, { details });
   return new ExecFailedError(`${what}: ${f.message}`, { details });

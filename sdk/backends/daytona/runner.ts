@@ -7,6 +7,7 @@ import type { RemoteFiles, RunnerTransport } from "../../kit/runner/index.js";
 import { textChannelReader, textRunnerArgv } from "../../kit/runner/text-channel.js";
 import { daytonaFailure } from "./errors.js";
 import { q } from "./scripts.js";
+import { ExecFailedError } from "../../errors.js";
 
 /** Prefix of the sessions that run a runner (a test, or an operator, can tell them from MCP servers). */
 export const RUNNER_SESSION_PREFIX = "agentws-runner-";
@@ -67,7 +68,7 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
   const started = (async () => {
     await p.createSession(session);
     const { cmdId } = await p.executeSessionCommand(session, { command, runAsync: true, suppressInputEcho: true });
-    if (!cmdId) throw new Error("the toolbox gave no command id");
+    if (!cmdId) throw new ExecFailedError("the toolbox gave no command id");
     return cmdId;
   })();
   started.catch(() => undefined);

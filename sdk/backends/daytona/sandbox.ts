@@ -4,7 +4,7 @@ import { PassThrough, Writable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
 import tar from "tar-stream";
-import { ClosedError, ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { ClosedError, ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, InvalidArgumentError, ExecFailedError } from "../../errors.js";
 import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { rangeOfWholeRead } from "../../sandbox.js";
@@ -115,7 +115,7 @@ export class DaytonaSandbox implements Sandbox {
 
   async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
     this.#open();
-    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "argv: must not be empty", { field: "argv" });
+    if (argv.length === 0) throw new InvalidArgumentError("must not be empty", { field: "argv" });
     if (await this.#useRunner()) {
       checkRelativePath(options.cwd ?? "", "cwd");
       const lease = await this.#lease();
@@ -142,7 +142,7 @@ export class DaytonaSandbox implements Sandbox {
     const onAbort = () => void this.#kill(marker);
     options.signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      if (options.signal?.aborted) throw new WorkspaceError("exec_failed", "exec aborted before it started");
+      if (options.signal?.aborted) throw new ExecFailedError("exec aborted before it started");
       const r = await this.#execute(line, timeoutS === undefined ? undefined : timeoutS + 30, `exec ${argv[0]}`);
       return parseWrapped(r, cap, timeoutS !== undefined, cwd);
     } finally {
@@ -157,7 +157,7 @@ export class DaytonaSandbox implements Sandbox {
    */
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
     this.#open();
-    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     const open = async (): Promise<RunnerLease | SandboxProcess> => {
       if (!(await this.#useRunner())) return this.#plainSpawn(argv, options);
@@ -339,14 +339,14 @@ exec "$@"`;
     // match its own request, so those bytes come through the exec wrapper (base64, exact) instead.
     if (!/^[\x20-\x7e]*$/.test(real)) {
       const viaExec = await this.exec(["cat", "--", real], { maxOutputBytes: limit ?? MAX_EXEC_READ });
-      if (viaExec.exitCode !== 0) throw new WorkspaceError("exec_failed", `read ${rel} failed: ${viaExec.stderr.toString().slice(0, 300)}`, { field: "path" });
+      if (viaExec.exitCode !== 0) throw new ExecFailedError(`read ${rel} failed: ${viaExec.stderr.toString().slice(0, 300)}`, { field: "path" });
       if (viaExec.truncated && limit === undefined) throw new TooLargeError(`${rel} is over the ${MAX_EXEC_READ}-byte limit of a read through exec`, { field: "path" });
       return viaExec.stdout;
     }
     try {
       return await this.#sb.fs.downloadFile(real, TRANSFER_TIMEOUT_S);
     } catch (e) {
-      if (daytonaFailure(e).statusCode === 404 || /not found|no such file/i.test(daytonaFailure(e).message)) throw new NotFoundError(rel, { field: "path" });
+      if (daytonaFailure(e).statusCode === 404 || /not found|no such file/i.test(daytonaFailure(e).message)) throw new NotFoundError(`${rel} not found`, { field: "path" });
       throw this.#map(e, `read ${rel}`);
     }
   }
@@ -412,7 +412,7 @@ class SessionProcess implements SandboxProcess {
     const started = (async () => {
       await p.createSession(session);
       const { cmdId } = await p.executeSessionCommand(session, { command: line, runAsync: true, suppressInputEcho: true });
-      if (!cmdId) throw new Error("the toolbox gave no command id");
+      if (!cmdId) throw new ExecFailedError("the toolbox gave no command id");
       return cmdId;
     })();
     started.catch(() => undefined);
@@ -461,11 +461,11 @@ class SessionProcess implements SandboxProcess {
 
 function parseWrapped(out: string, cap: number, timed: boolean, cwd: string): ExecResult {
   const at = out.lastIndexOf("AGENTWS-RESULT ");
-  if (at < 0) throw new WorkspaceError("exec_failed", `the sandbox gave no result for the command: ${out.slice(0, 300)}`);
+  if (at < 0) throw new ExecFailedError(`the sandbox gave no result for the command: ${out.slice(0, 300)}`);
   const lines = out.slice(at).split("\n");
   const head = (lines[0] ?? "").split(" ");
-  if (head[1] === "escape") throw new PathEscapeError(cwd, "(cwd) resolves outside the workspace", { field: "cwd" });
-  if (head[1] === "nocwd") throw new NotFoundError(`cwd '${cwd}'`, { field: "cwd" });
+  if (head[1] === "escape") throw new PathEscapeError(`path '${cwd}' (cwd) resolves outside the workspace`, { field: "cwd" });
+  if (head[1] === "nocwd") throw new NotFoundError(`cwd '${cwd}' not found`, { field: "cwd" });
   const rc = Number(head[1]);
   const stdout = Buffer.from(lines[1] ?? "", "base64");
   const stderr = Buffer.from(lines[2] ?? "", "base64");

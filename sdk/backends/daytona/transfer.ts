@@ -3,6 +3,7 @@ import http from "node:http";
 import https from "node:https";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
 import type { RemoteFiles } from "../../kit/runner/index.js";
+import { ExecFailedError, TimeoutError, UnavailableError } from "../../errors.js";
 
 /** Kept-alive connections to the toolbox, shared by every sandbox of this process (idle ones do not hold it open). */
 const AGENTS = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
@@ -38,7 +39,7 @@ function directRoutes(sb: DaytonaSdkSandbox, timeoutMs: number): Pick<RemoteFile
   if (!usable()) return undefined;
   const post = async (route: string, type: string, body: Buffer[]) => {
     const c = usable();
-    if (!c) throw new Error("the toolbox's configuration changed");
+    if (!c) throw new UnavailableError("the toolbox's configuration changed");
     return request(`${c.base}${route}`, { ...c.headers, "Content-Type": type }, body, timeoutMs);
   };
   return {
@@ -50,11 +51,11 @@ function directRoutes(sb: DaytonaSdkSandbox, timeoutMs: number): Pick<RemoteFile
           `--${boundary}\r\nContent-Disposition: form-data; name="files[0].file"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`,
       );
       const r = await post("/files/bulk-upload", `multipart/form-data; boundary=${boundary}`, [head, Buffer.from(data.buffer, data.byteOffset, data.byteLength), Buffer.from(`\r\n--${boundary}--\r\n`)]);
-      if (r.status < 200 || r.status >= 300) throw new Error(`toolbox upload answered ${r.status}: ${r.body.subarray(0, 300).toString()}`);
+      if (r.status < 200 || r.status >= 300) throw new ExecFailedError(`toolbox upload answered ${r.status}: ${r.body.subarray(0, 300).toString()}`);
     },
     async download(path) {
       const r = await post("/files/bulk-download", "application/json", [Buffer.from(JSON.stringify({ paths: [path] }))]);
-      if (r.status < 200 || r.status >= 300) throw new Error(`toolbox download answered ${r.status}: ${r.body.subarray(0, 300).toString()}`);
+      if (r.status < 200 || r.status >= 300) throw new ExecFailedError(`toolbox download answered ${r.status}: ${r.body.subarray(0, 300).toString()}`);
       return onePart(r.type, r.body);
     },
   };
@@ -64,15 +65,15 @@ function directRoutes(sb: DaytonaSdkSandbox, timeoutMs: number): Pick<RemoteFile
 export function onePart(type: string, body: Buffer): Buffer {
   const m = /boundary=(?:"([^"]+)"|([^;\s]+))/i.exec(type);
   const boundary = m?.[1] ?? m?.[2];
-  if (!/^multipart\//i.test(type) || !boundary) throw new Error(`toolbox download answered ${type || "no content type"}, not multipart`);
+  if (!/^multipart\//i.test(type) || !boundary) throw new ExecFailedError(`toolbox download answered ${type || "no content type"}, not multipart`);
   const open = body.indexOf(`--${boundary}\r\n`);
   const headEnd = open < 0 ? -1 : body.indexOf("\r\n\r\n", open);
   // The closing delimiter is searched from the end: the file's own bytes may hold anything, the boundary too.
   const close = body.lastIndexOf(`\r\n--${boundary}--`);
-  if (open < 0 || headEnd < 0 || close < headEnd + 4) throw new Error("toolbox download: a malformed multipart answer");
+  if (open < 0 || headEnd < 0 || close < headEnd + 4) throw new ExecFailedError("toolbox download: a malformed multipart answer");
   const head = body.subarray(open, headEnd).toString("latin1");
   const data = body.subarray(headEnd + 4, close);
-  if (!/name="file"/i.test(head)) throw new Error(`toolbox download failed: ${data.subarray(0, 300).toString()}`);
+  if (!/name="file"/i.test(head)) throw new ExecFailedError(`toolbox download failed: ${data.subarray(0, 300).toString()}`);
   return data;
 }
 
@@ -90,7 +91,7 @@ function request(url: string, headers: Record<string, string>, body: Buffer[], t
       res.on("end", () => resolve({ status: res.statusCode ?? 0, type: String(res.headers["content-type"] ?? ""), body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, n) }));
       res.on("error", reject);
     });
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`toolbox file transfer timed out after ${timeoutMs} ms`)));
+    req.setTimeout(timeoutMs, () => req.destroy(new TimeoutError(`toolbox file transfer timed out after ${timeoutMs} ms`)));
     req.on("error", reject);
     for (const b of body) req.write(b);
     req.end();

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type Docker from "dockerode";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, fromZodError, InvalidArgumentError, ProvisionFailedError } from "../../errors.js";
 import type { FileLeases } from "../../kit/lease.js";
 import { LABELS, matchesSelector, type BackendDescription, type BackendState, type DestroyOptions, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
@@ -86,7 +86,7 @@ export class DockerDriver implements Driver {
     const host = await this.#prepareHostFolder(id);
     if (host) binds.push(`${host}:${DOCKER_WORKDIR}:rw`);
     for (const p of this.spec.readOnlyPaths ?? []) {
-      if (!(await fs.stat(p).catch(() => null))) throw new WorkspaceError("invalid_argument", `readOnlyPaths: '${p}' does not exist on the host`, { field: "readOnlyPaths" });
+      if (!(await fs.stat(p).catch(() => null))) throw new InvalidArgumentError(`'${p}' does not exist on the host`, { field: "readOnlyPaths" });
       binds.push(`${p}:${p}:ro`);
     }
     const labels: Record<string, string> = {
@@ -145,7 +145,7 @@ export class DockerDriver implements Driver {
     }
     ctx.logger?.info("docker workspace container created", { workspaceId: id, container: containerName(id), image });
     const created = await this.find(id);
-    if (!created) throw new WorkspaceError("provision_failed", `container ${containerName(id)} vanished right after it was created`);
+    if (!created) throw new ProvisionFailedError(`container ${containerName(id)} vanished right after it was created`);
     return created;
   }
 
@@ -155,11 +155,11 @@ export class DockerDriver implements Driver {
     if (!(await imageExists(this.docker, base).catch((e: unknown) => {
       throw this.#mapLifecycleError(e, `inspect image ${base}`);
     })))
-      throw new WorkspaceError("invalid_argument", `backend.baseImage: '${base}' is not on the Docker engine; build it (scripts/base-image.sh) or pull it first`, { field: "backend.baseImage" });
+      throw new InvalidArgumentError(`'${base}' is not on the Docker engine; build it (scripts/base-image.sh) or pull it first`, { field: "backend.baseImage" });
     for (const p of this.spec.readOnlyPaths ?? [])
-      if (!(await fs.stat(p).catch(() => null))) throw new WorkspaceError("invalid_argument", `backend.readOnlyPaths: '${p}' does not exist on the host`, { field: "backend.readOnlyPaths" });
+      if (!(await fs.stat(p).catch(() => null))) throw new InvalidArgumentError(`'${p}' does not exist on the host`, { field: "backend.readOnlyPaths" });
     if (this.spec.caCertificates && !(await fs.stat(this.spec.caCertificates).catch(() => null))?.isFile())
-      throw new WorkspaceError("invalid_argument", `backend.caCertificates: '${this.spec.caCertificates}' is not a readable file`, { field: "backend.caCertificates" });
+      throw new InvalidArgumentError(`'${this.spec.caCertificates}' is not a readable file`, { field: "backend.caCertificates" });
   }
 
   /**
@@ -185,7 +185,7 @@ export class DockerDriver implements Driver {
   /** Applies the caps (tasks, memory, cpus) to the running container: `docker update`, same container. */
   async reconfigure(workspaceId: string): Promise<void> {
     const d = await this.find(workspaceId);
-    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}) not found`, { field: "workspaceId" });
     try {
       await this.docker.getContainer(d.location.containerId!).update(this.#limits());
     } catch (e) {
@@ -225,7 +225,7 @@ export class DockerDriver implements Driver {
   /** Records the owner of an unowned container (a warm-pool member handed to a user), engine-side; another owner is a ConflictError. */
   async claimOwner(workspaceId: string, owner: { userId: string; agentId?: string | undefined }): Promise<void> {
     const d = await this.find(workspaceId);
-    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}) not found`, { field: "workspaceId" });
     if (d.userId !== undefined) {
       if (d.userId !== owner.userId) throw new ConflictError(`workspace '${workspaceId}' belongs to another user; workspace ids are never shared between users`, { field: "userId", details: { workspaceId } });
       return;
@@ -300,7 +300,7 @@ export class DockerDriver implements Driver {
 
   async resume(workspaceId: string): Promise<void> {
     const d = await this.find(workspaceId);
-    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}) not found`, { field: "workspaceId" });
     await this.#startIfNeeded(d);
     await this.#settledRunning(workspaceId);
   }
@@ -314,7 +314,7 @@ export class DockerDriver implements Driver {
     const until = Date.now() + deadlineMs;
     for (let delay = 5; ; delay = Math.min(delay * 2, 200)) {
       const d = await this.find(workspaceId);
-      if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
+      if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}) not found`, { field: "workspaceId" });
       if (d.state === "running") return d;
       if (Date.now() >= until) return d;
       await new Promise((r) => setTimeout(r, delay));
@@ -349,7 +349,7 @@ export class DockerDriver implements Driver {
     const host = this.hostPath(id);
     if (options.deleteData && host) {
       const base = path.resolve(this.spec.basedir!);
-      if (path.dirname(host) !== base) throw new PathEscapeError(host, "is not directly under basedir");
+      if (path.dirname(host) !== base) throw new PathEscapeError(`path '${host}' is not directly under basedir`);
       await fs.rm(host, { recursive: true, force: true });
     }
     // With deleteData the workspace's image goes too unless another container uses it (the engine
@@ -369,7 +369,7 @@ export class DockerDriver implements Driver {
     const mounted = found?.location.hostPath;
     if (mounted !== undefined && path.resolve(mounted) === host)
       throw new ConflictError(`host folder ${host} is mounted by the live container ${containerName(id)}; it is not deleted`, { field: "backend.basedir", details: { folder: host } });
-    if (path.dirname(host) !== path.resolve(this.spec.basedir!)) throw new PathEscapeError(host, "is not directly under basedir");
+    if (path.dirname(host) !== path.resolve(this.spec.basedir!)) throw new PathEscapeError(`path '${host}' is not directly under basedir`);
     await fs.rm(host, { recursive: true, force: true });
   }
 
@@ -391,12 +391,11 @@ export class DockerDriver implements Driver {
    */
   async updateTags(workspaceId: string, tags: Record<string, string>, ctx: DriverContext = {}): Promise<void> {
     const d = await this.find(workspaceId);
-    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)})`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}) not found`, { field: "workspaceId" });
     if (sameTags(d.tags, tags)) return;
     if (d.location.persistent !== "true")
-      throw new WorkspaceError(
-        "invalid_argument",
-        `tags: an ephemeral Docker workspace cannot be re-labelled without losing its files; replace the workspace, or give it a basedir`,
+      throw new InvalidArgumentError(
+        `an ephemeral Docker workspace cannot be re-labelled without losing its files; replace the workspace, or give it a basedir`,
         { field: "tags" },
       );
     const wasPaused = d.state === "paused";
@@ -407,7 +406,7 @@ export class DockerDriver implements Driver {
 
   async connect(workspaceId: string, ctx: DriverContext = {}): Promise<DockerSandbox> {
     let d = await this.find(workspaceId);
-    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}); create it first`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}); create it first not found`, { field: "workspaceId" });
     // A just-resumed container can read as paused for a moment (see #settledRunning); a container
     // that really is paused stays so: connecting never resumes.
     if (d.state === "paused") d = await this.#settledRunning(workspaceId, { deadlineMs: 1_000, unpause: false });
@@ -510,7 +509,7 @@ export class DockerDriver implements Driver {
     const host = path.join(base, id);
     await fs.mkdir(host, { recursive: true, mode: 0o700 });
     const [realBase, real] = await Promise.all([fs.realpath(base), fs.realpath(host)]);
-    if (path.dirname(real) !== realBase) throw new PathEscapeError(host, `resolves to '${real}', outside basedir '${realBase}'`);
+    if (path.dirname(real) !== realBase) throw new PathEscapeError(`path '${host}' resolves to '${real}', outside basedir '${realBase}'`);
     return real;
   }
 

@@ -8,7 +8,7 @@ import {
   UnavailableError,
   WorkspaceError,
   parseRetryAfter,
-  type WorkspaceErrorCode,
+  type WorkspaceErrorCode, NotFoundError,
 } from "../../errors.js";
 
 /**
@@ -55,11 +55,11 @@ export function dockerError(e: unknown, what: string, context: "container" | "en
   const options = { cause: e, details: { statusCode: status } };
   switch (DOCKER_STATUS_CODES[status] ?? (status >= 500 ? "unavailable" : "exec_failed")) {
     case "invalid_argument":
-      return new InvalidArgumentError(what, msg, options);
+      return new InvalidArgumentError(msg, { ...options, field: what });
     case "unauthenticated":
       return new UnauthenticatedError(`${what}: the engine or registry refused the credentials (${status}): ${msg}`, options);
     case "not_found":
-      return new WorkspaceError("not_found", `${what}: ${msg}`, options);
+      return new NotFoundError(`${what}: ${msg}`, options);
     case "conflict":
       return new ConflictError(`${what}: ${msg}`, options);
     case "rate_limited": {

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { promises as fs } from "node:fs";
 import type Docker from "dockerode";
 import tar from "tar-stream";
-import { UnavailableError, WorkspaceError } from "../../errors.js";
+import { UnavailableError, InvalidArgumentError, ProvisionFailedError } from "../../errors.js";
 import type { Logger, ProgressListener } from "../../logger.js";
 
 /** Everything that decides the workspace image; the tag is the hash of what they render to. */
@@ -35,7 +35,7 @@ export async function renderBuildContext(inputs: ImageInputs): Promise<BuildCont
   ];
   if (inputs.caCertificates) {
     files["extra-ca.crt"] = await fs.readFile(inputs.caCertificates).catch((e: unknown) => {
-      throw new WorkspaceError("invalid_argument", `caCertificates: cannot read '${inputs.caCertificates}'`, { field: "caCertificates", cause: e });
+      throw new InvalidArgumentError(`cannot read '${inputs.caCertificates}'`, { field: "caCertificates", cause: e });
     });
     lines.push(
       "COPY extra-ca.crt /usr/local/share/agentws/extra-ca.crt",
@@ -146,14 +146,13 @@ async function build(
     });
   } catch (e) {
     await removeBuildLeftovers(docker, inputs.baseImage, steps);
-    throw new WorkspaceError("provision_failed", `docker build of ${context.tag} failed: ${String(e)}`, { cause: e });
+    throw new ProvisionFailedError(`docker build of ${context.tag} failed: ${String(e)}`, { cause: e });
   } finally {
     ctx.signal?.removeEventListener("abort", onAbort);
   }
   if (error || !(await imageExists(docker, context.tag))) {
     await removeBuildLeftovers(docker, inputs.baseImage, steps);
-    throw new WorkspaceError(
-      "provision_failed",
+    throw new ProvisionFailedError(
       `docker build of ${context.tag} failed: ${error ?? "no image was produced"}\n--- last ${Math.min(tail.length, 30)} build log lines ---\n${tail.slice(-30).join("\n")}`,
     );
   }

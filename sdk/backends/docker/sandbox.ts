@@ -5,7 +5,7 @@ import path from "node:path";
 import { PassThrough, Writable, type Duplex, type Readable } from "node:stream";
 import type Docker from "dockerode";
 import tar from "tar-stream";
-import { ConflictError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
+import { ConflictError, PathEscapeError, TooLargeError, InvalidArgumentError } from "../../errors.js";
 import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { rangeOfWholeRead } from "../../sandbox.js";
@@ -191,7 +191,7 @@ export class DockerSandbox implements Sandbox {
    * python3 gets one attached engine exec per process.
    */
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
-    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     const open = async (): Promise<RunnerLease | SandboxProcess> => {
       if (!(await this.#useRunner())) return this.#plainSpawn(argv, rel, options);
@@ -309,7 +309,7 @@ export class DockerSandbox implements Sandbox {
   async remove(rel: string): Promise<void> {
     if (await this.#useRunner()) return this.#rf.remove(rel);
     const clean = checkRelativePath(rel);
-    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
+    if (clean === "") throw new PathEscapeError(`path '${rel}' cannot remove the workspace root`);
     this.#check(await this.#op("remove", [clean]), "remove", clean);
   }
 

@@ -4,7 +4,7 @@ import { createHash } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
 import type { Sandbox as E2BSdkSandbox, SandboxInfo } from "e2b";
-import { NotFoundError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import { NotFoundError, TooLargeError, UnavailableError, fromZodError, ProvisionFailedError } from "../../errors.js";
 import { LABELS, matchesSelector, type BackendDescription, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { FileLeases } from "../../kit/lease.js";
 import { MAX_LISTED } from "../../kit/list.js";
@@ -98,7 +98,7 @@ export class E2BDriver implements Driver {
       if (winner.state !== "running") await this.resume(id);
       return { ...describe(id, winner), state: "running" };
     }
-    if (!winner) throw new WorkspaceError("provision_failed", `the e2b sandbox of workspace '${id}' vanished right after it was created`);
+    if (!winner) throw new ProvisionFailedError(`the e2b sandbox of workspace '${id}' vanished right after it was created`);
     try {
       await this.#bootstrap(sbx, ctx);
     } catch (e) {
@@ -173,7 +173,7 @@ export class E2BDriver implements Driver {
       }
     }
     const d = await this.find(workspaceId);
-    if (!d) throw new NotFoundError(`e2b workspace '${workspaceId}'`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`e2b workspace '${workspaceId}' not found`, { field: "workspaceId" });
     if (d.state === "running") return;
     try {
       await this.#sdk.Sandbox.connect(d.location.sandboxId!, { ...this.#c, timeoutMs: this.spec.timeoutSeconds * 1000 });
@@ -205,7 +205,7 @@ export class E2BDriver implements Driver {
 
   async connect(workspaceId: string, ctx: DriverContext = {}): Promise<E2BSandbox> {
     const d = await this.find(workspaceId);
-    if (!d) throw new NotFoundError(`e2b workspace '${workspaceId}'; create it first`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`e2b workspace '${workspaceId}'; create it first not found`, { field: "workspaceId" });
     if (d.state !== "running") throw new UnavailableError(`e2b workspace '${workspaceId}' is ${d.state}; resume it first`);
     const sandboxId = d.location.sandboxId!;
     const timeoutMs = this.spec.timeoutSeconds * 1000;
@@ -246,7 +246,7 @@ export class E2BDriver implements Driver {
       }
     } catch (e) {
       const out = (e as { stderr?: string }).stderr;
-      throw new WorkspaceError("provision_failed", `bootstrapping the e2b sandbox failed${out ? `: ${out.slice(-500)}` : ""}`, { cause: this.#err(e, "bootstrap") });
+      throw new ProvisionFailedError(`bootstrapping the e2b sandbox failed${out ? `: ${out.slice(-500)}` : ""}`, { cause: this.#err(e, "bootstrap") });
     }
   }
 

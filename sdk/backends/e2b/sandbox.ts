@@ -5,7 +5,7 @@ import path from "node:path";
 import { PassThrough, Writable } from "node:stream";
 import tar from "tar-stream";
 import type { Sandbox as E2BSdkSandbox, CommandHandle } from "e2b";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, InvalidArgumentError, ExecFailedError } from "../../errors.js";
 import { checkRelativePath } from "../../paths.js";
 import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
@@ -133,7 +133,7 @@ export class E2BSandbox implements Sandbox {
    * background E2B command per process.
    */
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
-    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     this.#touch();
     const open = async (): Promise<RunnerLease | SandboxProcess> => {
@@ -189,7 +189,7 @@ export class E2BSandbox implements Sandbox {
     this.#touch();
     if (await this.#useRunner()) return this.#files(() => this.#rf.remove(rel), true);
     const clean = checkRelativePath(rel);
-    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
+    if (clean === "") throw new PathEscapeError(`path '${rel}' cannot remove the workspace root`);
     this.#check(await this.#op("remove", [clean]), "remove", clean);
   }
 
@@ -369,9 +369,9 @@ export class E2BSandbox implements Sandbox {
     const r = await this.#command(commandIn(argv, cwd), options);
     if (r.exitCode === 213) {
       const why = r.stderr.toString();
-      if (why.includes("agentws:cwd-escape")) throw new PathEscapeError(cwd, "(cwd) resolves outside the workspace (through a symlink)", { field: "cwd" });
-      if (why.includes("agentws:cwd-missing")) throw new NotFoundError(`working directory '${cwd}'`, { field: "cwd" });
-      if (why.includes("agentws:cwd-notdir")) throw new WorkspaceError("invalid_argument", `working directory '${cwd}' is not a directory`, { field: "cwd" });
+      if (why.includes("agentws:cwd-escape")) throw new PathEscapeError(`path '${cwd}' (cwd) resolves outside the workspace (through a symlink)`, { field: "cwd" });
+      if (why.includes("agentws:cwd-missing")) throw new NotFoundError(`working directory '${cwd}' not found`, { field: "cwd" });
+      if (why.includes("agentws:cwd-notdir")) throw new InvalidArgumentError(`working directory '${cwd}' is not a directory`, { field: "cwd", fieldPrefix: false });
     }
     return r;
   }
@@ -404,7 +404,7 @@ export class E2BSandbox implements Sandbox {
         });
         sending.then(
           () => cb(),
-          (e: unknown) => cb(e instanceof Error ? e : new Error(String(e))),
+          (e: unknown) => cb(e instanceof Error ? e : new ExecFailedError(String(e))),
         );
       },
       final: (cb) => {

@@ -1,7 +1,7 @@
 import type { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { loadKubernetesClient } from "./sdk.js";
 import { keepAliveConfiguration } from "./keep-alive.js";
-import { ConflictError, InvalidArgumentError, NotFoundError, UnauthenticatedError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { ConflictError, InvalidArgumentError, NotFoundError, UnauthenticatedError, UnavailableError, WorkspaceError, InternalError } from "../../errors.js";
 
 /** The API objects a driver needs, built once per kubeconfig and context (every driver of a process shares them). */
 export interface KubeClients {
@@ -35,10 +35,10 @@ export function kubeClients(opts: { kubeconfig?: string | undefined; context?: s
     }
     if (opts.context) kc.setCurrentContext(opts.context);
   } catch (e) {
-    throw new InvalidArgumentError(opts.context && !opts.kubeconfig ? "context" : "kubeconfig", `could not load the Kubernetes configuration: ${shortMessage(e)}`);
+    throw new InvalidArgumentError(`could not load the Kubernetes configuration: ${shortMessage(e)}`, { field: opts.context && !opts.kubeconfig ? "context" : "kubeconfig" });
   }
   const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new InvalidArgumentError("kubeconfig", "no cluster configured (no kubeconfig and not running in a cluster)");
+  if (!cluster) throw new InvalidArgumentError("no cluster configured (no kubeconfig and not running in a cluster)", { field: "kubeconfig" });
   const clients = { kc, core: new CoreV1Api(keepAliveConfiguration(kc, cluster.server)), source };
   CACHE.set(key, clients);
   return clients;
@@ -93,10 +93,10 @@ export function kubeError(e: unknown, what: string, source: string): unknown {
   const msg = shortMessage(e);
   if (s === undefined) return new UnavailableError(`Kubernetes API unreachable (config ${source}) while trying to ${what}: ${msg}`, { cause: e });
   if (s === 401) return new UnauthenticatedError(`Kubernetes refused the credentials of ${source} to ${what}: ${msg}`);
-  if (s === 403) return new WorkspaceError("unauthenticated", `Kubernetes RBAC forbids ${what} (config ${source}): ${msg}`, { retryable: false });
-  if (s === 404) return new NotFoundError(what, { cause: e });
+  if (s === 403) return new UnauthenticatedError(`Kubernetes RBAC forbids ${what} (config ${source}): ${msg}`, { retryable: false });
+  if (s === 404) return new NotFoundError(`${what} not found`, { cause: e });
   if (s === 409) return new ConflictError(`${what}: ${msg}`, { cause: e });
-  if (s === 422 || s === 400) return new WorkspaceError("invalid_argument", `Kubernetes rejected ${what}: ${msg}`, { cause: e });
+  if (s === 422 || s === 400) return new InvalidArgumentError(`Kubernetes rejected ${what}: ${msg}`, { cause: e });
   if (isTransient(e)) return new UnavailableError(`Kubernetes API failed to ${what} (HTTP ${s}): ${msg}`, { cause: e });
-  return new WorkspaceError("internal", `Kubernetes API failed to ${what} (HTTP ${s}): ${msg}`, { cause: e });
+  return new InternalError(`Kubernetes API failed to ${what} (HTTP ${s}): ${msg}`, { cause: e });
 }

@@ -118,7 +118,7 @@ export class K8sDriver implements Driver {
     const id = parseWorkspaceId(workspaceId);
     const pvc = await this.#readPvc(id);
     if (!pvc || pvc.metadata?.deletionTimestamp || pvc.metadata?.annotations?.[ANNOTATIONS.released])
-      throw new NotFoundError(`kubernetes workspace '${id}' (PVC ${this.namespace}/${objectName(id)})`, { field: "workspaceId" });
+      throw new NotFoundError(`kubernetes workspace '${id}' (PVC ${this.namespace}/${objectName(id)}) not found`, { field: "workspaceId" });
     if (pvc.metadata?.annotations?.[ANNOTATIONS.paused]) await this.#annotate(id, { [ANNOTATIONS.paused]: null });
     await this.#ensurePod(id, pvc, { dropPvcOnFailure: false });
   }
@@ -137,7 +137,7 @@ export class K8sDriver implements Driver {
   async updateTags(workspaceId: string, tags: Record<string, string>): Promise<void> {
     const id = parseWorkspaceId(workspaceId);
     const pvc = await this.#readPvc(id);
-    if (!pvc || pvc.metadata?.annotations?.[ANNOTATIONS.released]) throw new NotFoundError(`kubernetes workspace '${id}'`, { field: "workspaceId" });
+    if (!pvc || pvc.metadata?.annotations?.[ANNOTATIONS.released]) throw new NotFoundError(`kubernetes workspace '${id}' not found`, { field: "workspaceId" });
     const labels: Record<string, string | null> = {};
     for (const k of Object.keys(pvc.metadata?.labels ?? {})) if (k.startsWith(TAG_LABEL_PREFIX)) labels[k] = null;
     const now = identityLabels({ workspaceId: id, managedBy: "runtime" }, tags);
@@ -156,7 +156,7 @@ export class K8sDriver implements Driver {
     for (let i = 0; i < 10; i++) {
       const pvc = await this.#readPvc(id);
       const d = pvc && !pvc.metadata?.annotations?.[ANNOTATIONS.released] ? describe(this.namespace, pvc, undefined) : null;
-      if (!d) throw new NotFoundError(`kubernetes workspace '${id}'`, { field: "workspaceId" });
+      if (!d) throw new NotFoundError(`kubernetes workspace '${id}' not found`, { field: "workspaceId" });
       if (d.userId !== undefined) {
         if (d.userId !== owner.userId) throw new ConflictError(`workspace '${id}' belongs to another user; workspace ids are never shared between users`, { field: "userId", details: { workspaceId: id } });
         return;
@@ -186,7 +186,7 @@ export class K8sDriver implements Driver {
   async connect(workspaceId: string): Promise<K8sSandbox> {
     const id = parseWorkspaceId(workspaceId);
     const d = await this.find(id);
-    if (!d) throw new NotFoundError(`kubernetes workspace '${id}' (PVC ${this.namespace}/${objectName(id)}); create it first`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`kubernetes workspace '${id}' (PVC ${this.namespace}/${objectName(id)}); create it first not found`, { field: "workspaceId" });
     if (d.state !== "running") throw new UnavailableError(`kubernetes workspace '${id}' is ${d.state}; resume it first`);
     // A Pod another replica just made may still be starting: wait for it as a create would.
     await this.#waitReady(id, Date.now() + this.spec.readinessTimeoutMs);

@@ -125,6 +125,7 @@ export function startK8sRunner(target: PodRef): K8sRunnerTransport {
       apiError =
         status === 404 || status === 400
           ? new UnavailableError(`pod ${target.namespace}/${target.pod} is gone or not running (exec answered ${status})`, { cause: error })
+          // eslint-disable-next-line no-restricted-syntax -- stands for a Kubernetes client error (`code` = HTTP status), which kubeError classifies
           : kubeError(status === undefined ? error : Object.assign(new Error(shortMessage(error)), { code: status }), `exec into pod ${target.pod}`, target.clients.source);
       return { why: shortMessage(error) };
     }

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { PassThrough } from "node:stream";
-import { WorkspaceError } from "../../errors.js";
+import { InvalidArgumentError } from "../../errors.js";
 import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
@@ -77,7 +77,7 @@ export class K8sSandbox implements Sandbox {
   }
 
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
-    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     const marker = randomBytes(8).toString("hex");
     const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);

@@ -70,7 +70,7 @@ export class LocalDriver implements Driver {
       const records = path.dirname(metadataRecordPath(this.#path));
       const rel = path.relative(this.#path, records);
       if (rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel)))
-        throw new InvalidArgumentError("backend.path", `'${this.#path}' would hold its own owner records (${records}); choose a folder that is not a filesystem root or named ${RECORDS_DIR}`);
+        throw new InvalidArgumentError(`'${this.#path}' would hold its own owner records (${records}); choose a folder that is not a filesystem root or named ${RECORDS_DIR}`, { field: "backend.path" });
     }
   }
 
@@ -128,7 +128,7 @@ export class LocalDriver implements Driver {
    */
   async claimOwner(workspaceId: string, owner: { userId: string; agentId?: string | undefined }): Promise<void> {
     const found = await this.find(workspaceId);
-    if (!found) throw new NotFoundError(`local workspace '${workspaceId}'`, { field: "workspaceId" });
+    if (!found) throw new NotFoundError(`local workspace '${workspaceId}' not found`, { field: "workspaceId" });
     if (found.userId !== undefined) {
       if (found.userId !== owner.userId) throw ownerConflict(workspaceId);
       return;
@@ -215,14 +215,14 @@ export class LocalDriver implements Driver {
   async updateTags(workspaceId: string, tags: Record<string, string>): Promise<void> {
     const folder = this.folderFor(workspaceId);
     const metadata = await this.#readMetadata(folder);
-    if (!metadata || metadata.workspaceId !== workspaceId) throw new NotFoundError(`local workspace '${workspaceId}'`, { field: "workspaceId" });
+    if (!metadata || metadata.workspaceId !== workspaceId) throw new NotFoundError(`local workspace '${workspaceId}' not found`, { field: "workspaceId" });
     const { records, name } = this.#stores(folder);
     await records.replace(name, { ...metadata, tags: { ...tags } });
   }
 
   async connect(workspaceId: string): Promise<Sandbox> {
     if (!(await this.find(workspaceId)))
-      throw new NotFoundError(`local workspace '${workspaceId}' (no record ${metadataRecordPath(this.folderFor(workspaceId))}); create it first`, { field: "workspaceId" });
+      throw new NotFoundError(`local workspace '${workspaceId}' (no record ${metadataRecordPath(this.folderFor(workspaceId))}); create it first not found`, { field: "workspaceId" });
     return new LocalSandbox(this.folderFor(workspaceId));
   }
 
@@ -230,7 +230,7 @@ export class LocalDriver implements Driver {
   async #checkFolder(folder: string, workspaceId: string): Promise<boolean> {
     if (this.#path) return (await fs.stat(folder).catch(() => null))?.isDirectory() ?? false;
     const info = await fs.lstat(folder).catch(() => null);
-    if (info?.isSymbolicLink()) throw new PathEscapeError(folder, `(workspace '${workspaceId}') is a symlink; refusing to use it as a workspace folder`);
+    if (info?.isSymbolicLink()) throw new PathEscapeError(`path '${folder}' (workspace '${workspaceId}') is a symlink; refusing to use it as a workspace folder`);
     if (info && !info.isDirectory()) throw new ConflictError(`${folder} exists and is not a folder`, { field: "workspaceId" });
     return info !== null;
   }

@@ -5,7 +5,7 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { Sandbox as OsbSandbox, SandboxManager, ConnectionConfigOptions, SandboxInfo } from "@alibaba-group/opensandbox";
 import { loadOpenSandbox } from "./sdk.js";
-import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, fromZodError } from "../../errors.js";
+import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, fromZodError, ClosedError } from "../../errors.js";
 import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { parseWorkspaceId } from "../../contract/schema.js";
@@ -128,7 +128,7 @@ export class OpenSandboxDriver implements Driver {
       .waitUntilReady({ readyTimeoutSeconds: READY_S, pollingIntervalMillis: 20, healthCheck: async (s) => given || s.health.ping() })
       .then(() => undefined, (e: unknown) => e);
     // A sandbox given up (lost the race, closed) gets no gateway: its handle is closed by then.
-    const gateway = readiness.then((e) => (e === undefined && !given ? startGateway(made) : Promise.reject(e ?? new Error("the create gave this sandbox up"))));
+    const gateway = readiness.then((e) => (e === undefined && !given ? startGateway(made) : Promise.reject(e ?? new ClosedError("the create gave this sandbox up"))));
     gateway.catch(() => undefined);
     const giveUp = async (kill: boolean) => {
       given = true;
@@ -220,7 +220,7 @@ export class OpenSandboxDriver implements Driver {
   /** Resumes a paused sandbox and waits until it runs; never creates one (a gone sandbox is a NotFoundError). */
   async resume(workspaceId: string): Promise<void> {
     const d = await this.#current(parseWorkspaceId(workspaceId));
-    if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}' not found`, { field: "workspaceId" });
     const sid = d.location.sandboxId!;
     if (d.location.status === "Paused" || d.location.status === "Pausing") {
       await this.#sandboxes.resumeSandbox(sid).catch(async (e: unknown) => {
@@ -264,14 +264,14 @@ export class OpenSandboxDriver implements Driver {
     const host = this.hostPath(id);
     // A server on this host: the folder may still be here when no sandbox was left to wipe it.
     if (options.deleteData && host) {
-      if (path.dirname(host) !== path.resolve(this.spec.basedir!)) throw new PathEscapeError(host, "is not directly under basedir");
+      if (path.dirname(host) !== path.resolve(this.spec.basedir!)) throw new PathEscapeError(`path '${host}' is not directly under basedir`);
       await fs.rm(host, { recursive: true, force: true }).catch(() => undefined);
     }
   }
 
   async updateTags(workspaceId: string, tags: Record<string, string>): Promise<void> {
     const d = await this.find(workspaceId);
-    if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}' not found`, { field: "workspaceId" });
     const patch: Record<string, string | null> = {};
     for (const k of Object.keys(d.tags)) patch[TAG_PREFIX + k] = null;
     for (const [k, v] of Object.entries(tags)) patch[tagKey(k)] = labelValue(v, `tags.${k}`);
@@ -282,7 +282,7 @@ export class OpenSandboxDriver implements Driver {
 
   async claimOwner(workspaceId: string, owner: { userId: string; agentId?: string | undefined }): Promise<void> {
     const d = await this.find(workspaceId);
-    if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'`, { field: "workspaceId" });
+    if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}' not found`, { field: "workspaceId" });
     if (d.userId !== undefined) {
       if (d.userId !== owner.userId) throw new ConflictError(`workspace '${workspaceId}' belongs to another user; workspace ids are never shared between users`, { field: "userId" });
       return;
@@ -301,7 +301,7 @@ export class OpenSandboxDriver implements Driver {
     let sid = recent?.sandboxId && this.#fresh.has(recent.sandboxId) && Date.now() - recent.at < RECENT_MS ? recent.sandboxId : undefined;
     if (!sid) {
       const d = await this.#current(id);
-      if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'; create it first`, { field: "workspaceId" });
+      if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}'; create it first not found`, { field: "workspaceId" });
       if (d.state !== "running") throw new UnavailableError(`opensandbox workspace '${workspaceId}' is ${d.state}; resume it first`);
       sid = d.location.sandboxId!;
     }
@@ -353,7 +353,7 @@ export class OpenSandboxDriver implements Driver {
 
   #metadata(identity: WorkspaceIdentity): Record<string, string> {
     const m: Record<string, string> = { ...this.spec.metadata };
-    for (const k of Object.keys(m)) if (k.startsWith("agent-workspaces.") || k.startsWith("opensandbox.io/")) throw new InvalidArgumentError(`metadata.${k}`, "is a reserved key");
+    for (const k of Object.keys(m)) if (k.startsWith("agent-workspaces.") || k.startsWith("opensandbox.io/")) throw new InvalidArgumentError("is a reserved key", { field: `metadata.${k}` });
     m[MANAGED_KEY] = "true";
     m[SCOPE_KEY] = this.scope;
     m[LABELS.workspaceId] = labelValue(identity.workspaceId, "workspaceId");
@@ -454,13 +454,13 @@ function oldest(infos: SandboxInfo[]): SandboxInfo | undefined {
 
 /** A value the server accepts as metadata (Kubernetes label value syntax); an InvalidArgumentError naming the field otherwise. */
 function labelValue(v: string, field: string): string {
-  if (v.length > 63 || !LABEL_VALUE.test(v)) throw new InvalidArgumentError(field, "OpenSandbox metadata values must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric");
+  if (v.length > 63 || !LABEL_VALUE.test(v)) throw new InvalidArgumentError("OpenSandbox metadata values must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric", { field });
   return v;
 }
 
 function tagKey(k: string): string {
   const key = TAG_PREFIX + k;
-  if (key.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(key)) throw new InvalidArgumentError(`tags.${k}`, "tag names must fit an OpenSandbox metadata key (alphanumeric, -_. , at most 42 characters)");
+  if (key.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(key)) throw new InvalidArgumentError("tag names must fit an OpenSandbox metadata key (alphanumeric, -_. , at most 42 characters)", { field: `tags.${k}` });
   return key;
 }
 

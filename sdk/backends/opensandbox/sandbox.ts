@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { Sandbox as OsbSandbox } from "@alibaba-group/opensandbox";
-import { ClosedError, ConflictError, NotFoundError, PathEscapeError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { ClosedError, ConflictError, NotFoundError, PathEscapeError, UnavailableError, InvalidArgumentError, UnsupportedError } from "../../errors.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { checkRelativePath } from "../../paths.js";
 import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
@@ -254,8 +254,8 @@ export class OpenSandboxSandbox implements Sandbox {
       options.signal?.removeEventListener("abort", abort);
     }
     const said = prelude.buffer().toString();
-    if (exitCode === 65 && said === `${CWD_ESCAPES}\n`) throw new PathEscapeError(rel, "the working directory resolves outside the workspace", { field: "cwd" });
-    if (exitCode === 66 && said === `${CWD_MISSING}\n`) throw new NotFoundError(`working directory '${rel}'`, { field: "cwd" });
+    if (exitCode === 65 && said === `${CWD_ESCAPES}\n`) throw new PathEscapeError(`path '${rel}' the working directory resolves outside the workspace`, { field: "cwd" });
+    if (exitCode === 66 && said === `${CWD_MISSING}\n`) throw new NotFoundError(`working directory '${rel}' not found`, { field: "cwd" });
     // Which files have bytes, from the stream when the command ran to its end; otherwise (killed, timed out) whatever the files hold.
     const [stdout, stderr] = await Promise.all([this.#output(outFile, max, sizes?.[0] === 0), this.#output(errFile, max, sizes?.[1] === 0)]);
     if (!sizes || sizes[0] > 0 || sizes[1] > 0 || options.stdin !== undefined) this.#discard([inFile, outFile, errFile]);
@@ -284,12 +284,12 @@ export class OpenSandboxSandbox implements Sandbox {
    * runner at close(). Without python3 there is no way to give a process stdin (execd has none).
    */
   spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
-    if (argv.length === 0) throw new WorkspaceError("invalid_argument", "spawn: argv must not be empty", { field: "argv" });
+    if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     this.#open();
     const open = async (): Promise<RunnerLease> => {
       if (!(await this.#useRunner()))
-        throw new WorkspaceError("unsupported", "opensandbox: stdio processes (MCP servers) need python3 in the sandbox image; execd gives commands no stdin");
+        throw new UnsupportedError("opensandbox: stdio processes (MCP servers) need python3 in the sandbox image; execd gives commands no stdin");
       return this.#lease();
     };
     return spawnThroughRunner(open(), { argv, cwd: rel, env: { ...options.env } });
@@ -367,7 +367,7 @@ export class OpenSandboxSandbox implements Sandbox {
     const clean = nonRoot(checkRelativePath(to, "to"));
     if (await this.stat(clean)) throw new ConflictError(`${clean} already exists`, { field: "path" });
     const st = await fs.lstat(hostSource).catch((e: unknown) => {
-      throw new NotFoundError(`host path '${hostSource}'`, { cause: e, field: "hostPath" });
+      throw new NotFoundError(`host path '${hostSource}' not found`, { cause: e, field: "hostPath" });
     });
     const tmp = path.posix.join(path.posix.dirname(clean) === "." ? "" : path.posix.dirname(clean), `.agentws-copy-${randomBytes(6).toString("hex")}`);
     const walk = async (src: string, dst: string, s: Awaited<ReturnType<typeof fs.lstat>>): Promise<void> => {

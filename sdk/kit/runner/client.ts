@@ -1,6 +1,6 @@
 // Size: one multiplexed protocol client (exec, file operations, the descriptor hand-off) over one stream.
 import type { Readable, Writable } from "node:stream";
-import { UnavailableError } from "../../errors.js";
+import { UnavailableError, InternalError } from "../../errors.js";
 import type { ExecResult } from "../../sandbox.js";
 import { closeSync } from "node:fs";
 import { Socket } from "node:net";
@@ -749,12 +749,12 @@ export class RunnerClient {
 
   /** Reads the runner's held descriptor: on this kernel through its /proc link, else through the service's file API. */
   async #drain(h: HandedOff | undefined, size: number, maxBytes: number): Promise<Buffer> {
-    if (!h) throw new Error("no hand-off");
+    if (!h) throw new InternalError("no hand-off");
     const pid = await this.#runnerHostPid();
     const device = this.#t.hostDevice;
     if (pid !== undefined && device !== undefined) return readHandedOff(pid, h, size, maxBytes, device);
     const remote = this.#t.remoteFiles;
-    if (!remote || this.#nsPid === undefined) throw new Error("no hand-off");
+    if (!remote || this.#nsPid === undefined) throw new InternalError("no hand-off");
     let data: Buffer;
     try {
       data = await remote.download(this.#remotePath(h));
@@ -770,12 +770,12 @@ export class RunnerClient {
 
   /** Fills the runner's fresh file through its descriptor: on this kernel through its /proc link, else through the service's file API. */
   async #fill(h: HandedOff | undefined, data: Uint8Array): Promise<void> {
-    if (!h) throw new Error("no hand-off");
+    if (!h) throw new InternalError("no hand-off");
     const pid = await this.#runnerHostPid();
     const device = this.#t.hostDevice;
     if (pid !== undefined && device !== undefined) return writeHandedOff(pid, h, data, device);
     const remote = this.#t.remoteFiles;
-    if (!remote || this.#nsPid === undefined) throw new Error("no hand-off");
+    if (!remote || this.#nsPid === undefined) throw new InternalError("no hand-off");
     try {
       await remote.upload(this.#remotePath(h), data);
     } catch (e) {

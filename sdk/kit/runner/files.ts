@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, ExecFailedError, InvalidArgumentError } from "../../errors.js";
 import { checkRange, cursorAt, pageBounds, type DirEntry, type FileInfo, type ListPage, type ListPageOptions, type TreeEntry, type WalkTreeOptions, type WalkTreeResult } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { MAX_READ_BYTES, RunnerFailure, type RunnerClient } from "./client.js";
@@ -100,7 +100,7 @@ export class RunnerFiles {
       }
       const parent = Number(f[0]);
       // A parent must come before its child: anything else is a malformed answer, not a tree.
-      if (!Number.isSafeInteger(parent) || parent < -1 || parent >= entries.length) throw new WorkspaceError("exec_failed", `malformed tree listing of '${clean}' from the sandbox`, { field: "path" });
+      if (!Number.isSafeInteger(parent) || parent < -1 || parent >= entries.length) throw new ExecFailedError(`malformed tree listing of '${clean}' from the sandbox`, { field: "path" });
       entries.push({ parent, type: typeOf(f[1]!), size: Number(f[2]) || 0, mtimeMs: Number(f[3]) / 1e6 || 0, name: f[4]! });
       f.length = 0;
       if (entries.length % PARSE_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
@@ -126,7 +126,7 @@ export class RunnerFiles {
 
   async remove(rel: string): Promise<void> {
     const clean = checkRelativePath(rel);
-    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
+    if (clean === "") throw new PathEscapeError(`path '${rel}' cannot remove the workspace root`);
     await this.#run(clean, "remove", (r) => r.call("d", [clean]));
   }
 
@@ -170,7 +170,7 @@ export class RunnerFiles {
     const dst = nonRoot(checkRelativePath(to, "to"));
     if (await this.stat(dst)) throw new ConflictError(`${dst} already exists`, { field: "to" });
     const st = await fs.lstat(hostSource).catch((e: unknown) => {
-      throw new NotFoundError(`host path '${hostSource}'`, { cause: e, field: "hostPath" });
+      throw new NotFoundError(`host path '${hostSource}' not found`, { cause: e, field: "hostPath" });
     });
     if (st.isSymbolicLink()) return;
     if (!st.isDirectory()) {
@@ -222,8 +222,8 @@ export class RunnerFiles {
 /** A working directory the runner refused, as the errors LocalSandbox gives for one. */
 export function cwdError(e: unknown, rel: string): unknown {
   if (!(e instanceof RunnerFailure)) return e;
-  if (e.code === "ENOENT") return new NotFoundError(`working directory '${rel}'`, { field: "cwd", cause: e });
-  if (e.code === "ENOTDIR") return new WorkspaceError("invalid_argument", `cwd: '${rel}' is not a directory`, { field: "cwd", cause: e });
+  if (e.code === "ENOENT") return new NotFoundError(`working directory '${rel}' not found`, { field: "cwd", cause: e });
+  if (e.code === "ENOTDIR") return new InvalidArgumentError(`'${rel}' is not a directory`, { field: "cwd", cause: e });
   return mapRunnerError(e, rel, "use as working directory");
 }
 
@@ -233,17 +233,17 @@ export function mapRunnerError(e: unknown, rel: string, verb: string, maxBytes?:
   const { code, detail } = e;
   switch (code) {
     case "ENOENT":
-      return new NotFoundError(`'${rel}'`, { field: "path", cause: e });
+      return new NotFoundError(`'${rel}' not found`, { field: "path", cause: e });
     case "EISDIR":
-      return new WorkspaceError("invalid_argument", `'${rel}' is a directory`, { field: "path", cause: e });
+      return new InvalidArgumentError(`'${rel}' is a directory`, { field: "path", fieldPrefix: false, cause: e });
     case "ENOTDIR":
-      return new WorkspaceError("invalid_argument", `'${rel}' is not a directory`, { field: "path", cause: e });
+      return new InvalidArgumentError(`'${rel}' is not a directory`, { field: "path", fieldPrefix: false, cause: e });
     case "ESCAPE":
-      return new PathEscapeError(rel, detail || "resolves outside the workspace", { cause: e });
+      return new PathEscapeError(`path '${rel}' ${detail || "resolves outside the workspace"}`, { cause: e });
     case "ELOOP":
-      return new PathEscapeError(rel, "is a symlink; refusing to follow it", { cause: e });
+      return new PathEscapeError(`path '${rel}' is a symlink; refusing to follow it`, { cause: e });
     case "EROOT":
-      return new PathEscapeError(rel, "cannot remove the workspace root", { cause: e });
+      return new PathEscapeError(`path '${rel}' cannot remove the workspace root`, { cause: e });
     case "EEXIST":
       return new ConflictError(`${other ?? rel} already exists`, { field: other !== undefined ? "to" : "path", cause: e });
     case "TOOBIG":
@@ -252,11 +252,11 @@ export function mapRunnerError(e: unknown, rel: string, verb: string, maxBytes?:
         : new TooLargeError(`${rel} is ${maxBytes !== undefined && Number(detail) > maxBytes ? `at least ${detail}` : detail} bytes, over the ${maxBytes}-byte limit`, { field: "path", cause: e });
     case "SPECIAL":
     case "ENXIO":
-      return new WorkspaceError("invalid_argument", `'${rel}' is not a regular file (a FIFO, socket or device); refusing to open it`, { field: "path", cause: e });
+      return new InvalidArgumentError(`'${rel}' is not a regular file (a FIFO, socket or device); refusing to open it`, { field: "path", fieldPrefix: false, cause: e });
     case "ENAMETOOLONG":
-      return new WorkspaceError("invalid_argument", `'${rel}': a name in the path is too long`, { field: "path", cause: e });
+      return new InvalidArgumentError(`'${rel}': a name in the path is too long`, { field: "path", fieldPrefix: false, cause: e });
   }
-  return new WorkspaceError("exec_failed", `could not ${verb} '${rel}' in the sandbox: ${code}${detail ? ` (${detail})` : ""}`, { field: "path", cause: e });
+  return new ExecFailedError(`could not ${verb} '${rel}' in the sandbox: ${code}${detail ? ` (${detail})` : ""}`, { field: "path", cause: e });
 }
 
 function bytes(data: Uint8Array | string): Uint8Array {
@@ -272,10 +272,10 @@ function typeOf(t: string): FileInfo["type"] {
 }
 
 function nonRoot(rel: string): string {
-  if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
+  if (rel === "") throw new PathEscapeError(`path '${rel}' must name a file, not the workspace root`);
   return rel;
 }
 
 function notCopyable(p: string): WorkspaceError {
-  return new WorkspaceError("invalid_argument", `cannot copy '${p}': not a regular file, folder or symlink`, { field: "hostPath" });
+  return new InvalidArgumentError(`cannot copy '${p}': not a regular file, folder or symlink`, { field: "hostPath", fieldPrefix: false });
 }

@@ -1,6 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, promises as fs, read, readSync, write, writeSync, type BigIntStats } from "node:fs";
 import { promisify } from "node:util";
 import { RunnerFailure } from "./failure.js";
+import { InternalError } from "../../errors.js";
 
 /**
  * Descriptor hand-off for big files, when the runner runs on this kernel (Bubblewrap; Docker with the
@@ -83,12 +84,12 @@ function openRunnerFd(pid: number, n: number, access: number, ok: (st: BigIntSta
   const path = openSync(`/proc/${pid}/fd/${n}`, O_PATH); // libuv adds O_CLOEXEC
   try {
     const st = fstatSync(path, { bigint: true });
-    if (!ok(st)) throw new Error(why);
+    if (!ok(st)) throw new InternalError(why);
     // Read after the link was taken: the runner's descriptor still is this file (mount and inode) and
     // was opened for this access, so the host reads or writes nothing the runner could not.
     const theirs = fdInfo(pid, n);
     const ours = fdInfo("self", path);
-    if (!theirs || !ours || theirs.mnt !== ours.mnt || theirs.ino !== String(st.ino) || !grants(theirs.flags, access)) throw new Error(why);
+    if (!theirs || !ours || theirs.mnt !== ours.mnt || theirs.ino !== String(st.ino) || !grants(theirs.flags, access)) throw new InternalError(why);
     return openSync(`/proc/self/fd/${path}`, access | constants.O_NONBLOCK);
   } finally {
     closeSync(path);
@@ -152,7 +153,7 @@ export async function writeHandedOff(pid: number, h: HandedOff, data: Uint8Array
  */
 export function openRunnerPipes(pid: number, fields: string[]): { w: number; r: number } {
   const [wfd, wino, rfd, rino] = fields;
-  if (![wfd, wino, rfd, rino].every((f) => f !== undefined && /^\d{1,9}$/.test(f))) throw new Error("bad pipe pair");
+  if (![wfd, wino, rfd, rino].every((f) => f !== undefined && /^\d{1,9}$/.test(f))) throw new InternalError("bad pipe pair");
   const open = (fd: string, ino: string, access: number) =>
     openRunnerFd(pid, Number(fd), access, (st) => st.isFIFO() && st.ino === BigInt(ino), "the runner's descriptor is not its pipe");
   const w = open(wfd!, wino!, constants.O_WRONLY);

@@ -15,6 +15,7 @@ import { createHash } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
 import { PassThrough, Writable } from "node:stream";
+import { ClosedError, ExecFailedError, InternalError, UnavailableError } from "../../errors.js";
 import { takeBatch } from "./batch.js";
 import type { RunnerTransport } from "./client.js";
 import { HTTP_GATEWAY_SOURCE, HTTP_GATEWAY_START, RUNNER_SOURCE } from "./python.generated.js";
@@ -46,7 +47,7 @@ export const HTTP_RUNNER_VERSION = hash16(RUNNER_SOURCE);
 const PART = "\n#-- agentws: next part --\n";
 const PARTS = [HTTP_GATEWAY_START, HTTP_GATEWAY_SOURCE, RUNNER_SOURCE].join(PART);
 const PARTS_TAG = `AGENTWS_${hash16(PARTS).toUpperCase()}`;
-if (PARTS.split(PART).length !== 3 || PARTS.split("\n").includes(PARTS_TAG)) throw new Error("the runner's sources must not hold the gateway script's separators");
+if (PARTS.split(PART).length !== 3 || PARTS.split("\n").includes(PARTS_TAG)) throw new InternalError("the runner's sources must not hold the gateway script's separators");
 
 /**
  * A POSIX sh script that installs this runner under `home` (0700) and starts the gateway on `port`
@@ -119,11 +120,11 @@ export function startHttpRunner(ep: HttpRunnerEndpoint): HttpRunnerTransport {
           res.on("data", (c: Buffer) => {
             size += c.length;
             if (size <= MAX_REPLY) parts.push(c);
-            else res.destroy(new Error(`the sandbox's runner gateway sent a reply over ${MAX_REPLY} bytes`));
+            else res.destroy(new ExecFailedError(`the sandbox's runner gateway sent a reply over ${MAX_REPLY} bytes`));
           });
           res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts) }));
           res.on("error", reject);
-          res.on("close", () => size > MAX_REPLY && reject(new Error(`the sandbox's runner gateway sent a reply over ${MAX_REPLY} bytes`)));
+          res.on("close", () => size > MAX_REPLY && reject(new ExecFailedError(`the sandbox's runner gateway sent a reply over ${MAX_REPLY} bytes`)));
         },
       );
       req.on("error", reject);
@@ -193,7 +194,7 @@ export function startHttpRunner(ep: HttpRunnerEndpoint): HttpRunnerTransport {
 
   const opened = (async () => {
     const r = await call("POST", "open", Buffer.from(JSON.stringify({ runner: HTTP_RUNNER_VERSION })));
-    if (r.status !== 200) throw new Error(`the sandbox's runner gateway refused a channel (HTTP ${r.status}): ${r.body.toString().slice(0, 300)}`);
+    if (r.status !== 200) throw new UnavailableError(`the sandbox's runner gateway refused a channel (HTTP ${r.status}): ${r.body.toString().slice(0, 300)}`);
     const c = JSON.parse(r.body.toString()) as { id: string; pid: number };
     channel = c;
     follow(c.id);
@@ -214,11 +215,11 @@ export function startHttpRunner(ep: HttpRunnerEndpoint): HttpRunnerTransport {
         const { data, frames } = takeBatch(queue, MAX_BATCH);
         const done = waiting.splice(0, frames);
         const r = await call("POST", `c/${c.id}/in`, data);
-        if (r.status !== 204) throw new Error(`the runner's input was refused (HTTP ${r.status}): ${r.body.toString().slice(0, 200)}`);
+        if (r.status !== 204) throw new UnavailableError(`the runner's input was refused (HTTP ${r.status}): ${r.body.toString().slice(0, 200)}`);
         for (const cb of done) cb();
       }
     } catch (e) {
-      const err = e instanceof Error ? e : new Error(String(e));
+      const err = e instanceof Error ? e : new ExecFailedError(String(e));
       for (const cb of waiting.splice(0)) cb(err);
       queue.length = 0;
       finish(err.message);
@@ -230,7 +231,7 @@ export function startHttpRunner(ep: HttpRunnerEndpoint): HttpRunnerTransport {
   const stdin = new Writable({
     highWaterMark: 1 << 20,
     write(chunk: Buffer, _enc, cb) {
-      if (over) return cb(new Error("the sandbox runner stopped"));
+      if (over) return cb(new ClosedError("the sandbox runner stopped"));
       queue.push(chunk);
       waiting.push(cb);
       void pump();

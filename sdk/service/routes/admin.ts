@@ -61,7 +61,7 @@ export function adminRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
     async (c) => {
       const { userId, sessionId } = c.req.valid("param");
       const record = await svc.store.getSession(userId, sessionId);
-      if (!record) throw new NotFoundError(`session '${sessionId}'`, { field: "sessionId" });
+      if (!record) throw new NotFoundError(`session '${sessionId}' not found`, { field: "sessionId" });
       // As the owner's own delete: purge first, so a failure keeps the session for a retry.
       const ws = await workspaceOf(svc, record);
       await ws.purgeSession({ agentId: record.agentId, sessionId: record.sessionId });
@@ -95,7 +95,7 @@ export function adminRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
     }),
     async (c) => {
       const { tokenId } = c.req.valid("param");
-      if (!(await svc.store.revokeToken(tokenId, Date.now()))) throw new NotFoundError(`token '${tokenId}'`, { field: "tokenId" });
+      if (!(await svc.store.revokeToken(tokenId, Date.now()))) throw new NotFoundError(`token '${tokenId}' not found`, { field: "tokenId" });
       return c.body(null, 204);
     },
   );

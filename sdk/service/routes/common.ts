@@ -1,4 +1,5 @@
 import { WORKSPACE, json, problemResponses } from "./openapi-common.js";
+import { TimeoutError } from "../../errors.js";
 
 export { json };
 
@@ -9,7 +10,7 @@ export const WORKSPACE_PROBLEMS = problemResponses(...WORKSPACE);
 export function within<T>(ms: number, op: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new TimeoutError(`${what} did not answer within ${ms} ms`)), ms);
   });
   return Promise.race([op, timeout]).finally(() => clearTimeout(timer));
 }

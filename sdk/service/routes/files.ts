@@ -38,8 +38,8 @@ export function fileRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): v
       const rel = toWorkspacePath(ws.workdir, q.path);
       const sandbox = ws.getBackend();
       const info = await sandbox.stat(rel);
-      if (info === null && rel !== "") throw new NotFoundError(`directory '${rel}'`, { field: "path" });
-      if (info && info.type === "file") throw new InvalidArgumentError("path", `'${rel}' is a file, not a directory`);
+      if (info === null && rel !== "") throw new NotFoundError(`directory '${rel}' not found`, { field: "path" });
+      if (info && info.type === "file") throw new InvalidArgumentError(`'${rel}' is a file, not a directory`, { field: "path" });
       const limit = Math.min(q.limit ?? DEFAULT_LIST_PAGE, svc.limits.maxListEntries, MAX_LIST_PAGE);
       const page = await listDirectoryPage(sandbox, rel, { limit, ...(q.cursor ? { cursor: q.cursor } : {}) });
       const entries = page.entries.map((e) => ({ name: e.name, type: e.type, size: e.size, updatedAt: new Date(e.mtimeMs).toISOString() }));
@@ -134,9 +134,9 @@ export function fileRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): v
 /** The size of the regular file `rel`; NotFoundError or InvalidArgumentError naming `path` otherwise. */
 async function regularFileSize(sandbox: Sandbox, rel: string): Promise<number> {
   const info = await sandbox.stat(rel);
-  if (info === null) throw new NotFoundError(`file '${rel}'`, { field: "path" });
-  if (info.type === "dir") throw new InvalidArgumentError("path", `'${rel}' is a directory, not a file`);
-  if (info.type === "other") throw new InvalidArgumentError("path", `'${rel}' is not a regular file`);
+  if (info === null) throw new NotFoundError(`file '${rel}' not found`, { field: "path" });
+  if (info.type === "dir") throw new InvalidArgumentError(`'${rel}' is a directory, not a file`, { field: "path" });
+  if (info.type === "other") throw new InvalidArgumentError(`'${rel}' is not a regular file`, { field: "path" });
   return info.size;
 }
 
@@ -160,7 +160,7 @@ export function parseRange(header: string | undefined, size: number): { start: n
 
 /** 416 with the file's size, so the client can ask again within it. */
 function notSatisfiable(requestId: string, size: number): Response {
-  const body = { ...toProblem(new InvalidArgumentError("range", `starts past the end of the file (${size} bytes)`)), status: 416, requestId };
+  const body = { ...toProblem(new InvalidArgumentError(`starts past the end of the file (${size} bytes)`, { field: "range" })), status: 416, requestId };
   return new Response(JSON.stringify(body), { status: 416, headers: { "content-type": "application/problem+json", "content-range": `bytes */${size}` } });
 }
 

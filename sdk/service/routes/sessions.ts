@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { NotFoundError, WorkspaceError } from "../../errors.js";
+import { NotFoundError } from "../../errors.js";
 import { checkRelativePath } from "../../paths.js";
 import { sessionOf, sessionView, workspaceOf, type ServiceContext, type ServiceEnv } from "../context.js";
 import { CreateSessionBody, ListSessionsQuery, PatchSessionBody, Session, SessionList, SessionParams } from "../schemas.js";
@@ -96,7 +96,7 @@ export function sessionRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext)
       const body = c.req.valid("json");
       const { sessionId } = c.req.valid("param");
       const next = await svc.store.updateSession(c.get("userId"), sessionId, { name: body.name, cwd: cwdOf(body.cwd) }, Date.now());
-      if (!next) throw new NotFoundError(`session '${sessionId}'`, { field: "sessionId" });
+      if (!next) throw new NotFoundError(`session '${sessionId}' not found`, { field: "sessionId" });
       return c.json(sessionView(next), 200);
     },
   );
@@ -143,7 +143,7 @@ async function explicitWorkspaceId(svc: ServiceContext, c: Context<ServiceEnv>, 
   const declared = svc.manager.declared(workspaceId);
   const ours = declared ? declared.userId === userId : await svc.store.userHasWorkspace(userId, workspaceId);
   if (ours) return workspaceId;
-  throw new WorkspaceError("not_found", "workspaceId: no workspace of yours has this id (leave it out to get the one your isolation policy assigns)", { field: "workspaceId" });
+  throw new NotFoundError("workspaceId: no workspace of yours has this id (leave it out to get the one your isolation policy assigns)", { field: "workspaceId" });
 }
 
 /** A session's cwd: workspace-relative (checked like every path); "" or null is the root, undefined leaves it. */

@@ -69,7 +69,7 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
     }),
     async (c) => {
       const type = c.req.header("content-type") ?? "";
-      if (!/^multipart\/form-data/i.test(type)) throw new InvalidArgumentError("body", "must be multipart/form-data");
+      if (!/^multipart\/form-data/i.test(type)) throw new InvalidArgumentError("must be multipart/form-data", { field: "body" });
       const maxBody = svc.limits.maxUploadBytes + MULTIPART_SLACK;
       // An announced size over the limit is refused before a byte is read.
       if (Number(c.req.header("content-length") ?? 0) > maxBody) throw new TooLargeError(`the request body is over the limit of ${maxBody} bytes`);
@@ -103,7 +103,7 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
     async (c) => {
       const { record, ws } = await resolve(svc, c);
       const name = c.req.valid("param").name;
-      if (!(await ws.removeSkill(name, { agentId: record.agentId }))) throw new NotFoundError(`skill '${name}'`, { field: "name" });
+      if (!(await ws.removeSkill(name, { agentId: record.agentId }))) throw new NotFoundError(`skill '${name}' not found`, { field: "name" });
       return c.body(null, 204);
     },
   );
@@ -129,7 +129,7 @@ function bodyOf(c: Context<ServiceEnv>): Readable {
   const incoming = (c.env as { incoming?: unknown } | undefined)?.incoming;
   if (incoming instanceof Readable) return incoming;
   const body = c.req.raw.body;
-  if (!body) throw new InvalidArgumentError("body", "is empty");
+  if (!body) throw new InvalidArgumentError("is empty", { field: "body" });
   return Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>, { highWaterMark: 1 });
 }
 
@@ -137,19 +137,19 @@ async function uploadOf(form: SpooledForm, limits: ServiceLimits): Promise<{ dat
   const archive = form.files.filter((f) => f.field === "archive");
   if (archive.length > 0) {
     const file = archive[0]!;
-    if (archive.length > 1 || form.files.length > 1) throw new InvalidArgumentError("archive", "must be exactly one file part, and the only one");
+    if (archive.length > 1 || form.files.length > 1) throw new InvalidArgumentError("must be exactly one file part, and the only one", { field: "archive" });
     const format = form.fields.get("format")?.[0] ?? formatOf(file.filename);
-    if (format !== "zip" && format !== "tar" && format !== "tar.gz") throw new InvalidArgumentError("format", "must be zip, tar or tar.gz (or name the archive *.zip, *.tar, *.tar.gz, *.tgz)");
+    if (format !== "zip" && format !== "tar" && format !== "tar.gz") throw new InvalidArgumentError("must be zip, tar or tar.gz (or name the archive *.zip, *.tar, *.tar.gz, *.tgz)", { field: "format" });
     return { data: createReadStream(file.path), format };
   }
   const manifestFile = form.files.find((f) => f.field === "manifest");
   const text = form.fields.get("manifest")?.[0] ?? (manifestFile ? await readFile(manifestFile.path, "utf8") : undefined);
-  if (text === undefined) throw new InvalidArgumentError("manifest", "is required (or send one `archive` part)");
+  if (text === undefined) throw new InvalidArgumentError("is required (or send one `archive` part)", { field: "manifest" });
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch {
-    throw new InvalidArgumentError("manifest", "is not valid JSON");
+    throw new InvalidArgumentError("is not valid JSON", { field: "manifest" });
   }
   const parsed = ManifestSchema.safeParse(raw);
   if (!parsed.success) throw fromZodError("manifest", parsed.error);
@@ -160,7 +160,7 @@ async function uploadOf(form: SpooledForm, limits: ServiceLimits): Promise<{ dat
 
 /** The reference's manifest rules (section 9.6), in its order; returns the skill's folder name. */
 function checkManifest(entries: Array<{ path: string; size: number }>, files: SpooledFile[], limits: ServiceLimits): string {
-  if (entries.length !== files.length) throw new InvalidArgumentError("files", `the manifest lists ${entries.length} entries but ${files.length} file parts were sent`);
+  if (entries.length !== files.length) throw new InvalidArgumentError(`the manifest lists ${entries.length} entries but ${files.length} file parts were sent`, { field: "files" });
   if (entries.length > limits.maxUploadFiles) throw new TooLargeError(`a skill upload holds at most ${limits.maxUploadFiles} files, got ${entries.length}`);
   let total = 0;
   const roots = new Set<string>();
@@ -168,17 +168,17 @@ function checkManifest(entries: Array<{ path: string; size: number }>, files: Sp
     const field = `manifest.entries[${i}]`;
     const f = files[i]!;
     if (e.size > limits.maxUploadFileBytes) throw new TooLargeError(`${field}.size: ${e.size} bytes is over the per-file limit of ${limits.maxUploadFileBytes}`);
-    if (f.size !== e.size) throw new InvalidArgumentError(`${field}.size`, `declares ${e.size} bytes but the part holds ${f.size}`);
+    if (f.size !== e.size) throw new InvalidArgumentError(`declares ${e.size} bytes but the part holds ${f.size}`, { field: `${field}.size` });
     const segments = e.path.replace(/\\/g, "/").split("/");
     if (e.path.startsWith("/") || segments.length < 2 || segments.some((s) => s === "" || s === "." || s === ".." || s.includes("\0")))
-      throw new InvalidArgumentError(`${field}.path`, `'${e.path}' must be <folder>/<file> with no empty, '.' or '..' segment and not absolute`);
+      throw new InvalidArgumentError(`'${e.path}' must be <folder>/<file> with no empty, '.' or '..' segment and not absolute`, { field: `${field}.path` });
     total += e.size;
     roots.add(segments[0]!);
   });
   if (total > limits.maxUploadBytes) throw new TooLargeError(`the upload totals ${total} bytes, over the limit of ${limits.maxUploadBytes}`);
-  if (roots.size !== 1) throw new InvalidArgumentError("manifest.entries", "a skill must be a single folder (every path starts with the same folder)");
+  if (roots.size !== 1) throw new InvalidArgumentError("a skill must be a single folder (every path starts with the same folder)", { field: "manifest.entries" });
   const root = [...roots][0]!;
-  if (!entries.some((e) => e.path.replace(/\\/g, "/") === `${root}/SKILL.md`)) throw new InvalidArgumentError("manifest.entries", `has no '${root}/SKILL.md'`);
+  if (!entries.some((e) => e.path.replace(/\\/g, "/") === `${root}/SKILL.md`)) throw new InvalidArgumentError(`has no '${root}/SKILL.md'`, { field: "manifest.entries" });
   return root;
 }
 

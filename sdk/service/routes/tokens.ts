@@ -107,7 +107,7 @@ export function tokenRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
       const parent = principal.tokenId ? await svc.store.getToken(principal.tokenId) : undefined;
       const limit = parent?.expiresAt ?? null;
       const expiresAt = body.expiresInSeconds !== undefined ? now + body.expiresInSeconds * 1000 : limit;
-      if (limit !== null && expiresAt !== null && expiresAt > limit) throw new InvalidArgumentError("body.expiresInSeconds", "must not outlive the calling token");
+      if (limit !== null && expiresAt !== null && expiresAt > limit) throw new InvalidArgumentError("must not outlive the calling token", { field: "body.expiresInSeconds" });
       const live = await svc.store.listTokens(principal.userId, now, MAX_TOKENS_PER_USER);
       if (live.length >= MAX_TOKENS_PER_USER) throw new ConflictError(`you already hold ${MAX_TOKENS_PER_USER} live tokens; revoke some first`);
       const { token, hash } = newToken();
@@ -130,7 +130,7 @@ export function tokenRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
       const { tokenId } = c.req.valid("param");
       const principal = c.get("principal");
       const owner = principal.scopes.includes("admin") ? undefined : principal.userId;
-      if (!(await svc.store.revokeToken(tokenId, Date.now(), owner))) throw new NotFoundError(`token '${tokenId}'`, { field: "tokenId" });
+      if (!(await svc.store.revokeToken(tokenId, Date.now(), owner))) throw new NotFoundError(`token '${tokenId}' not found`, { field: "tokenId" });
       return c.body(null, 204);
     },
   );

@@ -31,7 +31,7 @@ export function compileSegment(segment: string, field = "pattern"): SegmentMatch
 }
 
 function tokenize(segment: string, field: string): Token[] {
-  if (segment.length > MAX_GLOB_PATTERN_CHARS) throw new GlobPatternError(field, `is longer than ${MAX_GLOB_PATTERN_CHARS} characters`);
+  if (segment.length > MAX_GLOB_PATTERN_CHARS) throw new GlobPatternError(`is longer than ${MAX_GLOB_PATTERN_CHARS} characters`, { field });
   const tokens: Token[] = [];
   for (let i = 0; i < segment.length; i++) {
     const c = segment[i]!;
@@ -64,7 +64,7 @@ function parseClass(body: string, segment: string, field: string): Token {
     const lo = body.charCodeAt(i);
     if (body[i + 1] === "-" && i + 2 < body.length) {
       const hi = body.charCodeAt(i + 2);
-      if (hi < lo) throw new GlobPatternError(field, `has an invalid character range '${body[i]}-${body[i + 2]}' in '[${body}]' (${JSON.stringify(segment)})`);
+      if (hi < lo) throw new GlobPatternError(`has an invalid character range '${body[i]}-${body[i + 2]}' in '[${body}]' (${JSON.stringify(segment)})`, { field });
       ranges.push([lo, hi]);
       i += 2;
     } else ranges.push([lo, lo]);
@@ -145,7 +145,7 @@ function matchSegments(pattern: Array<SegmentMatcher | "**">, parts: string[]): 
 
 /** `{a,b}` alternatives, innermost first; at most MAX_BRACE_ALTERNATIVES of them. */
 export function expandBraces(glob: string, field = "glob"): string[] {
-  if (glob.length > MAX_GLOB_PATTERN_CHARS) throw new GlobPatternError(field, `is longer than ${MAX_GLOB_PATTERN_CHARS} characters`);
+  if (glob.length > MAX_GLOB_PATTERN_CHARS) throw new GlobPatternError(`is longer than ${MAX_GLOB_PATTERN_CHARS} characters`, { field });
   let out = [glob];
   for (;;) {
     const grown: string[] = [];
@@ -159,7 +159,7 @@ export function expandBraces(glob: string, field = "glob"): string[] {
       expanded = true;
       for (const alt of m[1]!.split(",")) {
         grown.push(g.slice(0, m.index) + alt + g.slice(m.index + m[0].length));
-        if (grown.length > MAX_BRACE_ALTERNATIVES) throw new GlobPatternError(field, `expands to more than ${MAX_BRACE_ALTERNATIVES} alternatives`);
+        if (grown.length > MAX_BRACE_ALTERNATIVES) throw new GlobPatternError(`expands to more than ${MAX_BRACE_ALTERNATIVES} alternatives`, { field });
       }
     }
     out = grown;

@@ -30,7 +30,7 @@ export function globTool(ctx: ToolContext): WorkspaceTool {
         relPattern = toWorkspacePath(ctx.sandbox.workdir, pattern, "pattern");
         baseRel = "";
       } else if (pattern.split("/").includes("..")) {
-        throw new PathEscapeError(pattern, "(pattern) must not contain '..'", { field: "pattern" });
+        throw new PathEscapeError(`path '${pattern}' (pattern) must not contain '..'`, { field: "pattern" });
       }
       if (!(await isDirectory(ctx.sandbox, baseRel))) return { ok: false, output: `Directory not found: ${absPath(ctx.sandbox, baseRel)}` };
       const { matches, truncated } = await globFiles(ctx.sandbox, baseRel, relPattern);
