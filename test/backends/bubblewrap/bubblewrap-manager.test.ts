@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BubblewrapWorkspaceManager } from "../../../sdk/backends/bubblewrap/manager.js";
+import { BubblewrapWorkspaceManager } from "../../../sdk/backends/bubblewrap/index.js";
 import { hashedName } from "../../../sdk/backends/bubblewrap/paths.js";
 import type { BubblewrapSandbox } from "../../../sdk/backends/bubblewrap/sandbox.js";
 import { assignWorkspaceId } from "../../../sdk/manager/ids.js";

@@ -5,7 +5,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DockerDriver } from "../../../sdk/backends/docker/driver.js";
-import { DockerWorkspaceManager } from "../../../sdk/backends/docker/manager.js";
+import { DockerWorkspaceManager } from "../../../sdk/backends/docker/index.js";
 import type { DockerSandbox } from "../../../sdk/backends/docker/sandbox.js";
 import type { ManagerEvent } from "../../../sdk/manager/events.js";
 import { assignWorkspaceId } from "../../../sdk/manager/ids.js";

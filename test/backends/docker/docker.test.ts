@@ -9,7 +9,7 @@ import { dockerClient } from "../../../sdk/backends/docker/client.js";
 import { DockerDriver, containerName } from "../../../sdk/backends/docker/driver.js";
 import { ensureImage, imageExists, renderBuildContext } from "../../../sdk/backends/docker/image.js";
 import type { DockerSandbox } from "../../../sdk/backends/docker/sandbox.js";
-import { DockerWorkspace } from "../../../sdk/backends/docker/workspace.js";
+import { DockerWorkspace } from "../../../sdk/backends/docker/index.js";
 import { LABELS } from "../../../sdk/contract/driver.js";
 import { loadDriver } from "../../../sdk/backends/load.js";
 import { uniqueId } from "../../contract/fixture.js";

@@ -7,7 +7,7 @@ import { Sandbox } from "e2b";
 import { afterAll, describe, expect, it } from "vitest";
 import { E2BDriver, REFERENCE_KEY } from "../../../sdk/backends/e2b/driver.js";
 import { e2bError } from "../../../sdk/backends/e2b/client.js";
-import { E2BWorkspace } from "../../../sdk/backends/e2b/workspace.js";
+import { E2BWorkspace } from "../../../sdk/backends/e2b/index.js";
 import { LABELS } from "../../../sdk/contract/driver.js";
 import { uniqueId } from "../../contract/fixture.js";
 import { ECHO_SERVER_IN_WORKSPACE, echoServerBundle } from "../../fixtures/mcp/bundle.js";

@@ -9,7 +9,7 @@ import { SandboxManager } from "@alibaba-group/opensandbox";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { LABELS } from "../../../sdk/contract/driver.js";
 import { OpenSandboxDriver, SCOPE_KEY } from "../../../sdk/backends/opensandbox/driver.js";
-import { OpenSandboxWorkspace } from "../../../sdk/backends/opensandbox/workspace.js";
+import { OpenSandboxWorkspace } from "../../../sdk/backends/opensandbox/index.js";
 import { uniqueId } from "../../contract/fixture.js";
 import { ECHO_SERVER_IN_WORKSPACE, echoServerBundle } from "../../fixtures/mcp/bundle.js";
 import { OPENSANDBOX_TEST_IMAGE, openSandboxServer } from "../../support/opensandbox-server.js";

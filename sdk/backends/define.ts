@@ -1,0 +1,99 @@
+import { z } from "zod";
+import type { BackendModule, SpecField } from "../contract/module.js";
+import type { BackendSpec } from "../contract/registry.js";
+import { fromZodError } from "../errors.js";
+import { DriverWorkspace, TeardownSchema, type DriverWorkspaceOptions, type DriverWorkspaceOptionsFor, type PersistentAwareDriver, type Teardown } from "../kit/driver-workspace.js";
+import { ManagerOptionsSchema, WorkspaceManager, type ManagerOptions } from "../manager/manager.js";
+import { SandboxSeedOptionsShape, SandboxWorkspaceManager, type SandboxManagerParsedOptions } from "../manager/sandbox-manager.js";
+import type { WorkspaceOptions } from "../workspace/workspace.js";
+
+/** A constructor's parameters: the options object is optional when every field of it is. */
+export type OptionsArgs<O> = object extends O ? [options?: O] : [options: O];
+
+/** The Workspace class of a kind: facade options, the spec's fields (no kind), identity and teardown. */
+export type WorkspaceClass<S extends z.ZodType<BackendSpec>, D extends PersistentAwareDriver> = new (
+  ...args: OptionsArgs<DriverWorkspaceOptionsFor<S>>
+) => DriverWorkspace<z.output<S>, D>;
+
+/** The Manager options of a kind: manager options, workspace seeds, `teardown`, and the spec's fields (omit O, require R). */
+export type ManagerOptionsFor<S extends z.ZodType<BackendSpec>, O extends string = never, R extends string = never> = z.input<typeof ManagerOptionsSchema> &
+  z.input<z.ZodObject<typeof SandboxSeedOptionsShape>> & {
+    /** What an eviction does to the backend object; default the backend's own teardown default. */
+    teardown?: Teardown | undefined;
+  } & Omit<z.input<S>, "kind" | O | R> &
+  Required<Pick<z.input<S>, Extract<keyof z.input<S>, R>>> &
+  Pick<ManagerOptions, "logger" | "onEvent">;
+
+/** A Manager class of a kind, building workspaces of class W; with WorkspaceManager's static constructors. */
+export type ManagerClass<Spec extends BackendSpec, W extends DriverWorkspace<Spec, PersistentAwareDriver>, Options> = (new (
+  ...args: OptionsArgs<Options>
+) => SandboxWorkspaceManager<Spec, W>) &
+  Pick<typeof WorkspaceManager, "fromOutputs" | "fromStack">;
+
+/** What `defineBackend` returns: the descriptor itself, with the Workspace and Manager classes built from it. */
+export type DefinedBackend<S extends z.ZodType<BackendSpec>, D extends PersistentAwareDriver, O extends string = never, R extends string = never> = BackendModule<z.output<S>, D> & {
+  readonly schema: S;
+  /** The kind's Workspace class; a kind's index.ts names it: `export class DockerWorkspace extends docker.Workspace {}`. */
+  readonly Workspace: WorkspaceClass<S, D>;
+  /** The options a Manager of this kind validates. */
+  readonly ManagerOptionsSchema: z.ZodType<unknown, ManagerOptionsFor<S, O, R>>;
+  /** A Manager class building workspaces of the plain `Workspace` (what a service over any kind uses). */
+  readonly Manager: ManagerClass<z.output<S>, DriverWorkspace<z.output<S>, D>, ManagerOptionsFor<S, O, R>>;
+  /** The kind's Manager class, building workspaces of `Workspace` (a subclass of this backend's): `export class DockerWorkspaceManager extends docker.managerFor(DockerWorkspace) {}`. */
+  managerFor<W extends DriverWorkspace<z.output<S>, D>>(Workspace: abstract new (...args: never[]) => W): ManagerClass<z.output<S>, W, ManagerOptionsFor<S, O, R>>;
+};
+
+/**
+ * Builds a kind's Workspace class (on DriverWorkspace), its Manager options schema and Manager
+ * class (on SandboxWorkspaceManager) from its one descriptor. A kind's index.ts is this call, the
+ * public class names, and its exports.
+ */
+export function defineBackend<S extends z.ZodObject & z.ZodType<BackendSpec>, D extends PersistentAwareDriver, const O extends SpecField<z.output<S>> = never, const R extends SpecField<z.output<S>> = never>(
+  module: BackendModule<z.output<S>, D> & { readonly schema: S; readonly managerOptions?: { readonly omit?: readonly O[]; readonly require?: readonly R[] } },
+): DefinedBackend<S, D, O, R> {
+  type Spec = z.output<S>;
+
+  class BackendWorkspace extends DriverWorkspace<Spec, D> {
+    constructor(options: WorkspaceOptions & DriverWorkspaceOptions = {}) {
+      super(options, module);
+    }
+  }
+
+  const omit = new Set<string>(["kind", ...(module.managerOptions?.omit ?? [])]);
+  const specShape: Record<string, z.ZodType> = {};
+  for (const [key, field] of Object.entries(module.schema.shape as Record<string, z.ZodType>)) {
+    if (omit.has(key)) continue;
+    // A required field is the optional spec field made mandatory (workspaces that must outlive the process need a basedir).
+    specShape[key] = (module.managerOptions?.require as readonly string[] | undefined)?.includes(key) && field instanceof z.ZodOptional ? (field.unwrap() as z.ZodType) : field;
+  }
+  const ManagerOptionsSchemaOfKind = ManagerOptionsSchema.extend({
+    ...specShape,
+    ...SandboxSeedOptionsShape,
+    /** What an eviction does to the backend object; default the backend's own teardown default. */
+    teardown: TeardownSchema.optional(),
+  });
+
+  function managerFor<W extends DriverWorkspace<Spec, D>>(Workspace: abstract new (...args: never[]) => W): ManagerClass<Spec, W, ManagerOptionsFor<S, O, R>> {
+    class BackendManager extends SandboxWorkspaceManager<Spec, W> {
+      constructor(options?: ManagerOptionsFor<S, O, R>) {
+        const { logger, onEvent, ...rest } = options ?? ({} as ManagerOptionsFor<S, O, R>);
+        const parsed = ManagerOptionsSchemaOfKind.safeParse(rest);
+        if (!parsed.success) throw fromZodError("options", parsed.error);
+        const { teardown, ...managerOptions } = parsed.data as Record<string, unknown> & { teardown?: Teardown };
+        super({ ...(managerOptions as SandboxManagerParsedOptions), ...(logger ? { logger } : {}), ...(onEvent ? { onEvent } : {}) }, {
+          module: module as BackendModule<Spec, PersistentAwareDriver>,
+          ...(teardown ? { teardown } : {}),
+          Workspace: Workspace as never,
+        });
+      }
+    }
+    return BackendManager as unknown as ManagerClass<Spec, W, ManagerOptionsFor<S, O, R>>;
+  }
+
+  return Object.assign({}, module, {
+    Workspace: BackendWorkspace as unknown as WorkspaceClass<S, D>,
+    ManagerOptionsSchema: ManagerOptionsSchemaOfKind as unknown as z.ZodType<unknown, ManagerOptionsFor<S, O, R>>,
+    Manager: managerFor(BackendWorkspace),
+    managerFor,
+  }) as DefinedBackend<S, D, O, R>;
+}
