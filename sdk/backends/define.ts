@@ -1,6 +1,5 @@
 import { z } from "zod";
 import type { BackendModule, SpecField } from "../contract/module.js";
-import type { BackendSpec } from "../contract/registry.js";
 import { fromZodError } from "../errors.js";
 import { DriverWorkspace, TeardownSchema, type DriverWorkspaceOptions, type DriverWorkspaceOptionsFor, type PersistentAwareDriver, type Teardown } from "../kit/driver-workspace.js";
 import { ManagerOptionsSchema, WorkspaceManager, type ManagerOptions } from "../manager/manager.js";
@@ -11,12 +10,12 @@ import type { WorkspaceOptions } from "../workspace/workspace.js";
 export type OptionsArgs<O> = object extends O ? [options?: O] : [options: O];
 
 /** The Workspace class of a kind: facade options, the spec's fields (no kind), identity and teardown. */
-export type WorkspaceClass<S extends z.ZodType<BackendSpec>, D extends PersistentAwareDriver> = new (
+export type WorkspaceClass<S extends z.ZodType<{ kind: string }>, D extends PersistentAwareDriver> = new (
   ...args: OptionsArgs<DriverWorkspaceOptionsFor<S>>
 ) => DriverWorkspace<z.output<S>, D>;
 
 /** The Manager options of a kind: manager options, workspace seeds, `teardown`, and the spec's fields (omit O, require R). */
-export type ManagerOptionsFor<S extends z.ZodType<BackendSpec>, O extends string = never, R extends string = never> = z.input<typeof ManagerOptionsSchema> &
+export type ManagerOptionsFor<S extends z.ZodType<{ kind: string }>, O extends string = never, R extends string = never> = z.input<typeof ManagerOptionsSchema> &
   z.input<z.ZodObject<typeof SandboxSeedOptionsShape>> & {
     /** What an eviction does to the backend object; default the backend's own teardown default. */
     teardown?: Teardown | undefined;
@@ -25,13 +24,13 @@ export type ManagerOptionsFor<S extends z.ZodType<BackendSpec>, O extends string
   Pick<ManagerOptions, "logger" | "onEvent">;
 
 /** A Manager class of a kind, building workspaces of class W; with WorkspaceManager's static constructors. */
-export type ManagerClass<Spec extends BackendSpec, W extends DriverWorkspace<Spec, PersistentAwareDriver>, Options> = (new (
+export type ManagerClass<Spec extends { kind: string }, W extends DriverWorkspace<Spec, PersistentAwareDriver>, Options> = (new (
   ...args: OptionsArgs<Options>
 ) => SandboxWorkspaceManager<Spec, W>) &
   Pick<typeof WorkspaceManager, "fromOutputs" | "fromStack">;
 
 /** What `defineBackend` returns: the descriptor itself, with the Workspace and Manager classes built from it. */
-export type DefinedBackend<S extends z.ZodType<BackendSpec>, D extends PersistentAwareDriver, O extends string = never, R extends string = never> = BackendModule<z.output<S>, D> & {
+export type DefinedBackend<S extends z.ZodType<{ kind: string }>, D extends PersistentAwareDriver, O extends string = never, R extends string = never> = BackendModule<z.output<S>, D> & {
   readonly schema: S;
   /** The kind's Workspace class; a kind's index.ts names it: `export class DockerWorkspace extends docker.Workspace {}`. */
   readonly Workspace: WorkspaceClass<S, D>;
@@ -48,7 +47,7 @@ export type DefinedBackend<S extends z.ZodType<BackendSpec>, D extends Persisten
  * class (on SandboxWorkspaceManager) from its one descriptor. A kind's index.ts is this call, the
  * public class names, and its exports.
  */
-export function defineBackend<S extends z.ZodObject & z.ZodType<BackendSpec>, D extends PersistentAwareDriver, const O extends SpecField<z.output<S>> = never, const R extends SpecField<z.output<S>> = never>(
+export function defineBackend<S extends z.ZodObject & z.ZodType<{ kind: string }>, D extends PersistentAwareDriver, const O extends SpecField<z.output<S>> = never, const R extends SpecField<z.output<S>> = never>(
   module: BackendModule<z.output<S>, D> & { readonly schema: S; readonly managerOptions?: { readonly omit?: readonly O[]; readonly require?: readonly R[] } },
 ): DefinedBackend<S, D, O, R> {
   type Spec = z.output<S>;

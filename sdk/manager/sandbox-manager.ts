@@ -1,5 +1,4 @@
 import type { z } from "zod";
-import type { BackendSpec } from "../contract/registry.js";
 import { ConflictError } from "../errors.js";
 import type { BackendModule, Teardown } from "../contract/module.js";
 import type { DriverWorkspace, DriverWorkspaceOptions, PersistentAwareDriver } from "../kit/driver-workspace.js";
@@ -15,7 +14,7 @@ type SeedOptions = Pick<z.output<typeof WorkspaceOptionsSchema>, "defaultMcps" |
 export type SandboxManagerParsedOptions = z.output<typeof ManagerOptionsSchema> & SeedOptions & Record<string, unknown> & Pick<ManagerOptions, "logger" | "onEvent">;
 
 /** What a sandbox manager is built from: its backend's descriptor, the Workspace class it makes, and what an eviction does. */
-export interface SandboxBackend<Spec extends BackendSpec, W> {
+export interface SandboxBackend<Spec extends { kind: string }, W> {
   module: BackendModule<Spec, PersistentAwareDriver>;
   /** The teardown of every workspace built, i.e. what an eviction does to its backend object; default the backend's. */
   teardown?: Teardown;
@@ -27,7 +26,7 @@ export interface SandboxBackend<Spec extends BackendSpec, W> {
  * runtime ids, the stack's own spec for declared ids, a background sweeper, and warm members
  * nobody claimed destroyed with their files.
  */
-export abstract class SandboxWorkspaceManager<Spec extends BackendSpec, W extends DriverWorkspace<Spec, PersistentAwareDriver>> extends WorkspaceManager<W> {
+export abstract class SandboxWorkspaceManager<Spec extends { kind: string }, W extends DriverWorkspace<Spec, PersistentAwareDriver>> extends WorkspaceManager<W> {
   readonly spec: Spec;
 
   protected constructor(options: SandboxManagerParsedOptions, backend: SandboxBackend<Spec, W>) {
@@ -79,7 +78,7 @@ export abstract class SandboxWorkspaceManager<Spec extends BackendSpec, W extend
 }
 
 /** The stack's spec for a declared id (as the backend reads a declared entry), refused when the stack put it on another backend. */
-function declaredSpec<Spec extends BackendSpec>(identity: ManagedIdentity, module: BackendModule<Spec, PersistentAwareDriver>): Spec | undefined {
+function declaredSpec<Spec extends { kind: string }>(identity: ManagedIdentity, module: BackendModule<Spec, PersistentAwareDriver>): Spec | undefined {
   const entry = identity.declared;
   if (!entry) return undefined;
   const own = module.declaredSpec?.(entry);
