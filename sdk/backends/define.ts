@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { BackendModule, SpecField } from "../contract/module.js";
+import type { BackendDefaults, BackendModule, SpecField } from "../contract/module.js";
 import { fromZodError } from "../errors.js";
 import { DriverWorkspace, TeardownSchema, type DriverWorkspaceOptions, type DriverWorkspaceOptionsFor, type PersistentAwareDriver, type Teardown } from "../kit/driver-workspace.js";
 import { ManagerOptionsSchema, WorkspaceManager, type ManagerOptions } from "../manager/manager.js";
@@ -42,14 +42,41 @@ export type DefinedBackend<S extends z.ZodType<{ kind: string }>, D extends Pers
   managerFor<W extends DriverWorkspace<z.output<S>, D>>(Workspace: abstract new (...args: never[]) => W): ManagerClass<z.output<S>, W, ManagerOptionsFor<S, O, R>>;
 };
 
+/** What a backend's common case is; a descriptor gives only what differs. */
+export const DEFAULT_BACKEND_DEFAULTS = { eviction: "pause", sweep: "background", teardown: "pause", destroyDeletesData: false } as const satisfies BackendDefaults;
+
 /**
- * Builds a kind's Workspace class (on DriverWorkspace), its Manager options schema and Manager
- * class (on SandboxWorkspaceManager) from its one descriptor. A kind's index.ts is this call, the
- * public class names, and its exports.
+ * What a kind's index.ts writes: its BackendModule, with the kind read off the schema, the driver
+ * given as its class (constructed with a parsed spec), `defaults` only where they differ from
+ * DEFAULT_BACKEND_DEFAULTS, and `canRunHere` only when something can be missing.
+ */
+export type BackendDescriptor<S extends z.ZodObject & z.ZodType<{ kind: string }>, D extends PersistentAwareDriver, O extends string = never, R extends string = never> = Omit<
+  BackendModule<z.output<S>, D>,
+  "kind" | "schema" | "createDriver" | "defaults" | "canRunHere" | "managerOptions"
+> & {
+  readonly schema: S;
+  readonly Driver: new (spec: z.output<S>) => D;
+  readonly defaults?: Partial<BackendDefaults<z.output<S>>>;
+  canRunHere?(spec: z.output<S>): Promise<string | undefined>;
+  readonly managerOptions?: { readonly omit?: readonly O[]; readonly require?: readonly R[] };
+};
+
+/**
+ * Builds a kind's BackendModule from its descriptor, and from it the kind's Workspace class (on
+ * DriverWorkspace), its Manager options schema and Manager class (on SandboxWorkspaceManager). A
+ * kind's index.ts is this call, the public class names, and its exports.
  */
 export function defineBackend<S extends z.ZodObject & z.ZodType<{ kind: string }>, D extends PersistentAwareDriver, const O extends SpecField<z.output<S>> = never, const R extends SpecField<z.output<S>> = never>(
-  module: BackendModule<z.output<S>, D> & { readonly schema: S; readonly managerOptions?: { readonly omit?: readonly O[]; readonly require?: readonly R[] } },
+  descriptor: BackendDescriptor<S, D, O, R>,
 ): DefinedBackend<S, D, O, R> {
+  const { Driver, defaults, canRunHere, ...rest } = descriptor;
+  const module = {
+    ...rest,
+    kind: (descriptor.schema.shape as { kind: z.ZodLiteral<string> }).kind.value as z.output<S>["kind"],
+    createDriver: (spec) => new Driver(spec),
+    defaults: { ...DEFAULT_BACKEND_DEFAULTS, ...defaults },
+    canRunHere: canRunHere ?? (() => Promise.resolve(undefined)),
+  } as BackendModule<z.output<S>, D> & { readonly schema: S; readonly managerOptions?: { readonly omit?: readonly O[]; readonly require?: readonly R[] } };
   type Spec = z.output<S>;
 
   class BackendWorkspace extends DriverWorkspace<Spec, D> {

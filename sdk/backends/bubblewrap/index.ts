@@ -10,14 +10,13 @@ export { BubblewrapBackendSchema, type BubblewrapBackendSpec } from "./schema.js
 export { BubblewrapDriver } from "./driver.js";
 
 export const backend = defineBackend({
-  kind: "bubblewrap",
   schema: BubblewrapBackendSchema,
-  createDriver: (spec) => new BubblewrapDriver(spec),
+  Driver: BubblewrapDriver,
   label: "bubblewrap-sandboxed",
   workdir: BWRAP_WORKDIR,
   // Nothing runs between commands: eviction closes (stopping stdio MCP servers). A persistent
   // workspace (basedir given) keeps its folder on close; a temporary one goes with its files.
-  defaults: { eviction: "close", sweep: "background", teardown: (spec) => (spec.basedir !== undefined ? "pause" : "destroy"), destroyDeletesData: true },
+  defaults: { eviction: "close", teardown: (spec) => (spec.basedir !== undefined ? "pause" : "destroy"), destroyDeletesData: true },
   canRunHere: () => Promise.resolve(onPath("bwrap") ? undefined : "`bwrap` is not installed (apt-get install bubblewrap)"),
   // A manager's workspaces outlive the process: its basedir is required.
   managerOptions: { require: ["basedir"] },

@@ -8,16 +8,14 @@ export { DaytonaBackendSchema, type DaytonaBackendSpec } from "./schema.js";
 export { DaytonaDriver } from "./driver.js";
 
 export const backend = defineBackend({
-  kind: "daytona",
   schema: DaytonaBackendSchema,
-  createDriver: (spec) => new DaytonaDriver(spec),
+  Driver: DaytonaDriver,
   label: "Daytona",
   // The root is `<work dir>/workspace` inside the sandbox: the sandbox tells it once initialized.
   // Files live in the sandbox: destroying it removes them.
-  defaults: { eviction: "pause", sweep: "background", teardown: "pause", destroyDeletesData: true },
-  // Credentials may come from the spec, the environment or the Pulumi provider's stack config:
-  // they are checked at the first API call, where a missing or wrong key is `unauthenticated`.
-  canRunHere: () => Promise.resolve(undefined),
+  defaults: { destroyDeletesData: true },
+  // No canRunHere: credentials may come from the spec, the environment or the Pulumi provider's stack
+  // config; they are checked at the first API call, where a missing or wrong key is `unauthenticated`.
 });
 
 /** teardown: "pause" (default: stop the sandbox, files kept), "keep" it running, or "destroy" it (files go with it). */

@@ -40,14 +40,11 @@ const pruneImages: BackendCommand = {
 };
 
 export const backend = defineBackend({
-  kind: "docker",
   schema: DockerBackendSchema,
-  createDriver: (spec) => new DockerDriver(spec),
+  Driver: DockerDriver,
   label: "Docker-based",
   workdir: DOCKER_WORKDIR,
-  defaults: { eviction: "pause", sweep: "background", teardown: "pause", destroyDeletesData: false },
-  // The engine is reached at create time, where an unreachable one is an UnavailableError naming DOCKER_HOST.
-  canRunHere: () => Promise.resolve(undefined),
+  // No canRunHere: the engine is reached at create time, where an unreachable one is an UnavailableError naming DOCKER_HOST.
   commands: [pruneImages],
   /** A container built from an outdated image (packages, base image changed) is replaced when its files live in the bind mount. */
   async reconcile({ driver, description, identity, ctx }) {

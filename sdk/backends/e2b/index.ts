@@ -10,12 +10,10 @@ export { E2BDriver, MANAGED_KEY, REFERENCE_KEY, snapshotName } from "./driver.js
 export { E2BSandbox } from "./sandbox.js";
 
 export const backend = defineBackend({
-  kind: "e2b",
   schema: E2BBackendSchema,
-  createDriver: (spec) => new E2BDriver(spec),
+  Driver: E2BDriver,
   label: "E2B-sandbox-based",
   workdir: E2B_WORKDIR,
-  defaults: { eviction: "pause", sweep: "background", teardown: "pause", destroyDeletesData: false },
   // Without a key nothing can reach E2B; a wrong key or endpoint is an error at create time.
   canRunHere: (spec) => Promise.resolve(spec.apiKey || process.env.E2B_API_KEY ? undefined : "no E2B API key (backend.apiKey or E2B_API_KEY)"),
 });

@@ -12,13 +12,12 @@ export { objectName } from "./names.js";
 export { K8sSandbox } from "./sandbox.js";
 
 export const backend = defineBackend({
-  kind: "kubernetes",
   schema: KubernetesBackendSchema,
-  createDriver: (spec) => new K8sDriver(spec),
+  Driver: K8sDriver,
   label: "Kubernetes-based",
   workdir: WORKDIR,
   // close() deletes the Pod and keeps the PVC; with deletePvcOnClose both go.
-  defaults: { eviction: "pause", sweep: "background", teardown: (spec) => (spec.deletePvcOnClose ? "destroy" : "pause"), destroyDeletesData: false },
+  defaults: { teardown: (spec) => (spec.deletePvcOnClose ? "destroy" : "pause") },
   // A configuration that cannot even be loaded is the reason; an unreachable API server is an
   // UnavailableError at create time, naming the config it came from.
   canRunHere: (spec) => {

@@ -15,18 +15,16 @@ export { LocalDriver } from "./driver.js";
 export { LocalSandbox } from "../../kit/host-sandbox.js";
 
 export const backend = defineBackend({
-  kind: "local",
   schema: LocalBackendSchema,
-  createDriver: (spec) => new LocalDriver(spec),
+  Driver: LocalDriver,
   label: "local",
   // The host folder itself: commands run on the host with it as their working directory.
   workdirFor: (driver, workspaceId) => driver.folderFor(workspaceId),
   // A folder has nothing to pause: eviction closes, lazily on requests; its files stay.
-  defaults: { eviction: "close", sweep: "lazy", teardown: "pause", destroyDeletesData: false },
+  defaults: { eviction: "close", sweep: "lazy" },
   // As the reference's LocalWorkspace: only skills/ after initialize; data/ and sessions/ come on first use.
   initFolders: [],
-  // A host folder needs nothing but the file system.
-  canRunHere: () => Promise.resolve(undefined),
+  // No canRunHere: a host folder needs nothing but the file system.
   // A manager serves one folder per workspace id under its basedir, never one folder for all.
   managerOptions: { omit: ["path"] },
   // A declared workspace lives where the stack put it: its described host path, else its spec.
@@ -59,7 +57,7 @@ function localOptions(options: LocalWorkspaceOptions): ConstructorParameters<typ
   if (o.workdir === undefined && (o.basedir !== undefined || o.path !== undefined)) return o as never;
   const parsed = WorkdirSchema.safeParse({ workdir: o.workdir });
   if (!parsed.success) throw fromZodError("options", parsed.error);
-  const { workdir, ...rest } = o;
+  const { workdir: _workdir, ...rest } = o;
   const folder = path.resolve(expandHome(parsed.data.workdir));
   return { ...rest, path: folder, workspaceId: rest.workspaceId || blake2bHex(`local::${folder}`, 16) } as never;
 }

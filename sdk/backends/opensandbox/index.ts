@@ -11,12 +11,10 @@ export { OpenSandboxDriver } from "./driver.js";
 export { OpenSandboxSandbox } from "./sandbox.js";
 
 export const backend = defineBackend({
-  kind: "opensandbox",
   schema: OpenSandboxBackendSchema,
-  createDriver: (spec) => new OpenSandboxDriver(spec),
+  Driver: OpenSandboxDriver,
   label: "OpenSandbox-based",
   workdir: OPENSANDBOX_WORKDIR,
-  defaults: { eviction: "pause", sweep: "background", teardown: "pause", destroyDeletesData: false },
   canRunHere: (spec) => serverAnswers(new OpenSandboxDriver(spec).connection.domain!, spec.protocol),
 });
 
