@@ -14,13 +14,22 @@ export type WorkspaceClass<S extends z.ZodType<{ kind: string }>, D extends Pers
   ...args: OptionsArgs<DriverWorkspaceOptionsFor<S>>
 ) => DriverWorkspace<z.output<S>, D>;
 
-/** The Manager options of a kind: manager options, workspace seeds, `teardown`, and the spec's fields (omit O, require R). */
-export type ManagerOptionsFor<S extends z.ZodType<{ kind: string }>, O extends string = never, R extends string = never> = z.input<typeof ManagerOptionsSchema> &
-  z.input<z.ZodObject<typeof SandboxSeedOptionsShape>> & {
+type ShapeOf<S> = S extends z.ZodObject<infer Shape> ? Shape : never;
+type Required_<T> = T extends z.ZodOptional<infer Inner> ? Inner : T;
+
+/** The shape of a kind's Manager options: manager options, the spec's fields (but kind; O left out, R required), workspace seeds, `teardown`. */
+export type ManagerOptionsShape<S extends z.ZodType<{ kind: string }>, O extends string = never, R extends string = never> = typeof ManagerOptionsSchema.shape & {
+  [K in Exclude<keyof ShapeOf<S>, "kind" | O>]: K extends R ? Required_<ShapeOf<S>[K]> : ShapeOf<S>[K];
+} & typeof SandboxSeedOptionsShape & {
     /** What an eviction does to the backend object; default the backend's own teardown default. */
-    teardown?: Teardown | undefined;
-  } & Omit<z.input<S>, "kind" | O | R> &
-  Required<Pick<z.input<S>, Extract<keyof z.input<S>, R>>> &
+    teardown: z.ZodOptional<typeof TeardownSchema>;
+  };
+
+/** The schema of a kind's Manager options. */
+export type ManagerOptionsSchemaFor<S extends z.ZodType<{ kind: string }>, O extends string = never, R extends string = never> = z.ZodObject<ManagerOptionsShape<S, O, R>, z.core.$strict>;
+
+/** The Manager options of a kind, as its constructor takes them. */
+export type ManagerOptionsFor<S extends z.ZodType<{ kind: string }>, O extends string = never, R extends string = never> = z.input<ManagerOptionsSchemaFor<S, O, R>> &
   Pick<ManagerOptions, "logger" | "onEvent">;
 
 /** A Manager class of a kind, building workspaces of class W; with WorkspaceManager's static constructors. */
@@ -35,7 +44,7 @@ export type DefinedBackend<S extends z.ZodType<{ kind: string }>, D extends Pers
   /** The kind's Workspace class; a kind's index.ts names it: `export class DockerWorkspace extends docker.Workspace {}`. */
   readonly Workspace: WorkspaceClass<S, D>;
   /** The options a Manager of this kind validates. */
-  readonly ManagerOptionsSchema: z.ZodType<unknown, ManagerOptionsFor<S, O, R>>;
+  readonly ManagerOptionsSchema: ManagerOptionsSchemaFor<S, O, R>;
   /** A Manager class building workspaces of the plain `Workspace` (what a service over any kind uses). */
   readonly Manager: ManagerClass<z.output<S>, DriverWorkspace<z.output<S>, D>, ManagerOptionsFor<S, O, R>>;
   /** The kind's Manager class, building workspaces of `Workspace` (a subclass of this backend's): `export class DockerWorkspaceManager extends docker.managerFor(DockerWorkspace) {}`. */
@@ -118,7 +127,7 @@ export function defineBackend<S extends z.ZodObject & z.ZodType<{ kind: string }
 
   return Object.assign({}, module, {
     Workspace: BackendWorkspace as unknown as WorkspaceClass<S, D>,
-    ManagerOptionsSchema: ManagerOptionsSchemaOfKind as unknown as z.ZodType<unknown, ManagerOptionsFor<S, O, R>>,
+    ManagerOptionsSchema: ManagerOptionsSchemaOfKind as unknown as ManagerOptionsSchemaFor<S, O, R>,
     Manager: managerFor(BackendWorkspace),
     managerFor,
   }) as DefinedBackend<S, D, O, R>;
