@@ -65,7 +65,7 @@ describe("BubblewrapWorkspaceManager", () => {
     const script = path.join(basedir, `bw-${w}.mts`);
     await fs.writeFile(
       script,
-      `import { BubblewrapWorkspaceManager } from ${JSON.stringify(path.join(ROOT, "sdk/backends/bubblewrap/manager.ts"))};
+      `import { BubblewrapWorkspaceManager } from ${JSON.stringify(path.join(ROOT, "sdk/backends/bubblewrap/index.ts"))};
 const m = new BubblewrapWorkspaceManager({ basedir: ${JSON.stringify(basedir)} });
 const ws = await m.getWorkspace("u-r", "a", undefined, ${JSON.stringify(w)});
 await ws.getBackend().appendFile("runs.txt", "run\\n");

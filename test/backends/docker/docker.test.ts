@@ -582,7 +582,7 @@ describe.skipIf(!engine)("Docker backend", () => {
       const script = path.join(basedir, `restart-${w}.mts`);
       await fs.writeFile(
         script,
-        `import { DockerWorkspace } from ${JSON.stringify(path.join(ROOT, "sdk/backends/docker/workspace.ts"))};
+        `import { DockerWorkspace } from ${JSON.stringify(path.join(ROOT, "sdk/backends/docker/index.ts"))};
 const ws = new DockerWorkspace({ workspaceId: ${JSON.stringify(w)}, basedir: ${JSON.stringify(basedir)}, baseImage: ${JSON.stringify(BASE_IMAGE)}, readOnlyPaths: [${JSON.stringify(ROOT)}], teardown: "keep" });
 await ws.initialize();
 await ws.getBackend().writeFile("from-first-process.txt", String(process.pid));

@@ -37,7 +37,7 @@ describe.skipIf(!emu)("E2B backend: reattach, pause, races and faults (emulator)
     await ws.close();
     expect(copies(id).map((s) => s.state)).toEqual(["paused"]);
     const child = `
-      import { E2BWorkspace } from "./sdk/backends/e2b/workspace.ts";
+      import { E2BWorkspace } from "./sdk/backends/e2b/index.ts";
       const ws = new E2BWorkspace(${JSON.stringify({ workspaceId: id, userId: "u1", agentId: "a1", ...conn() })});
       await ws.initialize();
       const text = (await ws.getBackend().readFile("notes/a.txt")).toString();

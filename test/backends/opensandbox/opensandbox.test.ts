@@ -54,7 +54,7 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
   it("reattaches from a new process by metadata, with the files it left", async () => {
     const w = id("re");
     const child = `
-      import { OpenSandboxWorkspace } from "./sdk/backends/opensandbox/workspace.ts";
+      import { OpenSandboxWorkspace } from "./sdk/backends/opensandbox/index.ts";
       const ws = new OpenSandboxWorkspace({ workspaceId: ${JSON.stringify(w)}, basedir: ${JSON.stringify(basedir)}, image: ${JSON.stringify(OPENSANDBOX_TEST_IMAGE)}, userId: "u-re", agentId: "a-re", teardown: "keep" });
       await ws.initialize();
       await ws.getBackend().writeFile("data/left.txt", "from the first process\\n");
