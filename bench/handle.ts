@@ -12,7 +12,7 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { LocalSandbox } from "../sdk/kit/host-sandbox.js";
-import { LocalWorkspace } from "../sdk/backends/local/workspace.js";
+import { LocalWorkspace } from "../sdk/backends/local/index.js";
 import type { Sandbox } from "../sdk/sandbox.js";
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

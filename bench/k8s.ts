@@ -19,7 +19,7 @@ import { promisify } from "node:util";
 import * as pulumi from "@pulumi/pulumi";
 import type { PulumiFn } from "@pulumi/pulumi/automation/index.js";
 import { K8sDriver } from "../sdk/backends/kubernetes/driver.js";
-import { K8sWorkspaceManager } from "../sdk/backends/kubernetes/manager.js";
+import { K8sWorkspaceManager } from "../sdk/backends/kubernetes/index.js";
 import { podManifest, pvcManifest } from "../sdk/backends/kubernetes/manifests.js";
 import { objectName } from "../sdk/backends/kubernetes/names.js";
 import { KubernetesBackendSchema } from "../sdk/backends/kubernetes/schema.js";

@@ -16,7 +16,7 @@ import { performance } from "node:perf_hooks";
 import { randomBytes } from "node:crypto";
 import fsSync, { constants as fsc } from "node:fs";
 import { LocalSandbox } from "../sdk/kit/host-sandbox.js";
-import { LocalWorkspace } from "../sdk/backends/local/workspace.js";
+import { LocalWorkspace } from "../sdk/backends/local/index.js";
 
 const ROUNDS = 9;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

@@ -21,7 +21,7 @@ import { promisify } from "node:util";
 import { BubblewrapDriver } from "../sdk/backends/bubblewrap/driver.js";
 import { dockerClient } from "../sdk/backends/docker/client.js";
 import { DockerDriver, containerName } from "../sdk/backends/docker/driver.js";
-import { DockerWorkspaceManager } from "../sdk/backends/docker/manager.js";
+import { DockerWorkspaceManager } from "../sdk/backends/docker/index.js";
 import { startDockerRunner } from "../sdk/backends/docker/runner.js";
 import { LocalSandbox } from "../sdk/kit/host-sandbox.js";
 import { RunnerClient, RunnerFiles } from "../sdk/kit/runner/index.js";

@@ -10,7 +10,7 @@ import { cp, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from "node
 import os from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
-import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
+import { LocalWorkspace } from "../../sdk/backends/local/index.js";
 import { BubblewrapSandbox } from "../../sdk/backends/bubblewrap/sandbox.js";
 import { IsolationPolicy } from "../../sdk/manager/index.js";
 import { LocalWorkspaceManager } from "../../sdk/backends/local/index.js";

@@ -1,6 +1,8 @@
 import { InvalidArgumentError, fromZodError } from "../errors.js";
 import type { Driver } from "../contract/driver.js";
 import type { BackendCommand, BackendModule } from "../contract/module.js";
+import type { WorkspaceManager } from "../manager/manager.js";
+import type { Workspace } from "../workspace/workspace.js";
 import { BACKEND_KINDS, type BackendKind, type BackendSpecInput, type SpecOf } from "../contract/registry.js";
 
 /**
@@ -8,7 +10,10 @@ import { BACKEND_KINDS, type BackendKind, type BackendSpecInput, type SpecOf } f
  * provider methods capture nothing. Only the entry points (CLI, service, providers, stacks) import
  * this file, so nothing a backend module loads can lead back here.
  */
-const MODULES: { [K in BackendKind]: () => Promise<{ backend: BackendModule<SpecOf<K>> }> } = {
+/** What a kind's index.ts exports as `backend`: its descriptor, with the Manager class defineBackend built. */
+type LoadedBackend<K extends BackendKind> = BackendModule<SpecOf<K>> & { readonly Manager: abstract new (...args: never[]) => object };
+
+const MODULES: { [K in BackendKind]: () => Promise<{ backend: LoadedBackend<K> }> } = {
   local: () => import("./local/index.js"),
   bubblewrap: () => import("./bubblewrap/index.js"),
   docker: () => import("./docker/index.js"),
@@ -20,7 +25,16 @@ const MODULES: { [K in BackendKind]: () => Promise<{ backend: BackendModule<Spec
 
 /** The module of a kind; an InvalidArgumentError naming `backend.kind` for an unknown one. */
 export async function loadBackend<K extends BackendKind>(kind: K): Promise<BackendModule<SpecOf<K>>> {
-  const load = (Object.hasOwn(MODULES, kind) ? MODULES[kind] : undefined) as (() => Promise<{ backend: BackendModule<SpecOf<K>> }>) | undefined;
+  return loadDefined(kind);
+}
+
+/** A Manager of a kind, over its plain Workspace class (a service over any backend), taking the kind's manager options. */
+export async function loadManager(kind: BackendKind): Promise<new (options: Record<string, unknown>) => WorkspaceManager<Workspace>> {
+  return (await loadDefined(kind)).Manager as unknown as new (options: Record<string, unknown>) => WorkspaceManager<Workspace>;
+}
+
+async function loadDefined<K extends BackendKind>(kind: K): Promise<LoadedBackend<K>> {
+  const load = (Object.hasOwn(MODULES, kind) ? MODULES[kind] : undefined) as (() => Promise<{ backend: LoadedBackend<K> }>) | undefined;
   if (!load) throw new InvalidArgumentError(`unknown backend kind '${String(kind)}' (known: ${BACKEND_KINDS.join(", ")})`, { field: "backend.kind" });
   return (await load()).backend;
 }

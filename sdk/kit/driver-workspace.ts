@@ -1,17 +1,19 @@
 import { z } from "zod";
 import { ensureBackend, type BackendDescription, type Driver, type DriverContext, type EnsureOutcome, type ManagedBy, type WorkspaceIdentity } from "../contract/driver.js";
-import { ConflictError, WorkspaceError, fromZodError, InternalError } from "../errors.js";
+import type { BackendModule, ReconcileArgs, Teardown } from "../contract/module.js";
+import { ConflictError, InternalError, WorkspaceError, fromZodError } from "../errors.js";
 import type { ProgressListener } from "../logger.js";
 import type { Sandbox } from "../sandbox.js";
 import { pauseUnlessLeased } from "./lease.js";
 import { type Leases } from "../contract/leases.js";
 import { BackendResumer, resumingSandbox } from "./resuming-sandbox.js";
 import { checkIdentityId } from "../util/identity-id.js";
+import { renderInstructions } from "../workspace/instructions.js";
 import { Workspace, type WorkspaceCloseOptions, type WorkspaceOptions } from "../workspace/workspace.js";
 
 /** What close() does to the backend: pause, keep as is, or destroy. The default is the backend's. */
-export const TeardownSchema = z.enum(["pause", "keep", "destroy"]);
-export type Teardown = z.infer<typeof TeardownSchema>;
+export const TeardownSchema = z.enum(["pause", "keep", "destroy"]) satisfies z.ZodType<Teardown>;
+export type { Teardown };
 
 /** Options every driver-backed workspace takes besides its backend spec. */
 export interface DriverWorkspaceOptions {
@@ -32,26 +34,19 @@ export type DriverWorkspaceOptionsFor<Schema extends z.ZodType> = WorkspaceOptio
 /** A driver whose backend objects may outlive the process (a basedir was given). */
 export type PersistentAwareDriver = Driver & { readonly persistent: boolean };
 
-/** How a backend plugs into DriverWorkspace: its spec schema, its driver and its teardown defaults. */
-export interface DriverBackend<Spec extends { kind: string }, D extends PersistentAwareDriver> {
-  kind: Spec["kind"];
-  /** Strict object schema of the spec; its keys (but kind) are taken out of the constructor options. */
-  schema: z.ZodType<Spec> & { readonly shape: Record<string, unknown> };
-  createDriver(spec: Spec): D;
-  /** teardown when the caller gave none. */
-  defaultTeardown(driver: D): Teardown;
-  /** Whether teardown "destroy" also deletes the workspace's files. */
-  destroyDeletesData: boolean;
-}
-
 /**
- * A workspace whose backend object is handled by a Driver: initialize() runs ensureBackend
- * (create, reattach or resume), refuses an id owned by another user and connects; close()
- * pauses, keeps or destroys per `teardown`. Subclasses name the backend and its workdir.
+ * A workspace whose backend object is handled by a Driver, as its backend's descriptor says:
+ * initialize() runs ensureBackend (create, reattach or resume), refuses an id owned by another user,
+ * runs the descriptor's reconcile hook and connects; close() pauses, keeps or destroys per
+ * `teardown`. `defineBackend` makes one concrete class of it per kind.
  */
 export abstract class DriverWorkspace<Spec extends { kind: string }, D extends PersistentAwareDriver> extends Workspace {
   readonly spec: Spec;
   readonly driver: D;
+  protected readonly backendLabel: string;
+  /** The workspace root for an id (see BackendModule.workdir); undefined: the sandbox's. */
+  readonly #workdir: ((workspaceId: string) => string) | undefined;
+  readonly #reconcile: ((args: Omit<ReconcileArgs, "driver">) => Promise<EnsureOutcome | undefined>) | undefined;
   readonly #identity: Omit<WorkspaceIdentity, "workspaceId">;
   readonly #teardown: Teardown;
   readonly #destroyDeletesData: boolean;
@@ -59,8 +54,10 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
   readonly #onProgress: ProgressListener | undefined;
   #outcome: EnsureOutcome | undefined;
   #resumer: BackendResumer | undefined;
+  #sandboxWorkdir = "";
+  readonly #initFolders: readonly string[];
 
-  protected constructor(options: WorkspaceOptions & DriverWorkspaceOptions, backend: DriverBackend<Spec, D>) {
+  protected constructor(options: WorkspaceOptions & DriverWorkspaceOptions, module: BackendModule<Spec, D>) {
     const { userId, agentId, managedBy, tags, teardown, expectExisting, onProgress, ...rest } = options;
     // An empty owner would read as "no owner" somewhere down the line: refused here as at the manager.
     if (userId !== undefined) checkIdentityId(userId, "userId");
@@ -68,23 +65,36 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
     // Every spec key goes to the schema (undefined when absent, as a destructuring would); the rest is the facade's.
     const base: Record<string, unknown> = { ...rest };
     const backendOptions: Record<string, unknown> = {};
-    for (const key of Object.keys(backend.schema.shape)) {
+    for (const key of Object.keys((module.schema as unknown as { shape: Record<string, unknown> }).shape)) {
       if (key === "kind") continue;
       backendOptions[key] = base[key];
       delete base[key];
     }
     super(base as WorkspaceOptions);
-    const parsed = backend.schema.safeParse({ kind: backend.kind, ...backendOptions });
+    const parsed = module.schema.safeParse({ kind: module.kind, ...backendOptions });
     if (!parsed.success) throw fromZodError("options", parsed.error);
     const td = TeardownSchema.optional().safeParse(teardown);
     if (!td.success) throw fromZodError("options.teardown", td.error);
+    this.backendLabel = module.label;
+    this.#initFolders = module.initFolders ?? ["data", "sessions"];
     this.spec = parsed.data;
-    this.driver = backend.createDriver(this.spec);
+    const driver = (this.driver = module.createDriver(this.spec));
+    const { workdir, reconcile } = module;
+    this.#workdir = workdir !== undefined ? () => workdir : module.workdirFor && ((id) => module.workdirFor!(driver, id));
+    this.#reconcile = reconcile && ((args) => reconcile.call(module, { ...args, driver }));
     this.#identity = { userId, agentId, managedBy: managedBy ?? "runtime", tags };
-    this.#teardown = td.data ?? backend.defaultTeardown(this.driver);
-    this.#destroyDeletesData = backend.destroyDeletesData;
+    const fallback = module.defaults.teardown;
+    this.#teardown = td.data ?? (typeof fallback === "function" ? fallback(this.spec) : fallback);
+    this.#destroyDeletesData = module.defaults.destroyDeletesData;
     this.#expectExisting = expectExisting ?? false;
     this.#onProgress = onProgress;
+    // A bad template should fail here, not in the middle of building a prompt.
+    if (this.#workdir) renderInstructions(this.options.instructions, { backend: this.backendLabel, workdir: this.workdir });
+  }
+
+  /** The root as processes in the sandbox see it (for a backend whose sandbox tells it: "" until initialized, as in the reference). */
+  get workdir(): string {
+    return this.#workdir ? this.#workdir(this.workspaceId) : this.#sandboxWorkdir;
   }
 
   get isPersistent(): boolean {
@@ -116,10 +126,11 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
         await resumer.resume();
         return this.driver.connect(this.workspaceId, { logger: this.logger });
       });
-      // As the reference's sandboxed workspaces: data/ and sessions/ exist right after initialize.
+      // As the reference's sandboxed workspaces: data/ and sessions/ exist right after initialize (initFolders).
       // Through the resuming handle: a pause can land right after the connect, too.
       const resuming = resumingSandbox(sandbox, resumer);
-      await Promise.all(["data", "sessions"].map((dir) => resuming.mkdir(dir))).catch(async (e: unknown) => {
+      this.#sandboxWorkdir = sandbox.workdir;
+      await Promise.all(this.#initFolders.map((dir) => resuming.mkdir(dir))).catch(async (e: unknown) => {
         await sandbox.close?.();
         throw e;
       });
@@ -144,8 +155,8 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
    * Backend-specific repair of an ensured (and owner-checked) backend object before connecting,
    * e.g. a container built from an outdated image. Returns the new outcome when it rebuilt it.
    */
-  protected async reconcile(_description: BackendDescription, _identity: WorkspaceIdentity, _ctx: DriverContext): Promise<EnsureOutcome | undefined> {
-    return undefined;
+  protected async reconcile(description: BackendDescription, identity: WorkspaceIdentity, ctx: DriverContext): Promise<EnsureOutcome | undefined> {
+    return this.#reconcile?.({ description, identity, ctx: { ...ctx, logger: this.logger } });
   }
 
   protected override async teardown(sandbox: Sandbox, options: WorkspaceCloseOptions = {}): Promise<void> {

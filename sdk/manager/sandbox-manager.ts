@@ -1,7 +1,7 @@
 import type { z } from "zod";
-import type { BackendSpec } from "../contract/registry.js";
 import { ConflictError } from "../errors.js";
-import type { DriverWorkspace, DriverWorkspaceOptions, PersistentAwareDriver, Teardown } from "../kit/driver-workspace.js";
+import type { BackendModule, Teardown } from "../contract/module.js";
+import type { DriverWorkspace, DriverWorkspaceOptions, PersistentAwareDriver } from "../kit/driver-workspace.js";
 import { WorkspaceOptionsSchema, type WorkspaceOptions } from "../workspace/workspace.js";
 import { WorkspaceManager, type ManagedIdentity, type ManagerOptions, type ManagerOptionsSchema } from "./manager.js";
 
@@ -13,28 +13,28 @@ type SeedOptions = Pick<z.output<typeof WorkspaceOptionsSchema>, "defaultMcps" |
 /** A sandbox manager's parsed options: manager options, seeds, and the backend spec's fields (no kind). */
 export type SandboxManagerParsedOptions = z.output<typeof ManagerOptionsSchema> & SeedOptions & Record<string, unknown> & Pick<ManagerOptions, "logger" | "onEvent">;
 
-/** What a sandbox backend fixes for its manager. */
-export interface SandboxBackend<Spec extends BackendSpec, W> {
-  kind: Spec["kind"];
-  schema: z.ZodType<Spec>;
-  /** What an idle eviction does (see BackendProfile). */
-  eviction: "pause" | "close";
-  /** The teardown of every workspace built, i.e. what an eviction does to its backend object. */
-  teardown: Teardown;
+/** What a sandbox manager is built from: its backend's descriptor, the Workspace class it makes, and what an eviction does. */
+export interface SandboxBackend<Spec extends { kind: string }, W> {
+  module: BackendModule<Spec, PersistentAwareDriver>;
+  /** The teardown of every workspace built, i.e. what an eviction does to its backend object; default the backend's. */
+  teardown?: Teardown;
   Workspace: new (options: WorkspaceOptions & DriverWorkspaceOptions & Omit<Spec, "kind">) => W;
 }
 
 /**
- * A manager of driver-backed sandbox workspaces (bubblewrap, Docker): one backend spec for
+ * A manager of driver-backed workspaces (the Manager class `defineBackend` builds): one backend spec for
  * runtime ids, the stack's own spec for declared ids, a background sweeper, and warm members
  * nobody claimed destroyed with their files.
  */
-export abstract class SandboxWorkspaceManager<Spec extends BackendSpec, W extends DriverWorkspace<Spec, PersistentAwareDriver>> extends WorkspaceManager<W> {
+export abstract class SandboxWorkspaceManager<Spec extends { kind: string }, W extends DriverWorkspace<Spec, PersistentAwareDriver>> extends WorkspaceManager<W> {
   readonly spec: Spec;
 
   protected constructor(options: SandboxManagerParsedOptions, backend: SandboxBackend<Spec, W>) {
     const { logger, onEvent, isolation, ttl, sweepInterval, prewarm, ignoreOtherBackends, replicaId, leaseRenewInterval, defaultMcps, skillPaths, maxLiveStatefulMcps, instructions, egress, ...backendOptions } = options;
-    const spec = backend.schema.parse({ kind: backend.kind, ...backendOptions });
+    const { module } = backend;
+    const spec = module.schema.parse({ kind: module.kind, ...backendOptions });
+    const fallback = module.defaults.teardown;
+    const teardown = backend.teardown ?? (typeof fallback === "function" ? fallback(spec) : fallback);
     super({
       isolation,
       ttl,
@@ -45,10 +45,10 @@ export abstract class SandboxWorkspaceManager<Spec extends BackendSpec, W extend
       ...(prewarm ? { prewarm } : {}),
       ...(logger ? { logger } : {}),
       ...(onEvent ? { onEvent } : {}),
-      profile: { kind: backend.kind, eviction: backend.eviction, sweep: "background" },
+      profile: { kind: module.kind, eviction: module.defaults.eviction, sweep: module.defaults.sweep },
       factory: (identity) => {
         const declared = identity.declared;
-        const { kind: _kind, ...useSpec } = declaredSpec<Spec>(identity, backend.kind) ?? spec;
+        const { kind: _kind, ...useSpec } = declaredSpec(identity, module) ?? spec;
         return new backend.Workspace({
           ...useSpec,
           workspaceId: identity.workspaceId,
@@ -57,7 +57,7 @@ export abstract class SandboxWorkspaceManager<Spec extends BackendSpec, W extend
           managedBy: identity.managedBy,
           ...(declared?.tags ? { tags: declared.tags } : {}),
           expectExisting: Boolean(declared),
-          teardown: backend.teardown,
+          teardown,
           defaultMcps: declared?.defaultMcps ?? defaultMcps,
           skillPaths: declared?.skillPaths ?? skillPaths,
           maxLiveStatefulMcps,
@@ -77,10 +77,13 @@ export abstract class SandboxWorkspaceManager<Spec extends BackendSpec, W extend
   }
 }
 
-/** The stack's spec for a declared id, refused when the stack put it on another backend. */
-function declaredSpec<Spec extends BackendSpec>(identity: ManagedIdentity, kind: Spec["kind"]): Spec | undefined {
+/** The stack's spec for a declared id (as the backend reads a declared entry), refused when the stack put it on another backend. */
+function declaredSpec<Spec extends { kind: string }>(identity: ManagedIdentity, module: BackendModule<Spec, PersistentAwareDriver>): Spec | undefined {
   const entry = identity.declared;
   if (!entry) return undefined;
+  const own = module.declaredSpec?.(entry);
+  if (own) return own;
+  const kind = module.kind;
   if (entry.backend.kind !== kind) throw new ConflictError(`workspace '${identity.workspaceId}' is declared on backend '${entry.backend.kind}', not ${kind}`);
   return entry.backend as Spec;
 }

@@ -6,7 +6,7 @@ import type { FleetOutputs } from "../contract/fleet.js";
 import type { WorkspaceManager } from "../manager/manager.js";
 import { expandHome } from "../paths.js";
 import { BACKEND_KINDS } from "../contract/registry.js";
-import { loadBackend } from "../backends/load.js";
+import { loadManager } from "../backends/load.js";
 import type { BackendKind } from "../contract/registry.js";
 import type { EgressPolicy } from "../util/egress.js";
 import type { Workspace } from "../workspace/workspace.js";
@@ -72,10 +72,9 @@ export async function openSessionStore(location: string): Promise<SessionStore> 
 export async function serveFleet(options: ServeFleetOptions = {}): Promise<ServedFleet> {
   const kind = (options.backend ?? BACKEND_KINDS[0]!) as BackendKind;
   if (!BACKEND_KINDS.includes(kind)) throw new InvalidArgumentError(`unknown backend '${kind}' (known: ${BACKEND_KINDS.join(", ")})`, { field: "backend" });
-  const module = await loadBackend(kind);
+  const Manager = await loadManager(kind);
   const logger = options.logger ?? silentLogger;
   const basedir = path.resolve(expandHome(options.basedir ?? path.join(os.homedir(), ".agent-workspaces", `${kind}-runtime`)));
-  const Manager = module.Manager as unknown as new (o: Record<string, unknown>) => WorkspaceManager<Workspace>;
   const manager = new Manager({ basedir, ignoreOtherBackends: true, ttl: options.ttl ?? 900, logger, ...(options.egress ? { egress: options.egress } : {}) });
   if (options.fleet) manager.loadFleet(options.fleet);
   const store = await openSessionStore(options.store ?? path.join(os.homedir(), ".agent-workspaces", "service", "sessions.db"));

@@ -1,6 +1,6 @@
 import { describe, it } from "vitest";
 import { DaytonaDriver } from "../../sdk/backends/daytona/driver.js";
-import { DaytonaWorkspace } from "../../sdk/backends/daytona/workspace.js";
+import { DaytonaWorkspace } from "../../sdk/backends/daytona/index.js";
 import { driverContract } from "../contract/driver/driver.contract.js";
 import { sandboxContract } from "../contract/driver/sandbox.contract.js";
 import { uniqueId } from "../contract/fixture.js";

@@ -1,5 +1,5 @@
 import { describe } from "vitest";
-import { E2BWorkspace } from "../../sdk/backends/e2b/workspace.js";
+import { E2BWorkspace } from "../../sdk/backends/e2b/index.js";
 import { uniqueId } from "../contract/fixture.js";
 import { runContractSuites } from "../support/sandbox-fixtures.js";
 

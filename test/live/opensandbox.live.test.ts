@@ -1,6 +1,6 @@
 import { afterAll, describe } from "vitest";
 import { OpenSandboxDriver } from "../../sdk/backends/opensandbox/driver.js";
-import { OpenSandboxWorkspace } from "../../sdk/backends/opensandbox/workspace.js";
+import { OpenSandboxWorkspace } from "../../sdk/backends/opensandbox/index.js";
 import { uniqueId, type WorkspaceFixture } from "../contract/fixture.js";
 import { runContractSuites } from "../support/sandbox-fixtures.js";
 

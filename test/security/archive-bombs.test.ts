@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { constants as zc, crc32, deflateRawSync, gzipSync } from "node:zlib";
 import { afterAll, describe, expect, it } from "vitest";
-import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
+import { LocalWorkspace } from "../../sdk/backends/local/index.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 
 /**

@@ -3,7 +3,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BubblewrapWorkspace } from "../../sdk/backends/bubblewrap/workspace.js";
+import { BubblewrapWorkspace } from "../../sdk/backends/bubblewrap/index.js";
 import { uniqueId } from "../contract/fixture.js";
 import { ECHO_SERVER_IN_WORKSPACE, echoServerBundle } from "../fixtures/mcp/bundle.js";
 

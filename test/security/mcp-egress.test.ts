@@ -9,9 +9,9 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BubblewrapWorkspace } from "../../sdk/backends/bubblewrap/workspace.js";
-import { DockerWorkspace } from "../../sdk/backends/docker/workspace.js";
-import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
+import { BubblewrapWorkspace } from "../../sdk/backends/bubblewrap/index.js";
+import { DockerWorkspace } from "../../sdk/backends/docker/index.js";
+import { LocalWorkspace } from "../../sdk/backends/local/index.js";
 import type { Logger } from "../../sdk/logger.js";
 import { newToken, serveFleet, type ServedFleet } from "../../sdk/service/index.js";
 import { EgressGuard, type EgressPolicy } from "../../sdk/util/egress.js";

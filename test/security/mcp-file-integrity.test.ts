@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
+import { LocalWorkspace } from "../../sdk/backends/local/index.js";
 
 /**
  * Attack: `.mcp` holds every stored MCP registration. When it cannot be read (truncated by a crash,

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
+import { LocalWorkspace } from "../../sdk/backends/local/index.js";
 import type { McpServerSpec } from "../../sdk/workspace/mcp-spec.js";
 import { startHttpEchoServer } from "../fixtures/mcp/http-server.js";
 

@@ -15,7 +15,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BubblewrapSandbox } from "../../sdk/backends/bubblewrap/sandbox.js";
 import { DockerDriver } from "../../sdk/backends/docker/driver.js";
-import { DockerWorkspace } from "../../sdk/backends/docker/workspace.js";
+import { DockerWorkspace } from "../../sdk/backends/docker/index.js";
 import type { Sandbox } from "../../sdk/sandbox.js";
 import { uniqueId } from "../contract/fixture.js";
 import { BASE_IMAGE, dockerEngine } from "../support/docker-engine.js";

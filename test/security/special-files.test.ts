@@ -9,7 +9,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
+import { LocalWorkspace } from "../../sdk/backends/local/index.js";
 import type { WorkspaceTool } from "../../sdk/workspace/tools/common.js";
 
 /** Settles `p`, or says "hung" when it does not within `ms`: a guard against a hang, not a timing assertion. */

@@ -10,7 +10,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
+import { LocalWorkspace } from "../../sdk/backends/local/index.js";
 import { createBuiltinTools } from "../../sdk/workspace/tools/index.js";
 import type { WorkspaceTool } from "../../sdk/workspace/tools/common.js";
 

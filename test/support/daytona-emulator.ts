@@ -1,4 +1,4 @@
-import { DaytonaWorkspace } from "../../sdk/backends/daytona/workspace.js";
+import { DaytonaWorkspace } from "../../sdk/backends/daytona/index.js";
 import { dockerClient } from "../../sdk/backends/docker/client.js";
 import { DaytonaEmulator } from "../emulators/daytona/server.js";
 import { uniqueId, type WorkspaceFixture } from "../contract/fixture.js";

@@ -5,7 +5,7 @@
  *
  * Usage: node --import tsx test/support/daytona-reattach.ts '<json: { workspaceId, apiKey, apiUrl, file }>'
  */
-import { DaytonaWorkspace } from "../../sdk/backends/daytona/workspace.js";
+import { DaytonaWorkspace } from "../../sdk/backends/daytona/index.js";
 
 const cfg = JSON.parse(process.argv[2] ?? "{}") as { workspaceId: string; apiKey: string; apiUrl: string; file: string };
 const ws = new DaytonaWorkspace({ workspaceId: cfg.workspaceId, apiKey: cfg.apiKey, apiUrl: cfg.apiUrl, teardown: "keep", expectExisting: true });

@@ -1,5 +1,5 @@
 import { dockerClient } from "../../sdk/backends/docker/client.js";
-import { E2BWorkspace } from "../../sdk/backends/e2b/workspace.js";
+import { E2BWorkspace } from "../../sdk/backends/e2b/index.js";
 import { uniqueId, type WorkspaceFixture } from "../contract/fixture.js";
 import { startE2BEmulator, type E2BEmulator } from "../emulators/e2b/server.js";
 import { BASE_IMAGE, dockerEngine } from "./docker-engine.js";

@@ -1,9 +1,9 @@
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { BubblewrapWorkspace } from "../../sdk/backends/bubblewrap/workspace.js";
-import { DockerWorkspace } from "../../sdk/backends/docker/workspace.js";
-import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
+import { BubblewrapWorkspace } from "../../sdk/backends/bubblewrap/index.js";
+import { DockerWorkspace } from "../../sdk/backends/docker/index.js";
+import { LocalWorkspace } from "../../sdk/backends/local/index.js";
 import type { Workspace } from "../../sdk/workspace/workspace.js";
 import { uniqueId } from "../contract/fixture.js";
 import { BASE_IMAGE, dockerEngine } from "./docker-engine.js";

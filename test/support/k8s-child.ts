@@ -8,7 +8,7 @@
  * Line: {pod, outcome, files: {path: sha256}} or {error}.
  */
 import { createHash } from "node:crypto";
-import { K8sWorkspaceManager } from "../../sdk/backends/kubernetes/manager.js";
+import { K8sWorkspaceManager } from "../../sdk/backends/kubernetes/index.js";
 import type { K8sSandbox } from "../../sdk/backends/kubernetes/sandbox.js";
 
 interface Config {

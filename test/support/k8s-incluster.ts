@@ -7,7 +7,7 @@
  * Usage (in the Pod): node --import tsx test/support/k8s-incluster.ts '<json {image, namespace, workspaceId}>'
  */
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import { K8sWorkspace } from "../../sdk/backends/kubernetes/workspace.js";
+import { K8sWorkspace } from "../../sdk/backends/kubernetes/index.js";
 
 const cfg = JSON.parse(process.argv[2] ?? "{}") as { image: string; namespace: string; workspaceId: string };
 const out: Record<string, unknown> = {};

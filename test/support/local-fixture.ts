@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll } from "vitest";
-import { LocalWorkspace } from "../../sdk/backends/local/workspace.js";
+import { LocalWorkspace } from "../../sdk/backends/local/index.js";
 import { uniqueId, type WorkspaceFixture } from "../contract/fixture.js";
 
 /** LocalWorkspace over `<tmp>/<workspaceId>`; the tmp folder is removed after the file's tests. */

@@ -10,8 +10,8 @@
  * {type:"event", event} for pause / evict / error manager events, {type:"disposed"}.
  * Closing stdin disposes the manager and exits.
  */
-import { BubblewrapWorkspaceManager } from "../../sdk/backends/bubblewrap/manager.js";
-import { DockerWorkspaceManager } from "../../sdk/backends/docker/manager.js";
+import { BubblewrapWorkspaceManager } from "../../sdk/backends/bubblewrap/index.js";
+import { DockerWorkspaceManager } from "../../sdk/backends/docker/index.js";
 import type { ManagerEvent } from "../../sdk/manager/events.js";
 
 interface Config {

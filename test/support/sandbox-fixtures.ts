@@ -2,8 +2,8 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe } from "vitest";
-import { BubblewrapWorkspace } from "../../sdk/backends/bubblewrap/workspace.js";
-import { DockerWorkspace } from "../../sdk/backends/docker/workspace.js";
+import { BubblewrapWorkspace } from "../../sdk/backends/bubblewrap/index.js";
+import { DockerWorkspace } from "../../sdk/backends/docker/index.js";
 import { uniqueId, type WorkspaceFixture } from "../contract/fixture.js";
 import { BASE_IMAGE } from "./docker-engine.js";
 

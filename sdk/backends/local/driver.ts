@@ -55,6 +55,8 @@ export function defaultLocalBasedir(): string {
  */
 export class LocalDriver implements Driver {
   readonly kind = "local";
+  /** A host folder outlives the process. */
+  readonly persistent = true;
   readonly #basedir: string;
   readonly #path: string | undefined;
   readonly leases: FileLeases;

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BubblewrapWorkspaceManager } from "../../../sdk/backends/bubblewrap/manager.js";
+import { BubblewrapWorkspaceManager } from "../../../sdk/backends/bubblewrap/index.js";
 import { hashedName } from "../../../sdk/backends/bubblewrap/paths.js";
 import type { BubblewrapSandbox } from "../../../sdk/backends/bubblewrap/sandbox.js";
 import { assignWorkspaceId } from "../../../sdk/manager/ids.js";
@@ -65,7 +65,7 @@ describe("BubblewrapWorkspaceManager", () => {
     const script = path.join(basedir, `bw-${w}.mts`);
     await fs.writeFile(
       script,
-      `import { BubblewrapWorkspaceManager } from ${JSON.stringify(path.join(ROOT, "sdk/backends/bubblewrap/manager.ts"))};
+      `import { BubblewrapWorkspaceManager } from ${JSON.stringify(path.join(ROOT, "sdk/backends/bubblewrap/index.ts"))};
 const m = new BubblewrapWorkspaceManager({ basedir: ${JSON.stringify(basedir)} });
 const ws = await m.getWorkspace("u-r", "a", undefined, ${JSON.stringify(w)});
 await ws.getBackend().appendFile("runs.txt", "run\\n");

@@ -6,7 +6,7 @@ import { BubblewrapDriver } from "../../../sdk/backends/bubblewrap/driver.js";
 import { loadDriver } from "../../../sdk/backends/load.js";
 import { hashedName } from "../../../sdk/backends/bubblewrap/paths.js";
 import type { BubblewrapSandbox } from "../../../sdk/backends/bubblewrap/sandbox.js";
-import { BubblewrapWorkspace } from "../../../sdk/backends/bubblewrap/workspace.js";
+import { BubblewrapWorkspace } from "../../../sdk/backends/bubblewrap/index.js";
 import { uniqueId } from "../../contract/fixture.js";
 import { expectCode } from "../../contract/helpers.js";
 import { ECHO_SERVER, ROOT, bubblewrapFixture, runContractSuites } from "../../support/sandbox-fixtures.js";

@@ -4,7 +4,7 @@
 // that suite checks byte for byte; stdio MCP over spawn is covered on the persistent fixture.
 import { afterAll, describe } from "vitest";
 import { DockerDriver } from "../../../sdk/backends/docker/driver.js";
-import { DockerWorkspace } from "../../../sdk/backends/docker/workspace.js";
+import { DockerWorkspace } from "../../../sdk/backends/docker/index.js";
 import { uniqueId, type WorkspaceFixture } from "../../contract/fixture.js";
 import { BASE_IMAGE, dockerEngine } from "../../support/docker-engine.js";
 import { ECHO_SERVER, ROOT, runContractSuites } from "../../support/sandbox-fixtures.js";

@@ -5,7 +5,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DockerDriver } from "../../../sdk/backends/docker/driver.js";
-import { DockerWorkspaceManager } from "../../../sdk/backends/docker/manager.js";
+import { DockerWorkspaceManager } from "../../../sdk/backends/docker/index.js";
 import type { DockerSandbox } from "../../../sdk/backends/docker/sandbox.js";
 import type { ManagerEvent } from "../../../sdk/manager/events.js";
 import { assignWorkspaceId } from "../../../sdk/manager/ids.js";
@@ -122,7 +122,7 @@ describe.skipIf(!engine)("DockerWorkspaceManager", () => {
     const script = path.join(basedir, `mgr-${w}.mts`);
     await fs.writeFile(
       script,
-      `import { DockerWorkspaceManager } from ${JSON.stringify(path.join(ROOT, "sdk/backends/docker/manager.ts"))};
+      `import { DockerWorkspaceManager } from ${JSON.stringify(path.join(ROOT, "sdk/backends/docker/index.ts"))};
 const m = new DockerWorkspaceManager({ basedir: ${JSON.stringify(basedir)}, baseImage: ${JSON.stringify(BASE_IMAGE)} });
 const ws = await m.getWorkspace("u-restart", "a", undefined, ${JSON.stringify(w)});
 const seen = (await ws.getBackend().stat("proc-count.txt")) ? Number((await ws.getBackend().readFile("proc-count.txt")).toString()) : 0;

@@ -4,7 +4,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { dockerClient } from "../../../sdk/backends/docker/client.js";
 import { containerName, DockerDriver } from "../../../sdk/backends/docker/driver.js";
-import { DockerWorkspace } from "../../../sdk/backends/docker/workspace.js";
+import { DockerWorkspace } from "../../../sdk/backends/docker/index.js";
 import { pauseUnlessLeased } from "../../../sdk/kit/lease.js";
 import { newReplicaId } from "../../../sdk/contract/leases.js";
 import { uniqueId } from "../../contract/fixture.js";

@@ -9,7 +9,7 @@ import { dockerClient } from "../../../sdk/backends/docker/client.js";
 import { DockerDriver, containerName } from "../../../sdk/backends/docker/driver.js";
 import { ensureImage, imageExists, renderBuildContext } from "../../../sdk/backends/docker/image.js";
 import type { DockerSandbox } from "../../../sdk/backends/docker/sandbox.js";
-import { DockerWorkspace } from "../../../sdk/backends/docker/workspace.js";
+import { DockerWorkspace } from "../../../sdk/backends/docker/index.js";
 import { LABELS } from "../../../sdk/contract/driver.js";
 import { loadDriver } from "../../../sdk/backends/load.js";
 import { uniqueId } from "../../contract/fixture.js";
@@ -582,7 +582,7 @@ describe.skipIf(!engine)("Docker backend", () => {
       const script = path.join(basedir, `restart-${w}.mts`);
       await fs.writeFile(
         script,
-        `import { DockerWorkspace } from ${JSON.stringify(path.join(ROOT, "sdk/backends/docker/workspace.ts"))};
+        `import { DockerWorkspace } from ${JSON.stringify(path.join(ROOT, "sdk/backends/docker/index.ts"))};
 const ws = new DockerWorkspace({ workspaceId: ${JSON.stringify(w)}, basedir: ${JSON.stringify(basedir)}, baseImage: ${JSON.stringify(BASE_IMAGE)}, readOnlyPaths: [${JSON.stringify(ROOT)}], teardown: "keep" });
 await ws.initialize();
 await ws.getBackend().writeFile("from-first-process.txt", String(process.pid));

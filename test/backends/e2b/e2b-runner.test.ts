@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { dockerClient } from "../../../sdk/backends/docker/client.js";
 import { E2BDriver, REFERENCE_KEY } from "../../../sdk/backends/e2b/driver.js";
 import { E2BSandbox } from "../../../sdk/backends/e2b/sandbox.js";
-import { E2BWorkspace } from "../../../sdk/backends/e2b/workspace.js";
+import { E2BWorkspace } from "../../../sdk/backends/e2b/index.js";
 import type { Logger } from "../../../sdk/logger.js";
 import { uniqueId } from "../../contract/fixture.js";
 import { run } from "../../emulators/e2b/containers.js";

@@ -7,7 +7,7 @@ import { Sandbox } from "e2b";
 import { afterAll, describe, expect, it } from "vitest";
 import { E2BDriver, REFERENCE_KEY } from "../../../sdk/backends/e2b/driver.js";
 import { e2bError } from "../../../sdk/backends/e2b/client.js";
-import { E2BWorkspace } from "../../../sdk/backends/e2b/workspace.js";
+import { E2BWorkspace } from "../../../sdk/backends/e2b/index.js";
 import { LABELS } from "../../../sdk/contract/driver.js";
 import { uniqueId } from "../../contract/fixture.js";
 import { ECHO_SERVER_IN_WORKSPACE, echoServerBundle } from "../../fixtures/mcp/bundle.js";
@@ -37,7 +37,7 @@ describe.skipIf(!emu)("E2B backend: reattach, pause, races and faults (emulator)
     await ws.close();
     expect(copies(id).map((s) => s.state)).toEqual(["paused"]);
     const child = `
-      import { E2BWorkspace } from "./sdk/backends/e2b/workspace.ts";
+      import { E2BWorkspace } from "./sdk/backends/e2b/index.ts";
       const ws = new E2BWorkspace(${JSON.stringify({ workspaceId: id, userId: "u1", agentId: "a1", ...conn() })});
       await ws.initialize();
       const text = (await ws.getBackend().readFile("notes/a.txt")).toString();

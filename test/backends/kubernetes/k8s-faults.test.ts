@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { K8sDriver } from "../../../sdk/backends/kubernetes/driver.js";
-import { K8sWorkspaceManager } from "../../../sdk/backends/kubernetes/manager.js";
+import { K8sWorkspaceManager } from "../../../sdk/backends/kubernetes/index.js";
 import { objectName } from "../../../sdk/backends/kubernetes/names.js";
 import { uniqueId } from "../../contract/fixture.js";
 import { k8sCluster, objectsFor } from "../../support/k8s-cluster.js";

@@ -2,7 +2,7 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { LocalWorkspace } from "../../../sdk/backends/local/workspace.js";
+import { LocalWorkspace } from "../../../sdk/backends/local/index.js";
 import { extractArchive, safeMemberPath, spoolInput } from "../../../sdk/workspace/archive.js";
 import { parseSkillMarkdown } from "../../../sdk/workspace/frontmatter.js";
 import { DEFAULT_WORKSPACE_INSTRUCTIONS, renderInstructions } from "../../../sdk/workspace/instructions.js";

@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe } from "vitest";
 import { OpenSandboxDriver } from "../../../sdk/backends/opensandbox/driver.js";
-import { OpenSandboxWorkspace } from "../../../sdk/backends/opensandbox/workspace.js";
+import { OpenSandboxWorkspace } from "../../../sdk/backends/opensandbox/index.js";
 import { uniqueId, type WorkspaceFixture } from "../../contract/fixture.js";
 import { OPENSANDBOX_TEST_IMAGE, openSandboxServer } from "../../support/opensandbox-server.js";
 import { runContractSuites } from "../../support/sandbox-fixtures.js";

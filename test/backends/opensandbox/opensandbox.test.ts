@@ -9,7 +9,7 @@ import { SandboxManager } from "@alibaba-group/opensandbox";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { LABELS } from "../../../sdk/contract/driver.js";
 import { OpenSandboxDriver, SCOPE_KEY } from "../../../sdk/backends/opensandbox/driver.js";
-import { OpenSandboxWorkspace } from "../../../sdk/backends/opensandbox/workspace.js";
+import { OpenSandboxWorkspace } from "../../../sdk/backends/opensandbox/index.js";
 import { uniqueId } from "../../contract/fixture.js";
 import { ECHO_SERVER_IN_WORKSPACE, echoServerBundle } from "../../fixtures/mcp/bundle.js";
 import { OPENSANDBOX_TEST_IMAGE, openSandboxServer } from "../../support/opensandbox-server.js";
@@ -54,7 +54,7 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
   it("reattaches from a new process by metadata, with the files it left", async () => {
     const w = id("re");
     const child = `
-      import { OpenSandboxWorkspace } from "./sdk/backends/opensandbox/workspace.ts";
+      import { OpenSandboxWorkspace } from "./sdk/backends/opensandbox/index.ts";
       const ws = new OpenSandboxWorkspace({ workspaceId: ${JSON.stringify(w)}, basedir: ${JSON.stringify(basedir)}, image: ${JSON.stringify(OPENSANDBOX_TEST_IMAGE)}, userId: "u-re", agentId: "a-re", teardown: "keep" });
       await ws.initialize();
       await ws.getBackend().writeFile("data/left.txt", "from the first process\\n");

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { DaytonaDriver } from "../../../sdk/backends/daytona/driver.js";
 import { DaytonaSandbox } from "../../../sdk/backends/daytona/sandbox.js";
-import { DaytonaWorkspace } from "../../../sdk/backends/daytona/workspace.js";
+import { DaytonaWorkspace } from "../../../sdk/backends/daytona/index.js";
 import { q } from "../../../sdk/backends/daytona/scripts.js";
 import type { Logger } from "../../../sdk/logger.js";
 import { uniqueId } from "../../contract/fixture.js";

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { DaytonaDriver, REFERENCE_LABEL } from "../../../sdk/backends/daytona/driver.js";
-import { DaytonaWorkspace } from "../../../sdk/backends/daytona/workspace.js";
+import { DaytonaWorkspace } from "../../../sdk/backends/daytona/index.js";
 import { LABELS } from "../../../sdk/contract/driver.js";
 import { RateLimitedError } from "../../../sdk/errors.js";
 import type { Logger } from "../../../sdk/logger.js";
