@@ -50,7 +50,8 @@ function describe(checker: ts.TypeChecker, symbol: ts.Symbol): string {
 }
 
 function clip(text: string): string {
-  const one = text.replace(/\s+/g, " ");
+  // A type no entry point names prints as import("<absolute path>"): made relative, so the report is the same in every checkout.
+  const one = text.replace(/\s+/g, " ").replaceAll(`import("${root}/`, 'import("');
   return one.length > MAX_TYPE ? `${one.slice(0, MAX_TYPE)}…` : one;
 }
 
