@@ -8,7 +8,7 @@
  */
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import type tar from "tar-stream";
+import tar from "tar-stream";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../errors.js";
 import type { ExecResult, FileInfo, Sandbox } from "../sandbox.js";
 import { checkRelativePath } from "../paths.js";
@@ -132,6 +132,21 @@ export async function packTree(pack: tar.Pack, source: string, name: string): Pr
   }
 }
 
+
+/** A host file or tree as a tar held in memory whose top entry is `name` (packTree's rules). */
+export async function packArchive(source: string, name: string): Promise<Buffer> {
+  const pack = tar.pack();
+  const chunks: Buffer[] = [];
+  pack.on("data", (c: unknown) => void chunks.push(c as Buffer));
+  const done = new Promise<void>((resolve, reject) => {
+    pack.on("end", resolve);
+    pack.on("error", reject);
+  });
+  await packTree(pack, source, name);
+  pack.finalize();
+  await done;
+  return Buffer.concat(chunks);
+}
 /** A path that must name something inside the root, not the root itself. */
 export function nonRoot(rel: string): string {
   if (rel === "") throw new PathEscapeError(rel, "must name a file, not the workspace root");
