@@ -205,12 +205,12 @@ export abstract class RunnerSandbox implements Sandbox {
       mkdir: (rel) => f.mkdir(rel),
       rename: (from, to) => f.rename(from, to),
       copyIn: (hostPath, to) => t.copyIn(hostPath, to),
-      readRange: c.readRange ?? ((rel, offset, length) => rangeOfWholeRead(this, rel, offset, length)),
-      listPage: c.listPage ?? (async (rel, o) => pageOfEntries(await this.list(rel), o)),
-      walkTree: c.walkTree ?? ((rel, o) => walkTreeByList(this, rel, o)),
-      readDirTyped: c.readDirTyped ?? (async (rel) => (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }))),
-      copyTree: c.copyTree ?? ((from, to, o) => copyTreeFileByFile(this, from, to, o)),
-      createFile: c.createFile ?? ((rel, data) => this.writeFile(rel, data, { exclusive: true })),
+      readRange: c.readRange?.bind(c) ?? ((rel, offset, length) => rangeOfWholeRead(this, rel, offset, length)),
+      listPage: c.listPage?.bind(c) ?? (async (rel, o) => pageOfEntries(await this.list(rel), o)),
+      walkTree: c.walkTree?.bind(c) ?? ((rel, o) => walkTreeByList(this, rel, o)),
+      readDirTyped: c.readDirTyped?.bind(c) ?? (async (rel) => (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }))),
+      copyTree: c.copyTree?.bind(c) ?? ((from, to, o) => copyTreeFileByFile(this, from, to, o)),
+      createFile: c.createFile?.bind(c) ?? ((rel, data) => this.writeFile(rel, data, { exclusive: true })),
     };
     this.#plain = { transport: t, side };
     return side;
