@@ -188,6 +188,56 @@ export async function copyTreeFileByFile(
   await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));
 }
 
+/**
+ * list, stat, remove, mkdir and rename through the shared scripts, for a plain side that runs each
+ * script as one command of its own and carries its bytes its own way (Docker, E2B).
+ */
+export abstract class ScriptFiles {
+  /** Names the sandbox in error messages ("the container"). */
+  protected abstract readonly where: string;
+  /** Runs prelude + SHELL_SCRIPTS[name] with `args`; stdout and stderr byte-exact. */
+  protected abstract script(name: "list" | "stat" | "remove" | "mkdir" | "rename", args: string[]): Promise<ExecResult>;
+
+  async list(rel: string): Promise<FileInfo[]> {
+    const clean = checkRelativePath(rel);
+    const r = await this.script("list", [clean]);
+    this.check(r, "list", clean);
+    return parseFind(r.stdout);
+  }
+
+  async stat(rel: string): Promise<FileInfo | null> {
+    const clean = checkRelativePath(rel);
+    const r = await this.script("stat", [clean]);
+    this.check(r, "stat", clean);
+    const info = parseFind(r.stdout)[0];
+    return info ? { ...info, name: path.posix.basename(clean) || "." } : null;
+  }
+
+  async remove(rel: string): Promise<void> {
+    const clean = checkRelativePath(rel);
+    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
+    this.check(await this.script("remove", [clean]), "remove", clean);
+  }
+
+  async mkdir(rel: string): Promise<void> {
+    const clean = checkRelativePath(rel);
+    this.check(await this.script("mkdir", [clean]), "create directory", clean);
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    const a = nonRoot(checkRelativePath(from, "from"));
+    const b = nonRoot(checkRelativePath(to, "to"));
+    const r = await this.script("rename", [a, b]);
+    if (r.exitCode === SHELL_EXIT.exists) throw new ConflictError(`${b} already exists`, { field: "to" });
+    this.check(r, "rename", a);
+  }
+
+  protected check(r: ExecResult, verb: string, rel: string): void {
+    const e = shellFileError(r, verb, rel, this.where);
+    if (e) throw e;
+  }
+}
+
 /** What a backend gives the fallback's file operations: how a script runs and how bytes travel. */
 export interface ShellFilesBackend {
   /** Runs prelude + SHELL_SCRIPTS[name] with `args` (stdin when given); stdout and stderr byte-exact. */

@@ -5,11 +5,11 @@ import path from "node:path";
 import { PassThrough, Writable, type Duplex, type Readable } from "node:stream";
 import type Docker from "dockerode";
 import tar from "tar-stream";
-import { ConflictError, PathEscapeError, TooLargeError } from "../../errors.js";
-import type { ExecOptions, ExecResult, FileInfo, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import { ConflictError, TooLargeError } from "../../errors.js";
+import type { ExecOptions, ExecResult, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
-import { nonRoot, packTree, parseFind, shellFileError, shellKillScript, shellPrelude, SHELL_SCRIPTS } from "../../kit/shell-files.js";
+import { nonRoot, packTree, ScriptFiles, shellKillScript, shellPrelude, SHELL_SCRIPTS } from "../../kit/shell-files.js";
 import type { PlainFiles, PlainTransport } from "../../kit/runner-sandbox.js";
 import { dockerError } from "./errors.js";
 
@@ -49,15 +49,18 @@ mv -T -- "$2" "$p" || { rm -rf -- "$2"; exit 1; }`,
 } as const;
 
 /** One engine exec per command and file operation, in a container whose image cannot run the runner. */
-export class DockerPlain implements PlainTransport, PlainFiles {
+export class DockerPlain extends ScriptFiles implements PlainTransport, PlainFiles {
   readonly files: PlainFiles = this;
+  protected readonly where = "the container";
   readonly #live = new Map<string, { stream?: Duplex | undefined; done: Promise<unknown> }>();
 
   constructor(
     private readonly docker: Docker,
     private readonly container: Docker.Container,
     private readonly env: string[],
-  ) {}
+  ) {
+    super();
+  }
 
   async exec(argv: string[], options: ExecOptions): Promise<ExecResult> {
     const cwd = options.cwd ? await this.#resolveCwd(options.cwd) : DOCKER_WORKDIR;
@@ -126,53 +129,19 @@ export class DockerPlain implements PlainTransport, PlainFiles {
     const max = options.maxBytes;
     const r = await this.#op("read", [clean, max === undefined ? "-" : String(max)], { max: (max ?? 1024 * 1024 * 1024) + 1 });
     if (r.exitCode === 71) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${max}-byte limit`, { field: "path" });
-    this.#check(r, "read", clean);
+    this.check(r, "read", clean);
     return r.stdout;
   }
 
   async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
     const clean = nonRoot(checkRelativePath(rel));
     const mode = options.mode === undefined ? "-" : options.mode.toString(8);
-    this.#check(await this.#op("write", [clean, mode, options.exclusive ? "x" : "-"], { stdin: data }), "write", clean);
+    this.check(await this.#op("write", [clean, mode, options.exclusive ? "x" : "-"], { stdin: data }), "write", clean);
   }
 
   async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
     const clean = nonRoot(checkRelativePath(rel));
-    this.#check(await this.#op("append", [clean], { stdin: data }), "append to", clean);
-  }
-
-  async list(rel: string): Promise<FileInfo[]> {
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("list", [clean]);
-    this.#check(r, "list", clean);
-    return parseFind(r.stdout);
-  }
-
-  async stat(rel: string): Promise<FileInfo | null> {
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("stat", [clean]);
-    this.#check(r, "stat", clean);
-    const info = parseFind(r.stdout)[0];
-    return info ? { ...info, name: path.posix.basename(clean) || "." } : null;
-  }
-
-  async remove(rel: string): Promise<void> {
-    const clean = checkRelativePath(rel);
-    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
-    this.#check(await this.#op("remove", [clean]), "remove", clean);
-  }
-
-  async mkdir(rel: string): Promise<void> {
-    const clean = checkRelativePath(rel);
-    this.#check(await this.#op("mkdir", [clean]), "create directory", clean);
-  }
-
-  async rename(from: string, to: string): Promise<void> {
-    const a = nonRoot(checkRelativePath(from, "from"));
-    const b = nonRoot(checkRelativePath(to, "to"));
-    const r = await this.#op("rename", [a, b]);
-    if (r.exitCode === 69) throw new ConflictError(`${b} already exists`, { field: "to" });
-    this.#check(r, "rename", a);
+    this.check(await this.#op("append", [clean], { stdin: data }), "append to", clean);
   }
 
   /** Streams a host file or tree (symlinks skipped) as a tar archive into a temp name, then moves it into place. */
@@ -180,7 +149,7 @@ export class DockerPlain implements PlainTransport, PlainFiles {
     const clean = nonRoot(checkRelativePath(to, "to"));
     const prep = await this.#op("copyPrepare", [clean]);
     if (prep.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: "path" });
-    this.#check(prep, "copy into", clean);
+    this.check(prep, "copy into", clean);
     const parent = prep.stdout.toString();
     const tmpName = `.agentws-copy-${randomBytes(6).toString("hex")}`;
     const pack = tar.pack();
@@ -197,10 +166,14 @@ export class DockerPlain implements PlainTransport, PlainFiles {
     }
     const fin = await this.#op("copyFinish", [clean, `${parent}/${tmpName}`]);
     if (fin.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: "path" });
-    this.#check(fin, "copy into", clean);
+    this.check(fin, "copy into", clean);
   }
 
   /** A piece of a file of any size: read from its offset by the runner (without python3: cut from a capped whole read). */
+  protected script(name: "list" | "stat" | "remove" | "mkdir" | "rename", args: string[]): Promise<ExecResult> {
+    return this.#op(name, args);
+  }
+
   /** Kills every process this transport spawned and drops their streams. */
   async close(): Promise<void> {
     const live = [...this.#live.entries()];
@@ -217,7 +190,7 @@ export class DockerPlain implements PlainTransport, PlainFiles {
     const clean = checkRelativePath(cwd, "cwd");
     if (clean === "") return DOCKER_WORKDIR;
     const r = await this.#run(["sh", "-c", PRELUDE + SCRIPTS.cwd, "sh", clean], { workdir: "/" });
-    this.#check(r, "use as working directory", clean);
+    this.check(r, "use as working directory", clean);
     return r.stdout.toString();
   }
 
@@ -227,11 +200,6 @@ export class DockerPlain implements PlainTransport, PlainFiles {
       ...(o.stdin !== undefined ? { stdin: o.stdin } : {}),
       maxOutputBytes: o.max ?? DEFAULT_MAX_OUTPUT,
     });
-  }
-
-  #check(r: ExecResult, verb: string, rel: string): void {
-    const e = shellFileError(r, verb, rel, "the container");
-    if (e) throw e;
   }
 
   async #killMarker(marker: string): Promise<void> {

@@ -1,15 +1,14 @@
 // The E2B fallback for sandboxes without python3 (no runner): one E2B command per exec, files-API
 // transfers to a private staging folder plus confined scripts (scripts.ts), one background command per process.
 import { randomBytes } from "node:crypto";
-import path from "node:path";
 import { PassThrough, Writable } from "node:stream";
 import type { Sandbox as E2BSdkSandbox, CommandHandle } from "e2b";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError } from "../../errors.js";
 import { checkRelativePath } from "../../paths.js";
-import type { ExecOptions, ExecResult, FileInfo, SandboxProcess, SpawnOptions } from "../../sandbox.js";
+import type { ExecOptions, ExecResult, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import type { PlainFiles, PlainTransport } from "../../kit/runner-sandbox.js";
-import { nonRoot, packArchive, parseFind, shellFileError } from "../../kit/shell-files.js";
+import { nonRoot, packArchive, ScriptFiles } from "../../kit/shell-files.js";
 import { e2bError } from "./client.js";
 import { E2B_STAGING, E2B_WORKDIR, commandIn, quote, scriptCommand, type SCRIPTS } from "./scripts.js";
 
@@ -17,8 +16,9 @@ import { E2B_STAGING, E2B_WORKDIR, commandIn, quote, scriptCommand, type SCRIPTS
 const MAX_READ = 1024 ** 3;
 
 /** One E2B command per exec and file operation, in a sandbox that cannot run the runner. */
-export class E2BPlain implements PlainTransport, PlainFiles {
+export class E2BPlain extends ScriptFiles implements PlainTransport, PlainFiles {
   readonly files: PlainFiles = this;
+  protected readonly where = "the e2b sandbox";
   readonly #live = new Set<CommandHandle>();
   #plainReady: Promise<void> | undefined;
 
@@ -26,7 +26,9 @@ export class E2BPlain implements PlainTransport, PlainFiles {
     private readonly sbx: E2BSdkSandbox,
     private readonly touch: () => void,
     private readonly secret: string | undefined,
-  ) {}
+  ) {
+    super();
+  }
 
   readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
     return this.#plainReadFile(rel, options);
@@ -36,47 +38,13 @@ export class E2BPlain implements PlainTransport, PlainFiles {
     const clean = nonRoot(checkRelativePath(rel));
     const staged = await this.#stage(data, clean);
     const mode = options.mode === undefined ? "-" : (options.mode & 0o7777).toString(8);
-    this.#check(await this.#op("place", [clean, staged, mode, options.exclusive ? "x" : "-"]), "write", clean);
+    this.check(await this.#op("place", [clean, staged, mode, options.exclusive ? "x" : "-"]), "write", clean);
   }
 
   async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
     const clean = nonRoot(checkRelativePath(rel));
     const staged = await this.#stage(data, clean);
-    this.#check(await this.#op("append", [clean, staged]), "append to", clean);
-  }
-
-  async list(rel: string): Promise<FileInfo[]> {
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("list", [clean]);
-    this.#check(r, "list", clean);
-    return parseFind(r.stdout);
-  }
-
-  async stat(rel: string): Promise<FileInfo | null> {
-    const clean = checkRelativePath(rel);
-    const r = await this.#op("stat", [clean]);
-    this.#check(r, "stat", clean);
-    const info = parseFind(r.stdout)[0];
-    return info ? { ...info, name: path.posix.basename(clean) || "." } : null;
-  }
-
-  async remove(rel: string): Promise<void> {
-    const clean = checkRelativePath(rel);
-    if (clean === "") throw new PathEscapeError(rel, "cannot remove the workspace root");
-    this.#check(await this.#op("remove", [clean]), "remove", clean);
-  }
-
-  async mkdir(rel: string): Promise<void> {
-    const clean = checkRelativePath(rel);
-    this.#check(await this.#op("mkdir", [clean]), "create directory", clean);
-  }
-
-  async rename(from: string, to: string): Promise<void> {
-    const a = nonRoot(checkRelativePath(from, "from"));
-    const b = nonRoot(checkRelativePath(to, "to"));
-    const r = await this.#op("rename", [a, b]);
-    if (r.exitCode === 69) throw new ConflictError(`${b} already exists`, { field: "to" });
-    this.#check(r, "rename", a);
+    this.check(await this.#op("append", [clean, staged]), "append to", clean);
   }
 
   /** Through the runner, file by file; without python3, one tar uploaded and unpacked into place in one script. */
@@ -86,9 +54,13 @@ export class E2BPlain implements PlainTransport, PlainFiles {
     const staged = await this.#stage(await packArchive(hostSource, name), clean);
     const r = await this.#op("unpack", [clean, staged, name]);
     if (r.exitCode === 69) throw new ConflictError(`${clean} already exists`, { field: "path" });
-    this.#check(r, "copy into", clean);
+    this.check(r, "copy into", clean);
   }
 
+
+  protected script(name: "list" | "stat" | "remove" | "mkdir" | "rename", args: string[]): Promise<ExecResult> {
+    return this.#op(name, args);
+  }
 
   /** Kills what this transport spawned. */
   async close(): Promise<void> {
@@ -194,7 +166,7 @@ export class E2BPlain implements PlainTransport, PlainFiles {
     const max = options.maxBytes;
     const r = await this.#op("locate", [clean, max === undefined ? "-" : String(max)]);
     if (r.exitCode === 71) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${max}-byte limit`, { field: "path" });
-    this.#check(r, "read", clean);
+    this.check(r, "read", clean);
     const [size, resolved] = splitOnce(r.stdout.toString(), "\t");
     if (Number(size) > MAX_READ) throw new TooLargeError(`${clean} is ${size} bytes, over the ${MAX_READ}-byte read limit`, { field: "path" });
     const bytes = await this.#call("read", clean, () => this.sbx.files.read(resolved, { format: "bytes" }));
@@ -277,11 +249,6 @@ export class E2BPlain implements PlainTransport, PlainFiles {
       if (timer) clearTimeout(timer);
       o.signal?.removeEventListener("abort", stop);
     }
-  }
-
-  #check(r: ExecResult, verb: string, rel: string): void {
-    const e = shellFileError(r, verb, rel, "the e2b sandbox");
-    if (e) throw e;
   }
 
 }
