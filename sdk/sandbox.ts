@@ -219,3 +219,57 @@ export function pageBounds(options: ListPageOptions = {}): { offset: number; lim
 export function cursorAt(offset: number, token?: string): string {
   return token ? `o${offset}.${token}` : `o${offset}`;
 }
+
+/**
+ * Every Sandbox method that does one piece of work and settles (spawn, which starts a process, and
+ * close are apart): the one list wrappers (tracking, resume-on-use) derive what they wrap from. A
+ * method added to Sandbox and not here fails to compile below.
+ */
+export const SANDBOX_OPERATIONS = [
+  "exec",
+  "readFile",
+  "writeFile",
+  "appendFile",
+  "list",
+  "stat",
+  "remove",
+  "mkdir",
+  "rename",
+  "copyIn",
+  "readRange",
+  "readDirTyped",
+  "listPage",
+  "walkTree",
+  "copyTree",
+  "createFile",
+] as const satisfies readonly (keyof Sandbox)[];
+
+export type SandboxOperation = (typeof SANDBOX_OPERATIONS)[number];
+type SandboxMethod = { [K in keyof Sandbox]-?: NonNullable<Sandbox[K]> extends (...args: never[]) => unknown ? K : never }[keyof Sandbox];
+/** Compile-time check: never unless a Sandbox method is missing from SANDBOX_OPERATIONS. */
+type Unlisted = Exclude<SandboxMethod, SandboxOperation | "spawn" | "close">;
+const _everyMethodListed: [Unlisted] extends [never] ? true : Unlisted = true;
+
+/**
+ * A handle forwarding everything to `inner` (so `instanceof`, casts and a backend's extra properties
+ * hold), where `wrap` may replace a method: it gets the method's name and the method bound to `inner`,
+ * and returns the replacement, or undefined to forward it as it is. Each replacement is made once.
+ * Properties are read with `inner` as receiver: backends keep state in private fields, which a proxy
+ * receiver cannot reach.
+ */
+export function forwardingSandbox<S extends Sandbox>(inner: S, wrap: (name: PropertyKey, method: (...args: unknown[]) => unknown) => ((...args: unknown[]) => unknown) | undefined): S {
+  const made = new Map<PropertyKey, unknown>();
+  return new Proxy(inner, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (typeof value !== "function") return value;
+      let fn = made.get(prop);
+      if (fn === undefined) {
+        const bound = (value as (...args: unknown[]) => unknown).bind(target);
+        fn = wrap(prop, bound) ?? bound;
+        made.set(prop, fn);
+      }
+      return fn;
+    },
+  });
+}

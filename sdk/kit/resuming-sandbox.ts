@@ -1,26 +1,10 @@
 import { NotFoundError, WorkspaceError } from "../errors.js";
 import type { Logger } from "../logger.js";
-import type { Sandbox } from "../sandbox.js";
+import { forwardingSandbox, SANDBOX_OPERATIONS, type Sandbox } from "../sandbox.js";
 import type { Driver } from "../contract/driver.js";
 
-/** Sandbox methods retried once after a resume. spawn is not: its failure surfaces on the stream, after it started. */
-const RETRIED = new Set<PropertyKey>([
-  "exec",
-  "readFile",
-  "writeFile",
-  "appendFile",
-  "list",
-  "stat",
-  "remove",
-  "mkdir",
-  "rename",
-  "copyIn",
-  "readDirTyped",
-  "copyTree",
-  "createFile",
-  "listPage",
-  "walkTree",
-]);
+/** Sandbox methods retried once after a resume: every operation. spawn is not: its failure surfaces on the stream, after it started. */
+const RETRIED = new Set<PropertyKey>(SANDBOX_OPERATIONS);
 
 /**
  * Brings a workspace's backend object back to running when an operation found it unavailable:
@@ -76,28 +60,17 @@ export class BackendResumer {
  * Everything else (properties, spawn, close) is the inner handle's, so `instanceof` and casts hold.
  */
 export function resumingSandbox<S extends Sandbox>(inner: S, resumer: BackendResumer): S {
-  const wrapped = new Map<PropertyKey, unknown>();
-  return new Proxy(inner, {
-    get(target, prop) {
-      const value: unknown = Reflect.get(target, prop, target);
-      if (typeof value !== "function") return value;
-      let fn = wrapped.get(prop);
-      if (fn === undefined) {
-        const method = value as (...args: unknown[]) => unknown;
-        fn = RETRIED.has(prop)
-          ? async (...args: unknown[]) => {
-              try {
-                return await method.apply(target, args);
-              } catch (e) {
-                if (!(e instanceof WorkspaceError) || e.code !== "unavailable" || !resumer.active) throw e;
-                await resumer.resume();
-                return await method.apply(target, args);
-              }
-            }
-          : method.bind(target);
-        wrapped.set(prop, fn);
-      }
-      return fn;
-    },
-  });
+  return forwardingSandbox(inner, (prop, method) =>
+    RETRIED.has(prop)
+      ? async (...args: unknown[]) => {
+          try {
+            return await method(...args);
+          } catch (e) {
+            if (!(e instanceof WorkspaceError) || e.code !== "unavailable" || !resumer.active) throw e;
+            await resumer.resume();
+            return await method(...args);
+          }
+        }
+      : undefined,
+  );
 }

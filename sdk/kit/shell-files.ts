@@ -8,7 +8,7 @@
  */
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import type tar from "tar-stream";
+import tar from "tar-stream";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, InvalidArgumentError, ExecFailedError } from "../errors.js";
 import type { ExecResult, FileInfo, Sandbox } from "../sandbox.js";
 import { checkRelativePath } from "../paths.js";
@@ -132,6 +132,21 @@ export async function packTree(pack: tar.Pack, source: string, name: string): Pr
   }
 }
 
+
+/** A host file or tree as a tar held in memory whose top entry is `name` (packTree's rules). */
+export async function packArchive(source: string, name: string): Promise<Buffer> {
+  const pack = tar.pack();
+  const chunks: Buffer[] = [];
+  pack.on("data", (c: unknown) => void chunks.push(c as Buffer));
+  const done = new Promise<void>((resolve, reject) => {
+    pack.on("end", resolve);
+    pack.on("error", reject);
+  });
+  await packTree(pack, source, name);
+  pack.finalize();
+  await done;
+  return Buffer.concat(chunks);
+}
 /** A path that must name something inside the root, not the root itself. */
 export function nonRoot(rel: string): string {
   if (rel === "") throw new PathEscapeError(`path '${rel}' must name a file, not the workspace root`);
@@ -171,6 +186,56 @@ export async function copyTreeFileByFile(
     }
   };
   await walk(checkRelativePath(from, "from"), checkRelativePath(to, "to"));
+}
+
+/**
+ * list, stat, remove, mkdir and rename through the shared scripts, for a plain side that runs each
+ * script as one command of its own and carries its bytes its own way (Docker, E2B).
+ */
+export abstract class ScriptFiles {
+  /** Names the sandbox in error messages ("the container"). */
+  protected abstract readonly where: string;
+  /** Runs prelude + SHELL_SCRIPTS[name] with `args`; stdout and stderr byte-exact. */
+  protected abstract script(name: "list" | "stat" | "remove" | "mkdir" | "rename", args: string[]): Promise<ExecResult>;
+
+  async list(rel: string): Promise<FileInfo[]> {
+    const clean = checkRelativePath(rel);
+    const r = await this.script("list", [clean]);
+    this.check(r, "list", clean);
+    return parseFind(r.stdout);
+  }
+
+  async stat(rel: string): Promise<FileInfo | null> {
+    const clean = checkRelativePath(rel);
+    const r = await this.script("stat", [clean]);
+    this.check(r, "stat", clean);
+    const info = parseFind(r.stdout)[0];
+    return info ? { ...info, name: path.posix.basename(clean) || "." } : null;
+  }
+
+  async remove(rel: string): Promise<void> {
+    const clean = checkRelativePath(rel);
+    if (clean === "") throw new PathEscapeError(`path '${rel}' cannot remove the workspace root`);
+    this.check(await this.script("remove", [clean]), "remove", clean);
+  }
+
+  async mkdir(rel: string): Promise<void> {
+    const clean = checkRelativePath(rel);
+    this.check(await this.script("mkdir", [clean]), "create directory", clean);
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    const a = nonRoot(checkRelativePath(from, "from"));
+    const b = nonRoot(checkRelativePath(to, "to"));
+    const r = await this.script("rename", [a, b]);
+    if (r.exitCode === SHELL_EXIT.exists) throw new ConflictError(`${b} already exists`, { field: "to" });
+    this.check(r, "rename", a);
+  }
+
+  protected check(r: ExecResult, verb: string, rel: string): void {
+    const e = shellFileError(r, verb, rel, this.where);
+    if (e) throw e;
+  }
 }
 
 /** What a backend gives the fallback's file operations: how a script runs and how bytes travel. */

@@ -1,4 +1,4 @@
-import type { ExecOptions, Sandbox, SandboxProcess } from "../sandbox.js";
+import { forwardingSandbox, SANDBOX_OPERATIONS, type ExecOptions, type Sandbox, type SandboxProcess } from "../sandbox.js";
 
 /** What the handle reports to its workspace. */
 export interface ActivityTracker {
@@ -6,8 +6,8 @@ export interface ActivityTracker {
   begin(): () => void;
 }
 
-/** The Sandbox methods that do work; each runs as a tracked operation through the handle. */
-const TRACKED = new Set<PropertyKey>(["exec", "readFile", "writeFile", "appendFile", "list", "stat", "remove", "mkdir", "rename", "copyIn", "readDirTyped", "copyTree", "createFile", "listPage", "walkTree", "readRange"]);
+/** The Sandbox methods that do work (every operation, and spawn); each runs as a tracked operation through the handle. */
+const TRACKED = new Set<PropertyKey>([...SANDBOX_OPERATIONS, "spawn"]);
 
 /**
  * The handle `getBackend()` gives out: the backend's own Sandbox (same class, same extra
@@ -26,7 +26,6 @@ export class TrackedSandbox {
   readonly #stops = new Set<() => void>();
 
   constructor(sandbox: Sandbox, tracker: ActivityTracker) {
-    const wrappers = new Map<PropertyKey, unknown>();
     /** Starts one operation; the returned function ends it (exactly once). */
     const begin = (stop?: () => void): (() => void) => {
       const end = tracker.begin();
@@ -64,13 +63,13 @@ export class TrackedSandbox {
       result.then(done, done);
       return result;
     };
-    const wrap = (prop: PropertyKey, fn: (...args: unknown[]) => unknown): unknown => {
+    const wrap = (prop: PropertyKey, fn: (...args: unknown[]) => unknown): ((...args: never[]) => unknown) => {
       if (prop === "spawn")
         return (...args: unknown[]): SandboxProcess => {
           let proc: SandboxProcess | undefined;
           const finish = begin(() => proc?.kill());
           try {
-            proc = fn.apply(sandbox, args) as SandboxProcess;
+            proc = fn(...args) as SandboxProcess;
           } catch (e) {
             finish();
             throw e;
@@ -87,27 +86,14 @@ export class TrackedSandbox {
           if (options.signal?.aborted) abort.abort();
           options.signal?.addEventListener("abort", forward, { once: true });
           return run(
-            () => fn.call(sandbox, argv, { ...options, signal: abort.signal }),
+            () => fn(argv, { ...options, signal: abort.signal }),
             forward,
             () => options.signal?.removeEventListener("abort", forward),
           );
         };
-      return (...args: unknown[]): Promise<unknown> => run(() => fn.apply(sandbox, args));
+      return (...args: unknown[]): Promise<unknown> => run(() => fn(...args));
     };
-    this.handle = new Proxy(sandbox, {
-      get(target, prop) {
-        // The target as receiver: backends keep state in private fields, which a proxy receiver cannot reach.
-        const value: unknown = Reflect.get(target, prop, target);
-        if (typeof value !== "function") return value;
-        let wrapper = wrappers.get(prop);
-        if (wrapper === undefined) {
-          const fn = value as (...args: unknown[]) => unknown;
-          wrapper = TRACKED.has(prop) || prop === "spawn" ? wrap(prop, fn) : fn.bind(target);
-          wrappers.set(prop, wrapper);
-        }
-        return wrapper;
-      },
-    });
+    this.handle = forwardingSandbox(sandbox, (prop, fn) => (TRACKED.has(prop) ? (wrap(prop, fn) as (...args: unknown[]) => unknown) : undefined));
   }
 
   /** Operations running through the handle now. */

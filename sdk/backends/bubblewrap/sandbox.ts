@@ -1,13 +1,14 @@
 import type { ChildProcess } from "node:child_process";
 import { existsSync, lstatSync, readlinkSync, promises as fs } from "node:fs";
 import { UnavailableError, InvalidArgumentError } from "../../errors.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
+import type { ExecOptions, ExecResult, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { collectOutput } from "../../util/process.js";
 import { LocalSandbox } from "../../kit/host-sandbox.js";
 import type { Logger } from "../../logger.js";
 import { BwrapLauncher, bwrapSupports, resolveBwrap, type SandboxLimits } from "./launch.js";
-import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../../kit/runner/index.js";
+import { runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerClient, type RunnerLease } from "../../kit/runner/index.js";
+import { RunnerSandbox, type PlainTransport } from "../../kit/runner-sandbox.js";
 import { startBwrapRunner } from "./runner.js";
 
 export const BWRAP_WORKDIR = "/workspace";
@@ -57,12 +58,11 @@ const HAS_PYTHON = existsSync("/usr/bin/python3");
  * host never opens a path the sandbox controls: a folder swapped for a symlink reaches only what the
  * sandbox already sees. (Without python3 on the host, files fall back to the host side of the mount.)
  */
-export class BubblewrapSandbox implements Sandbox {
+export class BubblewrapSandbox extends RunnerSandbox {
   readonly kind = "bubblewrap";
   readonly workdir = BWRAP_WORKDIR;
   readonly persistent: boolean;
   readonly #opts: BubblewrapSandboxOptions;
-  readonly #files: RunnerFiles | LocalSandbox;
   /** argv prefix up to (not including) --chdir; rebuilt only by the constructor. */
   readonly #mounts: string[];
   readonly #identity: { dev: number; ino: number };
@@ -74,6 +74,7 @@ export class BubblewrapSandbox implements Sandbox {
   #closed = false;
 
   private constructor(opts: BubblewrapSandboxOptions, identity: { dev: number; ino: number }) {
+    super();
     this.#opts = opts;
     this.persistent = opts.persistent;
     this.#identity = identity;
@@ -81,7 +82,8 @@ export class BubblewrapSandbox implements Sandbox {
     this.#launcher = new BwrapLauncher({ bwrap: opts.bwrap, limits: opts.limits, logger: opts.logger });
     // The workspace folder's device from the host's own stat: what a handed-off descriptor must be on.
     this.#runners = new RunnerSupervisor(() => startBwrapRunner(this.#launcher, this.#runnerArgs(), BWRAP_WORKDIR, BigInt(identity.dev)));
-    this.#files = HAS_PYTHON ? new RunnerFiles(() => this.#lease()) : new LocalSandbox(opts.hostRoot);
+    // Chosen once for every handle: the runner runs from the host's own python3.
+    this.decide(HAS_PYTHON ? "runner" : "plain");
   }
 
   /** Opens a handle; the folders must exist. Records the root's identity to notice a swapped folder. */
@@ -112,7 +114,7 @@ export class BubblewrapSandbox implements Sandbox {
     return out;
   }
 
-  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
+  override async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
     if (!this.#closed && HAS_PYTHON) {
       try {
@@ -139,12 +141,12 @@ export class BubblewrapSandbox implements Sandbox {
    * sandbox (a missing one fails the process: exit 127 and the reason on stderr), and the process dies
    * with the runner at close(). Without python3 on the host: one bwrap of its own.
    */
-  spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
+  override spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
     if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
     // spawn is synchronous by contract: the cwd is checked lexically and the folder's identity here.
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     this.#checkIdentitySync();
-    if (HAS_PYTHON) return spawnThroughRunner(this.#spawnLease(), { argv, cwd: rel, env: { ...this.#env(), ...options.env } });
+    if (HAS_PYTHON) return spawnThroughRunner(this.lease("spawn"), { argv, cwd: rel, env: { ...this.#env(), ...options.env } });
     const cwd = rel === "" ? BWRAP_WORKDIR : `${BWRAP_WORKDIR}/${rel}`;
     const env = { ...baseEnv(), ...this.#opts.env, ...options.env, PWD: cwd };
     const full = [...this.#mounts, "--clearenv"];
@@ -160,52 +162,14 @@ export class BubblewrapSandbox implements Sandbox {
     return { stdin: child.stdin, stdout: child.stdout, stderr: child.stderr, exited, kill: () => killGroup(child) };
   }
 
-  readFile(p: string, options?: { maxBytes?: number }): Promise<Buffer> {
-    return this.#files.readFile(p, options);
-  }
-  writeFile(p: string, data: Uint8Array | string, options?: { mode?: number; exclusive?: boolean }): Promise<void> {
-    return this.#files.writeFile(p, data, options);
-  }
-  appendFile(p: string, data: Uint8Array | string): Promise<void> {
-    return this.#files.appendFile(p, data);
-  }
-  list(p: string): Promise<FileInfo[]> {
-    return this.#files.list(p);
-  }
-  stat(p: string): Promise<FileInfo | null> {
-    return this.#files.stat(p);
-  }
-  remove(p: string): Promise<void> {
-    return this.#files.remove(p);
-  }
-  mkdir(p: string): Promise<void> {
-    return this.#files.mkdir(p);
-  }
-  rename(from: string, to: string): Promise<void> {
-    return this.#files.rename(from, to);
-  }
-  copyIn(hostPath: string, to: string): Promise<void> {
-    return this.#files.copyIn(hostPath, to);
-  }
-  readRange(p: string, offset: number, length: number): Promise<Buffer> {
-    return this.#files.readRange(p, offset, length);
-  }
-  listPage(p: string, options?: ListPageOptions): Promise<ListPage> {
-    return this.#files.listPage(p, options);
+  protected probe(): Promise<boolean> {
+    return Promise.resolve(HAS_PYTHON);
   }
 
-  walkTree(p: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
-    return this.#files.walkTree(p, options);
-  }
-
-  readDirTyped(p: string): Promise<DirEntry[]> {
-    return this.#files.readDirTyped(p);
-  }
-  copyTree(from: string, to: string, options?: { exclude?: (name: string) => boolean }): Promise<void> {
-    return this.#files.copyTree(from, to, options);
-  }
-  createFile(p: string, data: Uint8Array | string): Promise<void> {
-    return this.#files.createFile(p, data);
+  /** Without python3 on the host: files on the host side of the mount (LocalSandbox's descriptor walk), a bwrap per command. */
+  protected plain(): PlainTransport {
+    const local = new LocalSandbox(this.#opts.hostRoot);
+    return { exec: (argv, options) => this.exec(argv, options), spawn: (argv, _cwd, options) => this.spawn(argv, options), copyIn: (hostPath, to) => local.copyIn(hostPath, to), files: local, capabilities: local };
   }
 
   /** Kills every process this handle started (MCP servers included). */
@@ -236,22 +200,15 @@ export class BubblewrapSandbox implements Sandbox {
 
   /**
    * The runner for one file operation. After close() no runner may outlive the handle, so a late call
-   * gets one of its own, stopped when the call is done.
+   * gets one of its own, stopped when the call is done. For a spawn, once close() has begun, a runner
+   * already ending: a one-shot runner lasts as long as its call, and a spawn's call as long as its
+   * process, which must not outlive the handle. The process then ends as one close() killed.
    */
-  async #lease(): Promise<RunnerLease> {
+  protected async lease(use: "call" | "spawn"): Promise<RunnerLease> {
     await this.#checkIdentity();
     const runner = await this.#liveRunner();
-    return runner ? { client: runner } : this.#runners.oneShot();
-  }
-
-  /**
-   * The runner for a spawn. Once close() has begun, a runner already ending: a one-shot runner lasts as long
-   * as its call, and a spawn's call as long as its process, which must not outlive the handle. The process
-   * then ends as one close() killed.
-   */
-  async #spawnLease(): Promise<RunnerLease> {
-    const lease = await this.#lease();
-    if (this.#closed) void lease.client.stop();
+    const lease = runner ? { client: runner } : this.#runners.oneShot();
+    if (use === "spawn" && this.#closed) void lease.client.stop();
     return lease;
   }
 

@@ -3,19 +3,17 @@ import { randomBytes } from "node:crypto";
 import { PassThrough, Writable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
-import tar from "tar-stream";
 import { ClosedError, ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, InvalidArgumentError, ExecFailedError } from "../../errors.js";
-import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
-import { rangeOfWholeRead } from "../../sandbox.js";
+import type { ExecOptions, ExecResult, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
 import { silentLogger, type Logger } from "../../logger.js";
-import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../../kit/runner/index.js";
+import { RunnerSupervisor, type RunnerLease } from "../../kit/runner/index.js";
+import { RunnerSandbox, type PlainTransport } from "../../kit/runner-sandbox.js";
 import { daytonaError, daytonaFailure } from "./errors.js";
 import { startDaytonaRunner, type DaytonaRunnerTransport } from "./runner.js";
 import { toolboxFiles } from "./transfer.js";
-import { copyTreeFileByFile, nonRoot, packTree, shellFileError, ShellFiles } from "../../kit/shell-files.js";
+import { nonRoot, packArchive, shellFileError, ShellFiles } from "../../kit/shell-files.js";
 import { EXEC_WRAPPER, EXIT, SCRIPTS, prelude, q, shLine } from "./scripts.js";
 
 /** Stdin up to this size travels inside the command (base64); more goes through the file API first. */
@@ -42,7 +40,7 @@ export interface DaytonaSandboxOptions {
  * that keeps stdout, stderr and the exit code apart, the file API (exact bytes) with a confining
  * script per path, and a session command per spawned process.
  */
-export class DaytonaSandbox implements Sandbox {
+export class DaytonaSandbox extends RunnerSandbox {
   readonly kind = "daytona";
   readonly persistent = true;
   readonly workdir: string;
@@ -50,12 +48,6 @@ export class DaytonaSandbox implements Sandbox {
   readonly #spawned = new Set<SandboxProcess>();
   readonly #logger: Logger;
   readonly #runners: RunnerSupervisor;
-  readonly #rf: RunnerFiles;
-  /** The fallback's file operations (no python3 in the image). */
-  readonly #plain: ShellFiles;
-  /** "runner" once a runner answered, "plain" when the sandbox cannot run one (no python3). */
-  #mode: "unknown" | "runner" | "plain" = "unknown";
-  #probing: Promise<boolean> | undefined;
   /** The runner started last: a new runner deletes its session if it ended, so no old one lingers. */
   #last: DaytonaRunnerTransport | undefined;
   /** Bumped when the live runner's log is spent: the supervisor then starts a fresh one. */
@@ -63,6 +55,7 @@ export class DaytonaSandbox implements Sandbox {
   #closed = false;
 
   constructor(sb: DaytonaSdkSandbox, workdir: string, options: DaytonaSandboxOptions = {}) {
+    super();
     this.#sb = sb;
     this.workdir = workdir;
     this.#logger = options.logger ?? silentLogger;
@@ -86,8 +79,30 @@ export class DaytonaSandbox implements Sandbox {
       this.#last = t;
       return t;
     });
-    this.#rf = new RunnerFiles(() => this.#lease());
-    this.#plain = new ShellFiles({
+  }
+
+  get sandboxId(): string {
+    return this.#sb.id;
+  }
+
+  /** The session the live runner runs in (for tests), undefined when none is live. */
+  get runnerSession(): string | undefined {
+    return (this.#runners.current?.transport as DaytonaRunnerTransport | undefined)?.session;
+  }
+
+  /** A command with an empty argv is refused (the toolbox has no shell's 127 for it). */
+  protected override emptyCommand(): ExecResult {
+    throw new InvalidArgumentError("must not be empty", { field: "argv" });
+  }
+
+  /** Runs as every operation starts: a closed handle refuses. */
+  protected override enter(): void {
+    this.#open();
+  }
+
+  /** Without python3: the toolbox's process/execute in a wrapper, the file API plus confining scripts, a session per process. */
+  protected plain(): PlainTransport {
+    const files = new ShellFiles({
       where: "the Daytona sandbox",
       op: (name, args, stdin) => this.#op(name, args, stdin ? Buffer.from(stdin) : undefined),
       stage: async (data) => {
@@ -97,30 +112,11 @@ export class DaytonaSandbox implements Sandbox {
       },
       fetch: (real, limit, rel) => this.#download(real, limit, rel),
     });
+    return { exec: (argv, options) => this.#plainExec(argv, options), spawn: (argv, _cwd, options) => this.#plainSpawn(argv, options), copyIn: (hostPath, to) => this.#plainCopyIn(hostPath, to), files };
   }
 
-  get sandboxId(): string {
-    return this.#sb.id;
-  }
-
-  /** Whether calls go through the runner ("plain" after a sandbox without python3 refused it). */
-  get runnerMode(): "unknown" | "runner" | "plain" {
-    return this.#mode;
-  }
-
-  /** The session the live runner runs in (for tests), undefined when none is live. */
-  get runnerSession(): string | undefined {
-    return (this.#runners.current?.transport as DaytonaRunnerTransport | undefined)?.session;
-  }
-
-  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
-    this.#open();
-    if (argv.length === 0) throw new InvalidArgumentError("must not be empty", { field: "argv" });
-    if (await this.#useRunner()) {
-      checkRelativePath(options.cwd ?? "", "cwd");
-      const lease = await this.#lease();
-      return runnerExec(lease.client, argv, options, {});
-    }
+  /** The toolbox's process/execute inside a wrapper that keeps stdout, stderr and the exit code apart. */
+  async #plainExec(argv: string[], options: ExecOptions): Promise<ExecResult> {
     const cwd = checkRelativePath(options.cwd ?? "", "cwd");
     const cap = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
     const marker = randomBytes(8).toString("hex");
@@ -155,15 +151,10 @@ export class DaytonaSandbox implements Sandbox {
    * its cwd resolved inside the sandbox; it dies with the runner at close(). Without python3, a session
    * command of its own.
    */
-  spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
+  /** Through the runner (see RunnerSandbox.spawn); every process is tracked, so close() ends it. */
+  override spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
     this.#open();
-    if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
-    const rel = checkRelativePath(options.cwd ?? "", "cwd");
-    const open = async (): Promise<RunnerLease | SandboxProcess> => {
-      if (!(await this.#useRunner())) return this.#plainSpawn(argv, options);
-      return this.#lease();
-    };
-    const proc = spawnThroughRunner(open(), { argv, cwd: rel, env: { ...options.env } });
+    const proc = super.spawn(argv, options);
     this.#spawned.add(proc);
     void proc.exited.finally(() => this.#spawned.delete(proc));
     return proc;
@@ -174,83 +165,15 @@ export class DaytonaSandbox implements Sandbox {
     return new SessionProcess(this.#sb, this.#spawnLine(argv, options));
   }
 
-  async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
-    if (await this.#useRunner()) return this.#rf.readFile(rel, options);
-    return this.#plain.readFile(rel, options);  }
-
-  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.writeFile(rel, data, options);
-    return this.#plain.writeFile(rel, data, options);  }
-
-  async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.appendFile(rel, data);
-    return this.#plain.appendFile(rel, data);  }
-
-  async list(rel: string): Promise<FileInfo[]> {
-    if (await this.#useRunner()) return this.#rf.list(rel);
-    return this.#plain.list(rel);  }
-
-  async stat(rel: string): Promise<FileInfo | null> {
-    if (await this.#useRunner()) return this.#rf.stat(rel);
-    return this.#plain.stat(rel);  }
-
-  async remove(rel: string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.remove(rel);
-    return this.#plain.remove(rel);  }
-
-  async mkdir(rel: string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.mkdir(rel);
-    return this.#plain.mkdir(rel);  }
-
-  async rename(from: string, to: string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.rename(from, to);
-    return this.#plain.rename(from, to);  }
-
-  async copyIn(hostPath: string, to: string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.copyIn(hostPath, to);
+  /** A host file or tree as one tar uploaded and unpacked into place by one script. */
+  async #plainCopyIn(hostPath: string, to: string): Promise<void> {
     const clean = nonRoot(checkRelativePath(to, "to"));
-    const archive = await packArchive(hostPath);
+    const archive = await packArchive(hostPath, "x");
     const upload = `/tmp/.agentws-tar-${randomBytes(8).toString("hex")}`;
     await this.#upload(archive, upload);
     const r = await this.#op("unpack", [clean, upload]);
     if (r.exitCode === EXIT.exists) throw new ConflictError(`${clean} already exists`, { field: "path" });
     this.#check(r, "copy into", clean);
-  }
-
-  /** A piece of a file of any size: read from its offset by the runner (without python3: cut from a capped whole read). */
-  async readRange(rel: string, offset: number, length: number): Promise<Buffer> {
-    if (await this.#useRunner()) return this.#rf.readRange(rel, offset, length);
-    return rangeOfWholeRead(this, rel, offset, length);
-  }
-
-  /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */
-  async listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
-    if (await this.#useRunner()) return this.#rf.listPage(rel, options);
-    return pageOfEntries(await this.list(rel), options);
-  }
-
-  /** The tree below a folder: one runner call (without python3: a listing per folder). */
-  async walkTree(rel: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
-    if (await this.#useRunner()) return this.#rf.walkTree(rel, options);
-    return walkTreeByList(this, rel, options);
-  }
-
-  /** Names and types of a folder's entries in one runner call (a list without the per-entry stat). */
-  async readDirTyped(rel: string): Promise<DirEntry[]> {
-    if (await this.#useRunner()) return this.#rf.readDirTyped(rel);
-    return (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }));
-  }
-
-  /** Copies a workspace folder in one runner call (fallback: file by file). */
-  async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.copyTree(from, to, options);
-    return copyTreeFileByFile(this, from, to, options);
-  }
-
-  /** Exclusive create without writeFile's temp file, in one runner call. */
-  async createFile(rel: string, data: Uint8Array | string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.createFile(rel, data);
-    return this.writeFile(rel, data, { exclusive: true });
   }
 
   /** Ends the runner (and with it every process spawned through it) and any fallback session. */
@@ -260,15 +183,7 @@ export class DaytonaSandbox implements Sandbox {
     await Promise.all([this.#runners.stop(), ...[...this.#spawned].map((p) => p.exited.catch(() => null))]);
   }
 
-  /** Whether calls go through the runner; the first call finds out (and says so once when it cannot). */
-  async #useRunner(): Promise<boolean> {
-    this.#open();
-    if (this.#mode !== "unknown") return this.#mode === "runner";
-    this.#probing ??= this.#probe().finally(() => (this.#probing = undefined));
-    return this.#probing;
-  }
-
-  async #probe(): Promise<boolean> {
+  protected async probe(): Promise<boolean> {
     const client = this.#runners.get(String(this.#generation));
     const transport = client.transport as DaytonaRunnerTransport;
     let timer: NodeJS.Timeout | undefined;
@@ -278,10 +193,7 @@ export class DaytonaSandbox implements Sandbox {
     });
     try {
       const r = await Promise.race([client.ready, hung]);
-      if (r !== "hung") {
-        this.#mode = "runner";
-        return true;
-      }
+      if (r !== "hung") return true;
       void client.stop();
     } catch {
       // The toolbox refused the session (stopped, gone sandbox): an error now, another try next call.
@@ -294,7 +206,6 @@ export class DaytonaSandbox implements Sandbox {
     const code = await transport.exitCode();
     // The runner's start would have made the workspace folder.
     await this.#execute(shLine("mkdir -p -- \"$1\"", [this.workdir]), undefined, "make the workspace folder");
-    this.#mode = "plain";
     this.#logger.warn("daytona sandbox cannot run the sandbox runner (no python3?); falling back to one toolbox call per command and file operation", {
       sandboxId: this.#sb.id,
       exitCode: code,
@@ -303,7 +214,7 @@ export class DaytonaSandbox implements Sandbox {
   }
 
   /** The live runner for one call (a fresh one when the last died or its log is spent). */
-  async #lease(): Promise<RunnerLease> {
+  protected async lease(): Promise<RunnerLease> {
     this.#open();
     const live = this.#runners.current;
     if (live && (live.transport as DaytonaRunnerTransport).spent()) this.#generation++;
@@ -473,19 +384,3 @@ function parseWrapped(out: string, cap: number, timed: boolean, cwd: string): Ex
   const truncated = stdout.length > cap || stderr.length > cap;
   return { exitCode: timedOut ? -1 : rc, stdout: stdout.subarray(0, cap), stderr: stderr.subarray(0, cap), timedOut, truncated };
 }
-
-/** A host file or tree as a tar whose top entry is `x` (regular files and folders; links skipped). */
-async function packArchive(source: string): Promise<Buffer> {
-  const pack = tar.pack();
-  const chunks: Buffer[] = [];
-  pack.on("data", (c: unknown) => void chunks.push(c as Buffer));
-  const done = new Promise<void>((resolve, reject) => {
-    pack.on("end", resolve);
-    pack.on("error", reject);
-  });
-  await packTree(pack, source, "x");
-  pack.finalize();
-  await done;
-  return Buffer.concat(chunks);
-}
-

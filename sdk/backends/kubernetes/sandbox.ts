@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { PassThrough } from "node:stream";
-import { InvalidArgumentError } from "../../errors.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
+import { InternalError, InvalidArgumentError } from "../../errors.js";
+import type { SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
-import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
-import { cwdError, RunnerFiles, RunnerSupervisor, type RunnerLease } from "../../kit/runner/index.js";
+import { RunnerSupervisor, type RunnerLease } from "../../kit/runner/index.js";
+import { RunnerSandbox } from "../../kit/runner-sandbox.js";
 import { exitCodeOf, openExec, startK8sRunner, type K8sRunnerTransport, type PodRef } from "./exec.js";
 import { WORKDIR } from "./names.js";
 
@@ -30,20 +30,21 @@ cd "$p" || exit 127; shift; exec env "$@"`;
  * own view (no host-side file access). `spawn` (stdio MCP servers) has an exec of its own, its
  * stdin attached.
  */
-export class K8sSandbox implements Sandbox {
+export class K8sSandbox extends RunnerSandbox {
   readonly kind = "kubernetes";
   readonly workdir = WORKDIR;
   readonly persistent = true;
   readonly #target: PodRef;
   readonly #runners: RunnerSupervisor;
-  readonly #rf: RunnerFiles;
   readonly #live = new Map<string, { close(): void; done: Promise<unknown> }>();
   #closed = false;
 
   constructor(target: PodRef) {
+    super();
     this.#target = target;
     this.#runners = new RunnerSupervisor(() => startK8sRunner(this.#target));
-    this.#rf = new RunnerFiles(() => this.#lease());
+    // Every Pod runs the runner (the image is ours): there is no plain side to choose.
+    this.decide("runner");
   }
 
   get podName(): string {
@@ -55,28 +56,16 @@ export class K8sSandbox implements Sandbox {
     return this.#runners.current !== undefined;
   }
 
-  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
-    if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
-    const rel = checkRelativePath(options.cwd ?? "", "cwd");
-    const lease = await this.#lease();
-    try {
-      return await lease.client.exec({
-        argv,
-        cwd: rel,
-        env: { ...options.env },
-        stdin: options.stdin,
-        maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
-        timeoutMs: options.timeoutMs,
-        signal: options.signal,
-      });
-    } catch (e) {
-      throw cwdError(e, rel);
-    } finally {
-      lease.release?.();
-    }
+  protected probe(): Promise<boolean> {
+    return Promise.resolve(true);
   }
 
-  spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
+  protected plain(): never {
+    throw new InternalError("a Kubernetes workspace always runs the sandbox runner");
+  }
+
+  /** Commands and files go through the runner (RunnerSandbox); a spawned process has an exec of its own, its stdin attached. */
+  override spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
     if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     const marker = randomBytes(8).toString("hex");
@@ -109,60 +98,11 @@ export class K8sSandbox implements Sandbox {
     };
   }
 
-  readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
-    return this.#rf.readFile(rel, options);
-  }
-  writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
-    return this.#rf.writeFile(rel, data, options);
-  }
-  appendFile(rel: string, data: Uint8Array | string): Promise<void> {
-    return this.#rf.appendFile(rel, data);
-  }
-  list(rel: string): Promise<FileInfo[]> {
-    return this.#rf.list(rel);
-  }
-  stat(rel: string): Promise<FileInfo | null> {
-    return this.#rf.stat(rel);
-  }
-  remove(rel: string): Promise<void> {
-    return this.#rf.remove(rel);
-  }
-  mkdir(rel: string): Promise<void> {
-    return this.#rf.mkdir(rel);
-  }
-  rename(from: string, to: string): Promise<void> {
-    return this.#rf.rename(from, to);
-  }
-  /** A host file or tree streamed through the runner (symlinks skipped), finished before the call returns. */
-  copyIn(hostSource: string, to: string): Promise<void> {
-    return this.#rf.copyIn(hostSource, to);
-  }
-  readRange(rel: string, offset: number, length: number): Promise<Buffer> {
-    return this.#rf.readRange(rel, offset, length);
-  }
-  listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
-    return this.#rf.listPage(rel, options);
-  }
-
-  walkTree(rel: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
-    return this.#rf.walkTree(rel, options);
-  }
-
-  readDirTyped(rel: string): Promise<DirEntry[]> {
-    return this.#rf.readDirTyped(rel);
-  }
-  copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
-    return this.#rf.copyTree(from, to, options);
-  }
-  createFile(rel: string, data: Uint8Array | string): Promise<void> {
-    return this.#rf.createFile(rel, data);
-  }
-
   /**
    * The live runner for one call; after close() a runner of its own, stopped when the call is done.
    * An API server that is restarting is waited for (RUNNER_RETRY_MS); a refusal is the caller's error.
    */
-  async #lease(): Promise<RunnerLease> {
+  protected async lease(): Promise<RunnerLease> {
     const until = Date.now() + RUNNER_RETRY_MS;
     for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
       const lease: RunnerLease = this.#closed ? this.#runners.oneShot() : { client: this.#runners.get() };
@@ -183,7 +123,7 @@ export class K8sSandbox implements Sandbox {
   }
 
   async #killMarker(marker: string): Promise<void> {
-    const lease = await this.#lease().catch(() => undefined);
+    const lease = await this.lease().catch(() => undefined);
     if (!lease) return;
     try {
       await lease.client.exec({ argv: ["sh", "-c", KILL_SCRIPT, "sh", marker], cwd: "", env: {}, maxOutputBytes: 4096, timeoutMs: 10_000 });

@@ -4,16 +4,15 @@ import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { Sandbox as OsbSandbox } from "@alibaba-group/opensandbox";
-import { ClosedError, ConflictError, NotFoundError, PathEscapeError, UnavailableError, InvalidArgumentError, UnsupportedError } from "../../errors.js";
+import { ClosedError, ConflictError, NotFoundError, PathEscapeError, UnavailableError, UnsupportedError } from "../../errors.js";
 import { silentLogger, type Logger } from "../../logger.js";
 import { checkRelativePath } from "../../paths.js";
-import { pageOfEntries, walkTreeByList } from "../../util/listing.js";
-import type { DirEntry, ExecOptions, ExecResult, FileInfo, ListPage, ListPageOptions, Sandbox, SandboxProcess, SpawnOptions, WalkTreeOptions, WalkTreeResult } from "../../sandbox.js";
-import { rangeOfWholeRead } from "../../sandbox.js";
+import type { ExecOptions, ExecResult } from "../../sandbox.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
-import { RunnerFiles, runnerExec, RunnerSupervisor, spawnThroughRunner, type RunnerLease } from "../../kit/runner/index.js";
+import { RunnerSupervisor, type RunnerLease } from "../../kit/runner/index.js";
+import { RunnerSandbox, type PlainTransport } from "../../kit/runner-sandbox.js";
 import { httpGatewayScript, startHttpRunner, type HttpRunnerEndpoint } from "../../kit/runner/http-channel.js";
-import { copyTreeFileByFile, nonRoot, shellPrelude, shQuote as q, ShellFiles, SHELL_SCRIPTS } from "../../kit/shell-files.js";
+import { nonRoot, shellPrelude, shQuote as q, ShellFiles, SHELL_SCRIPTS } from "../../kit/shell-files.js";
 import { openSandboxError } from "./errors.js";
 
 export const OPENSANDBOX_WORKDIR = "/workspace";
@@ -71,7 +70,7 @@ export async function startGateway(sbx: OsbSandbox, python = "python3"): Promise
  * An image without python3 falls back to execd: commands with their output through files read back by
  * the file API (byte-exact), files through the file API plus confining sh scripts; no stdio processes.
  */
-export class OpenSandboxSandbox implements Sandbox {
+export class OpenSandboxSandbox extends RunnerSandbox {
   readonly kind = "opensandbox";
   readonly workdir = OPENSANDBOX_WORKDIR;
   readonly persistent: boolean;
@@ -85,14 +84,10 @@ export class OpenSandboxSandbox implements Sandbox {
   #gateway: HttpRunnerEndpoint | undefined;
   #pre: Promise<GatewayStart> | undefined;
   readonly #runners: RunnerSupervisor;
-  readonly #rf: RunnerFiles;
-  /** The fallback's file operations (no python3 in the image). */
-  readonly #plain: ShellFiles;
-  /** "runner" once the gateway runs, "plain" when the sandbox cannot run it (no python3). */
-  #mode: "unknown" | "runner" | "plain" = "unknown";
   #closed = false;
 
   constructor(sbx: OsbSandbox, options: OpenSandboxSandboxOptions) {
+    super();
     this.sbx = sbx;
     this.persistent = options.persistent;
     this.#logger = options.logger ?? silentLogger;
@@ -101,8 +96,32 @@ export class OpenSandboxSandbox implements Sandbox {
     this.#python = options.python ?? "python3";
     this.#pre = options.gateway;
     this.#runners = new RunnerSupervisor(() => startHttpRunner(this.#gateway!));
-    this.#rf = new RunnerFiles(() => this.#lease());
-    this.#plain = new ShellFiles({
+  }
+
+  get sandboxId(): string {
+    return this.sbx.id;
+  }
+
+  /** Starts (or finds) the runner's gateway and opens this handle's runner; without python3, says so once and falls back. */
+  async start(): Promise<void> {
+    if (!(await this.#startGateway())) return;
+    await this.lease();
+  }
+
+  /** The gateway's start decides: a sandbox without python3 cannot run it. */
+  protected probe(): Promise<boolean> {
+    return this.#startGateway();
+  }
+
+  /** Runs as every operation starts: a closed handle refuses; the keep-alive is renewed when due. */
+  protected override enter(): void {
+    this.#open();
+    this.#touch();
+  }
+
+  /** Without python3: execd for commands (output through files), the file API plus confining scripts; no stdio processes. */
+  protected plain(): PlainTransport {
+    const files = new ShellFiles({
       where: "the OpenSandbox sandbox",
       op: (name, args, stdin) => this.#plainExec(["sh", "-c", shellPrelude(OPENSANDBOX_WORKDIR) + SHELL_SCRIPTS[name], "sh", ...args], stdin ? { stdin } : {}, ""),
       // An unguessable name in the sandbox's /tmp, through execd's upload; the publish script moves it in.
@@ -113,21 +132,14 @@ export class OpenSandboxSandbox implements Sandbox {
       },
       fetch: async (real, limit, rel) => Buffer.from(await this.#files(`read '${rel}'`, () => this.sbx.files.readBytes(real, limit === undefined ? undefined : { offset: 0, limit }))),
     });
-  }
-
-  get sandboxId(): string {
-    return this.sbx.id;
-  }
-
-  /** Whether calls go through the runner ("plain" after a sandbox without python3 refused it). */
-  get runnerMode(): "unknown" | "runner" | "plain" {
-    return this.#mode;
-  }
-
-  /** Starts (or finds) the runner's gateway and opens this handle's runner; without python3, says so once and falls back. */
-  async start(): Promise<void> {
-    if (!(await this.#startGateway())) return;
-    await this.#lease();
+    return {
+      exec: (argv, options) => this.#plainExec(argv, options, checkRelativePath(options.cwd ?? "", "cwd")),
+      spawn: () => {
+        throw new UnsupportedError("opensandbox: stdio processes (MCP servers) need python3 in the sandbox image; execd gives commands no stdin");
+      },
+      copyIn: (hostSource, to) => this.#plainCopyIn(hostSource, to),
+      files,
+    };
   }
 
   /** Starts (or finds) the gateway; false when the sandbox has no python3 (the handle then uses the fallback). */
@@ -138,24 +150,24 @@ export class OpenSandboxSandbox implements Sandbox {
     // A start begun by the driver that failed is tried again here, once.
     const g = await (pre ? pre.catch(() => startGateway(this.sbx, this.#python)) : startGateway(this.sbx, this.#python));
     if (g.mode === "plain") {
-      if (this.#mode !== "plain") {
+      if (this.runnerMode !== "plain") {
         this.#logger.warn("opensandbox sandbox cannot run the sandbox runner (no python3); falling back to one execd call per command and file operation, without stdio processes", { sandboxId: this.sbx.id });
         // The gateway's script would have made the workspace folder.
         await this.#plainExec(["mkdir", "-p", "--", OPENSANDBOX_WORKDIR], {}, "").catch(() => undefined);
       }
-      this.#mode = "plain";
+      this.decide("plain");
       return false;
     }
     this.#gateway = g.endpoint;
-    this.#mode = "runner";
+    this.decide("runner");
     return true;
   }
 
   /** The live runner for one call; when its gateway is gone (killed in the sandbox), the gateway is started again once. */
-  async #lease(): Promise<RunnerLease> {
+  protected async lease(): Promise<RunnerLease> {
     this.#open();
     this.#touch();
-    if (this.#mode === "unknown") await this.#startGateway();
+    if (this.runnerMode === "unknown") await this.#startGateway();
     let client = this.#runners.get();
     try {
       await client.ready;
@@ -168,13 +180,6 @@ export class OpenSandboxSandbox implements Sandbox {
     return { client };
   }
 
-  async #useRunner(): Promise<boolean> {
-    this.#open();
-    this.#touch();
-    if (this.#mode === "unknown") await this.#startGateway();
-    return this.#mode === "runner";
-  }
-
   /** Activity: renews the keep-alive when it is due (one renewal in flight at a time, failures logged). */
   #touch(): void {
     if (!this.#renew || this.#renewing || Date.now() - this.#lastRenew < this.#renewEveryMs) return;
@@ -182,13 +187,6 @@ export class OpenSandboxSandbox implements Sandbox {
     this.#renewing = this.#renew()
       .catch((e: unknown) => this.#logger.warn("renewing the sandbox keep-alive failed", { sandboxId: this.sbx.id, error: String((e as Error).message ?? e) }))
       .finally(() => (this.#renewing = undefined));
-  }
-
-  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
-    if (argv.length === 0) return { exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from("empty command"), timedOut: false, truncated: false };
-    const rel = checkRelativePath(options.cwd ?? "", "cwd");
-    if (await this.#useRunner()) return runnerExec((await this.#lease()).client, argv, options, {});
-    return this.#plainExec(argv, options, rel);
   }
 
   /** The fallback's exec: execd's stream for the exit code, the bytes through files read back by the file API. */
@@ -279,91 +277,8 @@ export class OpenSandboxSandbox implements Sandbox {
     void this.sbx.files.deleteFiles(files).catch(() => undefined);
   }
 
-  /**
-   * Through the runner: the process's stdio streams over this handle's runner channel; it dies with the
-   * runner at close(). Without python3 there is no way to give a process stdin (execd has none).
-   */
-  spawn(argv: string[], options: SpawnOptions = {}): SandboxProcess {
-    if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
-    const rel = checkRelativePath(options.cwd ?? "", "cwd");
-    this.#open();
-    const open = async (): Promise<RunnerLease> => {
-      if (!(await this.#useRunner()))
-        throw new UnsupportedError("opensandbox: stdio processes (MCP servers) need python3 in the sandbox image; execd gives commands no stdin");
-      return this.#lease();
-    };
-    return spawnThroughRunner(open(), { argv, cwd: rel, env: { ...options.env } });
-  }
-
-  async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
-    if (await this.#useRunner()) return this.#rf.readFile(rel, options);
-    return this.#plain.readFile(rel, options);  }
-
-  async writeFile(rel: string, data: Uint8Array | string, options: { mode?: number; exclusive?: boolean } = {}): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.writeFile(rel, data, options);
-    return this.#plain.writeFile(rel, data, options);  }
-
-  async appendFile(rel: string, data: Uint8Array | string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.appendFile(rel, data);
-    return this.#plain.appendFile(rel, data);  }
-
-  async createFile(rel: string, data: Uint8Array | string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.createFile(rel, data);
-    return this.writeFile(rel, data, { exclusive: true });
-  }
-
-  async list(rel: string): Promise<FileInfo[]> {
-    if (await this.#useRunner()) return this.#rf.list(rel);
-    return this.#plain.list(rel);
-  }
-
-  /** A piece of a file of any size: read from its offset by the runner (without python3: cut from a capped whole read). */
-  async readRange(rel: string, offset: number, length: number): Promise<Buffer> {
-    if (await this.#useRunner()) return this.#rf.readRange(rel, offset, length);
-    return rangeOfWholeRead(this, rel, offset, length);
-  }
-
-  /** One page of a folder: cut inside the sandbox by the runner (without python3: from a full listing). */
-  async listPage(rel: string, options?: ListPageOptions): Promise<ListPage> {
-    if (await this.#useRunner()) return this.#rf.listPage(rel, options);
-    return pageOfEntries(await this.list(rel), options);
-  }
-
-  /** The tree below a folder: one runner call (without python3: a listing per folder). */
-  async walkTree(rel: string, options: WalkTreeOptions): Promise<WalkTreeResult> {
-    if (await this.#useRunner()) return this.#rf.walkTree(rel, options);
-    return walkTreeByList(this, rel, options);
-  }
-
-  async readDirTyped(rel: string): Promise<DirEntry[]> {
-    if (await this.#useRunner()) return this.#rf.readDirTyped(rel);
-    return (await this.list(rel)).map((e) => ({ name: e.name, type: e.type }));
-  }
-
-  async stat(rel: string): Promise<FileInfo | null> {
-    if (await this.#useRunner()) return this.#rf.stat(rel);
-    return this.#plain.stat(rel);  }
-
-  async remove(rel: string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.remove(rel);
-    return this.#plain.remove(rel);  }
-
-  async mkdir(rel: string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.mkdir(rel);
-    return this.#plain.mkdir(rel);  }
-
-  async rename(from: string, to: string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.rename(from, to);
-    return this.#plain.rename(from, to);  }
-
-  async copyTree(from: string, to: string, options: { exclude?: (name: string) => boolean } = {}): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.copyTree(from, to, options);
-    return copyTreeFileByFile(this, from, to, options);
-  }
-
-  /** Copies a host file or tree (symlinks skipped): in one runner call, else file by file into a temp folder renamed into place. */
-  async copyIn(hostSource: string, to: string): Promise<void> {
-    if (await this.#useRunner()) return this.#rf.copyIn(hostSource, to);
+  /** Without python3: a host file or tree (symlinks skipped) file by file into a temp folder renamed into place. */
+  async #plainCopyIn(hostSource: string, to: string): Promise<void> {
     const clean = nonRoot(checkRelativePath(to, "to"));
     if (await this.stat(clean)) throw new ConflictError(`${clean} already exists`, { field: "path" });
     const st = await fs.lstat(hostSource).catch((e: unknown) => {
