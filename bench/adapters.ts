@@ -31,7 +31,13 @@ try {
   const agents = (await workspaceTools(ws, { sessionId: "bench" })).tools.find((t) => t.name === "Read")!;
   // The frameworks' own cost: a bare tool of each that only calls execute (what any integration pays).
   const aiBare = aiTool({ description: "Read", inputSchema: direct.inputSchema as never, execute: (i: unknown) => direct.execute(i) });
-  const agentsBare = tool({ name: "Read", description: "Read", parameters: direct.jsonSchema as never, strict: false, execute: (i: unknown) => direct.execute(i) });
+  const agentsBare = tool({
+    name: "Read",
+    description: "Read",
+    parameters: direct.jsonSchema as never,
+    strict: false,
+    execute: (i: unknown) => direct.execute(i),
+  });
   const ctx = new RunContext({});
   const args = JSON.stringify(input);
 
@@ -59,7 +65,10 @@ try {
     console.log(`${name.padEnd(16)} ${(m * 1000).toFixed(1).padStart(8)} µs   ratio ${(m / base).toFixed(3)}`);
   }
   // Our adapter alone: each integration against the bare tool of its own framework.
-  for (const [ours, bare] of [["AI SDK", "AI SDK bare"], ["OpenAI Agents", "Agents bare"]] as const) {
+  for (const [ours, bare] of [
+    ["AI SDK", "AI SDK bare"],
+    ["OpenAI Agents", "Agents bare"],
+  ] as const) {
     console.log(`${ours} adapter vs ${bare}: ratio ${(median(times[ours]!) / median(times[bare]!)).toFixed(3)}`);
   }
 } finally {

@@ -37,7 +37,9 @@ async function pair(name: string, n: number, plain: (i: number) => Promise<numbe
     }
   }
   const [ma, mb] = [median(a), median(b)];
-  console.log(`${name.padEnd(22)} plain SDK ${ma.toFixed(1).padStart(8)} ms   ours ${mb.toFixed(1).padStart(8)} ms   ${(mb / ma).toFixed(2)}x   (goal ${goal})`);
+  console.log(
+    `${name.padEnd(22)} plain SDK ${ma.toFixed(1).padStart(8)} ms   ours ${mb.toFixed(1).padStart(8)} ms   ${(mb / ma).toFixed(2)}x   (goal ${goal})`,
+  );
 }
 
 const emu = await startDaytonaEmulator();
@@ -52,27 +54,36 @@ try {
     "create",
     rounds,
     async () => timed(async () => plainBoxes.push(await daytona.create({ labels: { bench: run } }, { timeout: 120 }))),
-    async (i) => timed(async () => {
-      await driver.create({ workspaceId: `bench-${run}-${i}`, managedBy: "runtime" });
-      await driver.connect(`bench-${run}-${i}`);
-    }),
+    async (i) =>
+      timed(async () => {
+        await driver.create({ workspaceId: `bench-${run}-${i}`, managedBy: "runtime" });
+        await driver.connect(`bench-${run}-${i}`);
+      }),
     "≤ 1.1x",
   );
   const box = plainBoxes[0]!;
   const sb = await driver.connect(`bench-${run}-0`);
-  await pair("exec true", rounds * 4, () => timed(() => box.process.executeCommand("true")), () => timed(() => sb.exec(["true"])), "≤ 1.1x");
+  await pair(
+    "exec true",
+    rounds * 4,
+    () => timed(() => box.process.executeCommand("true")),
+    () => timed(() => sb.exec(["true"])),
+    "≤ 1.1x",
+  );
   const mib = randomBytes(1 << 20);
   await pair(
     "1 MiB round trip",
     rounds * 2,
-    () => timed(async () => {
-      await box.fs.uploadFile(mib, "/tmp/bench.bin");
-      await box.fs.downloadFile("/tmp/bench.bin");
-    }),
-    () => timed(async () => {
-      await sb.writeFile("bench.bin", mib);
-      await sb.readFile("bench.bin");
-    }),
+    () =>
+      timed(async () => {
+        await box.fs.uploadFile(mib, "/tmp/bench.bin");
+        await box.fs.downloadFile("/tmp/bench.bin");
+      }),
+    () =>
+      timed(async () => {
+        await sb.writeFile("bench.bin", mib);
+        await sb.readFile("bench.bin");
+      }),
     "≤ 1.1x",
   );
   await pair(

@@ -21,7 +21,9 @@ const ms = (v: number) => `${v.toFixed(1)} ms`;
 function row(name: string, subject: number[], baseline: number[], goal?: number): void {
   const ratio = median(subject) / median(baseline);
   const verdict = goal === undefined ? "" : ratio <= goal ? `  (goal ≤ ${goal}x: met)` : `  (goal ≤ ${goal}x: NOT met)`;
-  console.log(`${name.padEnd(22)} ours ${ms(median(subject)).padStart(10)}  plain SDK ${ms(median(baseline)).padStart(10)}  ratio ${ratio.toFixed(2)}x${verdict}`);
+  console.log(
+    `${name.padEnd(22)} ours ${ms(median(subject)).padStart(10)}  plain SDK ${ms(median(baseline)).padStart(10)}  ratio ${ratio.toFixed(2)}x${verdict}`,
+  );
 }
 async function time(fn: () => Promise<unknown>): Promise<number> {
   const t = performance.now();
@@ -55,7 +57,15 @@ try {
     exec.push(await time(() => ours.exec(["true"])));
     execPlain.push(await time(() => plain.commands.run("true")));
     file.push(await time(async () => ours.readFile((await ours.writeFile("big.bin", data), "big.bin"))));
-    filePlain.push(await time(async () => plain.files.read((await plain.files.write("/home/user/plain/big.bin", data.buffer.slice(data.byteOffset, data.byteOffset + data.length) as ArrayBuffer), "/home/user/plain/big.bin"), { format: "bytes" })));
+    filePlain.push(
+      await time(async () =>
+        plain.files.read(
+          (await plain.files.write("/home/user/plain/big.bin", data.buffer.slice(data.byteOffset, data.byteOffset + data.length) as ArrayBuffer),
+          "/home/user/plain/big.bin"),
+          { format: "bytes" },
+        ),
+      ),
+    );
   }
   row("exec true", exec, execPlain, 1.1);
   row("1 MiB round trip", file, filePlain, 1.1);

@@ -37,11 +37,20 @@ const ms = (v: number) => (v >= 10_000 ? `${(v / 1000).toFixed(2)} s` : `${v.toF
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 /** One figure: medians unless `by` says otherwise (then `note` says which, and why). */
-function row(name: string, subject: number[], baseline: number[], baselineName: string, goal?: number, o: { by?: (xs: number[]) => number; note?: string } = {}): void {
+function row(
+  name: string,
+  subject: number[],
+  baseline: number[],
+  baselineName: string,
+  goal?: number,
+  o: { by?: (xs: number[]) => number; note?: string } = {},
+): void {
   const by = o.by ?? median;
   const ratio = by(subject) / by(baseline);
   const notes = [...(goal === undefined ? [] : [`goal ≤ ${goal}x: ${ratio <= goal ? "met" : "NOT met"}`]), ...(o.note ? [o.note] : [])];
-  console.log(`${name.padEnd(40)} ${ms(by(subject)).padStart(10)}  vs ${baselineName} ${ms(by(baseline))}  → ${ratio.toFixed(2)}x${notes.length ? `  (${notes.join("; ")})` : ""}`);
+  console.log(
+    `${name.padEnd(40)} ${ms(by(subject)).padStart(10)}  vs ${baselineName} ${ms(by(baseline))}  → ${ratio.toFixed(2)}x${notes.length ? `  (${notes.join("; ")})` : ""}`,
+  );
 }
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
@@ -120,7 +129,15 @@ async function main(): Promise<void> {
     await theirs();
     for (let i = 0; i < phases; i++) {
       // Both ends of a pair start right after a Pod turned Running (a tick), then wait the same offset.
-      for (const [fn, into] of (i % 2 ? [[theirs, apply], [ours, create]] : [[ours, create], [theirs, apply]]) as [() => Promise<void>, number[]][]) {
+      for (const [fn, into] of (i % 2
+        ? [
+            [theirs, apply],
+            [ours, create],
+          ]
+        : [
+            [ours, create],
+            [theirs, apply],
+          ]) as [() => Promise<void>, number[]][]) {
         await afterTick(i);
         into.push(await timed(fn));
       }
@@ -137,7 +154,11 @@ async function main(): Promise<void> {
     await driver.create({ workspaceId: w, managedBy: "runtime" });
     const sb = await driver.connect(w);
     const pod = objectName(w);
-    const [ex, kex] = await paired(ROUNDS * 3, () => sb.exec(["true"]), () => kubectl("exec", pod, "-c", "workspace", "--", "true"));
+    const [ex, kex] = await paired(
+      ROUNDS * 3,
+      () => sb.exec(["true"]),
+      () => kubectl("exec", pod, "-c", "workspace", "--", "true"),
+    );
     row("exec true", ex, kex, "kubectl exec", 0.5);
     const big = randomBytes(20 * 1024 * 1024);
     const file = join(tmp, "upload.bin");
@@ -168,10 +189,12 @@ async function main(): Promise<void> {
       await kubectl("wait", "--for=condition=Ready", `pod/${objectName(k)}`, "--timeout=180s");
       await kubectl("delete", "pod", objectName(k), "--wait=true");
       const podFile = manifestsFile(k, "pod");
-      podOnly.push(await timed(async () => {
-        await kubectl("apply", "-f", podFile);
-        await kubectl("wait", "--for=condition=Ready", `pod/${objectName(k)}`, "--timeout=180s");
-      }));
+      podOnly.push(
+        await timed(async () => {
+          await kubectl("apply", "-f", podFile);
+          await kubectl("wait", "--for=condition=Ready", `pod/${objectName(k)}`, "--timeout=180s");
+        }),
+      );
     }
     await m[Symbol.asyncDispose]();
     row("resume after idle eviction", resumes, podOnly, "kubectl apply + wait (Pod)");
@@ -212,7 +235,11 @@ function trivialProgram(): PulumiFn {
 }
 function fleetProgram(round: number): PulumiFn {
   return async () => {
-    const workspaces = Array.from({ length: FLEET }, (_, i) => ({ workspaceId: `bench-${tag}-f${round}-${i}`, backend: { kind: "kubernetes" as const, ...specInput }, tags: { bench: "yes" } }));
+    const workspaces = Array.from({ length: FLEET }, (_, i) => ({
+      workspaceId: `bench-${tag}-f${round}-${i}`,
+      backend: { kind: "kubernetes" as const, ...specInput },
+      tags: { bench: "yes" },
+    }));
     const fleet = new WorkspaceFleet("fleet", { workspaces, deleteData: true });
     return { workspaces: fleet.workspaces };
   };

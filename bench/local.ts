@@ -31,7 +31,10 @@ async function makeSkills(root: string, count: number): Promise<string[]> {
   for (let i = 0; i < count; i++) {
     const dir = path.join(root, `skill-${i}`);
     await fs.mkdir(path.join(dir, "scripts"), { recursive: true });
-    await fs.writeFile(path.join(dir, "SKILL.md"), `---\nname: skill-${i}\ndescription: Benchmark skill number ${i}.\n---\n\n${"Instructions. ".repeat(200)}\n`);
+    await fs.writeFile(
+      path.join(dir, "SKILL.md"),
+      `---\nname: skill-${i}\ndescription: Benchmark skill number ${i}.\n---\n\n${"Instructions. ".repeat(200)}\n`,
+    );
     await fs.writeFile(path.join(dir, "scripts", "run.py"), `print(${i})\n`.repeat(100));
     await fs.writeFile(path.join(dir, "reference.md"), "x".repeat(8 * 1024));
     paths.push(dir);
@@ -97,9 +100,11 @@ async function main(): Promise<void> {
             for (let i = 0; i < N; i++) if ((await ws.addSkill(skills[0]!)) !== undefined) returned++;
           })) / N,
         );
-        baseline.push((await time(async () => {
-          for (let i = 0; i < N; i++) await fs.stat(path.join(skills[0]!, "SKILL.md"));
-        })) / N);
+        baseline.push(
+          (await time(async () => {
+            for (let i = 0; i < N; i++) await fs.stat(path.join(skills[0]!, "SKILL.md"));
+          })) / N,
+        );
       }
       const after = await snapshot(partition);
       const copied = returned !== 0 || before !== after;
@@ -150,8 +155,18 @@ async function main(): Promise<void> {
         const o: number[] = [];
         const b: number[] = [];
         for (let r = 0; r < ROUNDS; r++) {
-          const runOurs = async () => o.push((await time(async () => { for (let i = 0; i < N; i++) await ours(); })) / N);
-          const runBase = async () => b.push((await time(async () => { for (let i = 0; i < N; i++) await baseline(); })) / N);
+          const runOurs = async () =>
+            o.push(
+              (await time(async () => {
+                for (let i = 0; i < N; i++) await ours();
+              })) / N,
+            );
+          const runBase = async () =>
+            b.push(
+              (await time(async () => {
+                for (let i = 0; i < N; i++) await baseline();
+              })) / N,
+            );
           if (r % 2 === 0) await runOurs().then(runBase);
           else await runBase().then(runOurs);
         }
@@ -159,11 +174,20 @@ async function main(): Promise<void> {
       }
     }
 
-    console.log(`Local workspace benchmarks (medians; ${ROUNDS} rounds, ours and baseline alternating; node ${process.version}, ${os.cpus().length} CPUs, load ${os.loadavg()[0]!.toFixed(1)})\n`);
+    console.log(
+      `Local workspace benchmarks (medians; ${ROUNDS} rounds, ours and baseline alternating; node ${process.version}, ${os.cpus().length} CPUs, load ${os.loadavg()[0]!.toFixed(1)})\n`,
+    );
     console.log(["figure".padEnd(46), "ours ms".padStart(10), "base ms".padStart(10), "ratio".padStart(8), "goal".padStart(9), "  ok"].join(""));
     for (const r of rows)
       console.log(
-        [r.figure.padEnd(46), r.ours.toFixed(3).padStart(10), r.baseline.toFixed(3).padStart(10), `${(r.ours / r.baseline).toFixed(2)}x`.padStart(8), r.goal.padStart(9), r.ok ? "  yes" : "  NO"].join(""),
+        [
+          r.figure.padEnd(46),
+          r.ours.toFixed(3).padStart(10),
+          r.baseline.toFixed(3).padStart(10),
+          `${(r.ours / r.baseline).toFixed(2)}x`.padStart(8),
+          r.goal.padStart(9),
+          r.ok ? "  yes" : "  NO",
+        ].join(""),
       );
     for (const r of rows) if (r.note) console.log(`\n${r.figure}: ${r.note}`);
     if (rows.some((r) => !r.ok)) process.exitCode = 1;

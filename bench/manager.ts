@@ -81,7 +81,10 @@ async function benchHits(): Promise<void> {
     }
     console.log("cache-hit getWorkspace (LocalWorkspaceManager, real LocalWorkspace), per call:");
     console.log(`  baseline Map.get + await : median ${us(median(base))}, p99 ${us(quantile(base, 0.99))}`);
-    for (const [name, xs] of [["explicit workspaceId", explicit], ["derived id (per_agent)", derived]] as const)
+    for (const [name, xs] of [
+      ["explicit workspaceId", explicit],
+      ["derived id (per_agent)", derived],
+    ] as const)
       console.log(
         `  ${name.padEnd(24)} : median ${us(median(xs))} (${(median(xs) / median(base)).toFixed(2)}x baseline), p99 ${us(quantile(xs, 0.99))} (${(quantile(xs, 0.99) / quantile(base, 0.99)).toFixed(2)}x)`,
       );
@@ -118,7 +121,9 @@ async function benchSweep(): Promise<void> {
   const evictAll = performance.now() - t;
   console.log(`idle sweep over ${N} cached workspaces:`);
   console.log(`  baseline bare Map loop    : median ${(median(baseline) * 1000).toFixed(0)} µs, p99 ${(quantile(baseline, 0.99) * 1000).toFixed(0)} µs`);
-  console.log(`  sweep, none idle          : median ${(median(sweeps) * 1000).toFixed(0)} µs (${(median(sweeps) / median(baseline)).toFixed(2)}x baseline), p99 ${(quantile(sweeps, 0.99) * 1000).toFixed(0)} µs`);
+  console.log(
+    `  sweep, none idle          : median ${(median(sweeps) * 1000).toFixed(0)} µs (${(median(sweeps) / median(baseline)).toFixed(2)}x baseline), p99 ${(quantile(sweeps, 0.99) * 1000).toFixed(0)} µs`,
+  );
   console.log(`  sweep evicting all ${r.evicted} : ${evictAll.toFixed(2)} ms (${(evictAll / median(baseline)).toFixed(0)}x baseline)`);
 }
 
@@ -180,7 +185,10 @@ async function benchLeases(): Promise<void> {
     const leases = new FileLeases(path.join(dir, "leases"));
     const ttl = 3; // seconds: renewals every ttl/3 = 1 s, so a few seconds of load show the rate
     await using plain = new WorkspaceManager<MemoryWorkspace>({ ttl, factory: (i: ManagedIdentity) => new MemoryWorkspace(i.workspaceId) });
-    await using leased = new WorkspaceManager<LeasedMemoryWorkspace>({ ttl, factory: (i: ManagedIdentity) => new LeasedMemoryWorkspace(i.workspaceId, leases) });
+    await using leased = new WorkspaceManager<LeasedMemoryWorkspace>({
+      ttl,
+      factory: (i: ManagedIdentity) => new LeasedMemoryWorkspace(i.workspaceId, leases),
+    });
     const one = ["w-hit"];
     await plain.getWorkspace("u", "a", undefined, one[0]);
     await leased.getWorkspace("u", "a", undefined, one[0]);
@@ -197,8 +205,12 @@ async function benchLeases(): Promise<void> {
     }
     console.log("replica leases: cache-hit getWorkspace (explicit id), per call:");
     console.log(`  baseline Map.get + await : median ${us(median(base))}, p99 ${us(quantile(base, 0.99))}`);
-    console.log(`  no leases                : median ${us(median(without))} (${(median(without) / median(base)).toFixed(2)}x baseline), p99 ${us(quantile(without, 0.99))}`);
-    console.log(`  leases + renewal timer   : median ${us(median(withLeases))} (${(median(withLeases) / median(base)).toFixed(2)}x baseline, ${(median(withLeases) / median(without)).toFixed(2)}x no leases), p99 ${us(quantile(withLeases, 0.99))}`);
+    console.log(
+      `  no leases                : median ${us(median(without))} (${(median(without) / median(base)).toFixed(2)}x baseline), p99 ${us(quantile(without, 0.99))}`,
+    );
+    console.log(
+      `  leases + renewal timer   : median ${us(median(withLeases))} (${(median(withLeases) / median(base)).toFixed(2)}x baseline, ${(median(withLeases) / median(without)).toFixed(2)}x no leases), p99 ${us(quantile(withLeases, 0.99))}`,
+    );
 
     // Renewals under load: 50 workspaces all active, hit as fast as the loop goes for 6 s.
     const ids = Array.from({ length: 50 }, (_, i) => `w-load-${i}`);
@@ -208,8 +220,12 @@ async function benchLeases(): Promise<void> {
     const calls = await hammer(leased, ids, ms);
     const renewals = leased.leaseStats().renewals - before;
     const perMin = (renewals / ids.length) * (60_000 / ms);
-    console.log(`  under load: ${ids.length} workspaces, ${(calls / (ms / 1000) / 1000).toFixed(0)}k hits/s for ${ms / 1000} s (ttl ${ttl} s, renew every ${ttl / 3} s):`);
-    console.log(`    ${renewals} renewals = ${perMin.toFixed(1)} renewals per minute per workspace (bound: 60 / renew interval in s = ${(60 / (ttl / 3)).toFixed(0)}; default ttl 3600 s renews every 30 s = 2 per minute)`);
+    console.log(
+      `  under load: ${ids.length} workspaces, ${(calls / (ms / 1000) / 1000).toFixed(0)}k hits/s for ${ms / 1000} s (ttl ${ttl} s, renew every ${ttl / 3} s):`,
+    );
+    console.log(
+      `    ${renewals} renewals = ${perMin.toFixed(1)} renewals per minute per workspace (bound: 60 / renew interval in s = ${(60 / (ttl / 3)).toFixed(0)}; default ttl 3600 s renews every 30 s = 2 per minute)`,
+    );
 
     // The I/O one renewal and one freshness check cost, against a bare stat of the same file.
     const { stat } = await import("node:fs/promises");
@@ -227,7 +243,9 @@ async function benchLeases(): Promise<void> {
     const renewX = await timeIt(2000, () => leases.renew(one[0]!, leased.replicaId, 3000));
     await leases.renew(one[0]!, plain.replicaId, 3000); // another replica's lease to find
     const checkX = await timeIt(2000, () => leases.othersActive(one[0]!, leased.replicaId));
-    console.log(`  lease file I/O: baseline stat ${us(median(statX))}; renew (utimes) ${us(median(renewX))} (${(median(renewX) / median(statX)).toFixed(2)}x); othersActive (readdir + lstat) ${us(median(checkX))} (${(median(checkX) / median(statX)).toFixed(2)}x)`);
+    console.log(
+      `  lease file I/O: baseline stat ${us(median(statX))}; renew (utimes) ${us(median(renewX))} (${(median(renewX) / median(statX)).toFixed(2)}x); othersActive (readdir + lstat) ${us(median(checkX))} (${(median(checkX) / median(statX)).toFixed(2)}x)`,
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

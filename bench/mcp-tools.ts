@@ -26,7 +26,9 @@ async function time(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t;
 }
 const row = (label: string, ours: number, base: number, baseLabel: string) =>
-  console.log(`${label.padEnd(34)} ours ${ours.toFixed(2).padStart(8)} ms   ${baseLabel} ${base.toFixed(2).padStart(8)} ms   ratio ${(ours / base).toFixed(2)}`);
+  console.log(
+    `${label.padEnd(34)} ours ${ours.toFixed(2).padStart(8)} ms   ${baseLabel} ${base.toFixed(2).padStart(8)} ms   ratio ${(ours / base).toFixed(2)}`,
+  );
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "bench-mcp-tools-"));
 const sandbox = new LocalSandbox(dir);

@@ -26,7 +26,9 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 function row(name: string, subject: number[], baseline: number[], goal?: number): void {
   const ratio = median(subject) / median(baseline);
   const verdict = goal === undefined ? "" : ratio <= goal ? `  (goal ≤ ${goal}x: met)` : `  (goal ≤ ${goal}x: NOT met)`;
-  console.log(`${name.padEnd(34)} ${median(subject).toFixed(1).padStart(8)} ms  vs plain SDK ${median(baseline).toFixed(1).padStart(8)} ms  → ${ratio.toFixed(2)}x${verdict}`);
+  console.log(
+    `${name.padEnd(34)} ${median(subject).toFixed(1).padStart(8)} ms  vs plain SDK ${median(baseline).toFixed(1).padStart(8)} ms  → ${ratio.toFixed(2)}x${verdict}`,
+  );
 }
 async function paired(
   n: number,
@@ -37,7 +39,15 @@ async function paired(
   const a: number[] = [];
   const b: number[] = [];
   for (let i = 0; i < n; i++) {
-    for (const [fn, out] of i % 2 ? ([[subject, a], [baseline, b]] as const) : ([[baseline, b], [subject, a]] as const)) {
+    for (const [fn, out] of i % 2
+      ? ([
+          [subject, a],
+          [baseline, b],
+        ] as const)
+      : ([
+          [baseline, b],
+          [subject, a],
+        ] as const)) {
       const t = performance.now();
       await fn(i);
       out.push(performance.now() - t);
@@ -86,15 +96,28 @@ try {
   // step (the baseline here is a get by id). Sandboxes are added with the plain SDK, then removed.
   const filler: OsbSandbox[] = [];
   for (const population of [2, 12]) {
-    while (plain.length + ours.length + filler.length < population) filler.push(await OsbSandbox.create({ connectionConfig, image: IMAGE, timeoutSeconds: 600 }));
-    const [l1, l2] = await paired(ROUNDS, () => driver.find(`bench-${run}-absent`), () => manager.getSandboxInfo(plain[0]!.id));
+    while (plain.length + ours.length + filler.length < population)
+      filler.push(await OsbSandbox.create({ connectionConfig, image: IMAGE, timeoutSeconds: 600 }));
+    const [l1, l2] = await paired(
+      ROUNDS,
+      () => driver.find(`bench-${run}-absent`),
+      () => manager.getSandboxInfo(plain[0]!.id),
+    );
     row(`find, ${population} sandboxes on the server`, l1, l2);
   }
-  for (const s of filler) await s.kill().then(() => s.close()).catch(() => undefined);
+  for (const s of filler)
+    await s
+      .kill()
+      .then(() => s.close())
+      .catch(() => undefined);
 
   const sb = await driver.connect(ours[0]!);
   const sbx = plain[0]!;
-  const [e1, e2] = await paired(ROUNDS * 3, () => sb.exec(["true"]), () => sbx.commands.run("true"));
+  const [e1, e2] = await paired(
+    ROUNDS * 3,
+    () => sb.exec(["true"]),
+    () => sbx.commands.run("true"),
+  );
   row("exec true", e1, e2, 1.1);
 
   const mib = randomBytes(1024 * 1024);

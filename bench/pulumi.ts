@@ -39,7 +39,11 @@ function trivialProgram(): PulumiFn {
 
 function fleetProgram(basedir: string): PulumiFn {
   return async () => {
-    const workspaces = Array.from({ length: SIZE }, (_, i) => ({ workspaceId: `bench-${i}`, backend: { kind: "local" as const, basedir }, tags: { bench: "yes" } }));
+    const workspaces = Array.from({ length: SIZE }, (_, i) => ({
+      workspaceId: `bench-${i}`,
+      backend: { kind: "local" as const, basedir },
+      tags: { bench: "yes" },
+    }));
     const fleet = new WorkspaceFleet("fleet", { workspaces, deleteData: true });
     return { workspaces: fleet.workspaces };
   };

@@ -21,7 +21,13 @@ async function runnerFirstAnswer(root: string): Promise<number> {
   const t = performance.now();
   const [cmd, ...args] = runnerArgv(PYTHON, root, RUNNER_SOURCE);
   const child = spawn(cmd!, args, { stdio: ["pipe", "pipe", "inherit"] });
-  const client = new RunnerClient({ stdin: child.stdin, stdout: child.stdout, pid: child.pid, exited: new Promise((r) => child.once("close", () => r({ why: "" }))), kill: () => child.kill("SIGKILL") });
+  const client = new RunnerClient({
+    stdin: child.stdin,
+    stdout: child.stdout,
+    pid: child.pid,
+    exited: new Promise((r) => child.once("close", () => r({ why: "" }))),
+    kill: () => child.kill("SIGKILL"),
+  });
   // Sent at once, as a connect's first operation is: the runner reads it once it is up.
   const r = await client.exec({ argv: ["true"], cwd: "", env: {}, maxOutputBytes: 100 });
   const ms = performance.now() - t;

@@ -50,7 +50,15 @@ async function paired(n: number, subject: () => Promise<unknown>, baseline: () =
   const a: number[] = [];
   const b: number[] = [];
   for (let i = 0; i < n; i++) {
-    for (const [fn, out] of i % 2 ? ([[subject, a], [baseline, b]] as const) : ([[baseline, b], [subject, a]] as const)) {
+    for (const [fn, out] of i % 2
+      ? ([
+          [subject, a],
+          [baseline, b],
+        ] as const)
+      : ([
+          [baseline, b],
+          [subject, a],
+        ] as const)) {
       const t = performance.now();
       await fn();
       out.push(performance.now() - t);
@@ -100,9 +108,17 @@ async function benchFiles(kind: string, sb: Sandbox, hostRoot: string): Promise<
   row(`${kind} 1 MiB write+read`, viaRunner, viaHost, "host folder", 1.5);
   // The two halves apart: a big write is one round trip into a spare the runner made ahead (descriptor
   // hand-off), a big read one round trip and a read of the runner's descriptor.
-  const [wRunner, wHost] = await paired(ROUNDS, () => sb.writeFile("bench-r.bin", mib), () => host.writeFile("bench-h.bin", mib));
+  const [wRunner, wHost] = await paired(
+    ROUNDS,
+    () => sb.writeFile("bench-r.bin", mib),
+    () => host.writeFile("bench-h.bin", mib),
+  );
   row(`${kind} 1 MiB write`, wRunner, wHost, "host folder");
-  const [rRunner, rHost] = await paired(ROUNDS, () => sb.readFile("bench-r.bin"), () => host.readFile("bench-h.bin"));
+  const [rRunner, rHost] = await paired(
+    ROUNDS,
+    () => sb.readFile("bench-r.bin"),
+    () => host.readFile("bench-h.bin"),
+  );
   row(`${kind} 1 MiB read`, rRunner, rHost, "host folder");
   await sb.mkdir("bench-list");
   await Promise.all(Array.from({ length: 1000 }, (_, i) => host.writeFile(`bench-list/f${i}.txt`, "x")));
@@ -115,7 +131,10 @@ async function benchFiles(kind: string, sb: Sandbox, hostRoot: string): Promise<
 }
 
 /** The same runner calls over its private pipe pair and over the dockerd relay (two runners side by side). */
-async function benchPrivatePipes(docker: ReturnType<typeof dockerClient>, container: ReturnType<ReturnType<typeof dockerClient>["getContainer"]>): Promise<void> {
+async function benchPrivatePipes(
+  docker: ReturnType<typeof dockerClient>,
+  container: ReturnType<ReturnType<typeof dockerClient>["getContainer"]>,
+): Promise<void> {
   const transport = startDockerRunner(docker, container, [], "/workspace", true);
   const priv = new RunnerClient(transport);
   const relay = new RunnerClient({ ...startDockerRunner(docker, container, [], "/workspace", true), relayed: false });
@@ -124,7 +143,11 @@ async function benchPrivatePipes(docker: ReturnType<typeof dockerClient>, contai
     for (let i = 0; i < 100 && priv.channel !== "private"; i++) await new Promise((r) => setTimeout(r, 10));
     if (priv.channel !== "private") return console.log("docker private pipes: skipped, the runner could not open them");
     const [p, r] = [new RunnerFiles(async () => ({ client: priv })), new RunnerFiles(async () => ({ client: relay }))];
-    const [statP, statR] = await paired(ROUNDS * 4, () => p.stat("nothing-here"), () => r.stat("nothing-here"));
+    const [statP, statR] = await paired(
+      ROUNDS * 4,
+      () => p.stat("nothing-here"),
+      () => r.stat("nothing-here"),
+    );
     row("docker stat, private pipes", statP, statR, "dockerd relay");
     const mib = Buffer.alloc(1 << 20, 0x61);
     const rw = (f: RunnerFiles, name: string) => async () => {

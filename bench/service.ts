@@ -92,7 +92,11 @@ const routes: Array<[string, string, () => RequestInit]> = [
   ["GET /healthz", `${service.url}/healthz`, () => ({})],
   ["GET /sessions/{id}", `${service.url}/sessions/${session.sessionId}`, () => ({ headers: auth })],
   ["GET .../files (4 KiB)", `${service.url}${w}/files?path=file.txt`, () => ({ headers: auth })],
-  ["POST .../offload/tool-result", `${service.url}${w}/offload/tool-result`, () => ({ method: "POST", headers: auth, body: JSON.stringify({ id: `c${call++}`, output: "y".repeat(1024) }) })],
+  [
+    "POST .../offload/tool-result",
+    `${service.url}${w}/offload/tool-result`,
+    () => ({ method: "POST", headers: auth, body: JSON.stringify({ id: `c${call++}`, output: "y".repeat(1024) }) }),
+  ],
 ];
 
 const fmt = (r: Result) => `p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.rps.toFixed(0)} req/s`;
@@ -109,7 +113,12 @@ for (const [name, url, init] of routes) {
 console.log(`(b) POST /sessions, ${clients} concurrent clients (one user and agent each), Local backend, SQLite`);
 const post = (agentId: string): RequestInit => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ agentId }) });
 const baseCreate = await measure(`${bare.url}/`, () => post("bench"), clients, 201);
-const creates = await measure(`${service.url}/sessions`, (worker) => ({ ...post("bench"), headers: { authorization: `Bearer ${users[worker]!.token}`, "content-type": "application/json" } }), clients, 201);
+const creates = await measure(
+  `${service.url}/sessions`,
+  (worker) => ({ ...post("bench"), headers: { authorization: `Bearer ${users[worker]!.token}`, "content-type": "application/json" } }),
+  clients,
+  201,
+);
 console.log(`  ${"bare Hono POST / (baseline)".padEnd(32)} ${fmt(baseCreate)}`);
 console.log(`  ${"POST /sessions".padEnd(32)} ${fmt(creates)}  | ${creates.rps.toFixed(0)} sessions/s, ${versus(creates, baseCreate)}`);
 

@@ -31,8 +31,19 @@ async function model(): Promise<LanguageModel> {
   return new MockLanguageModelV3({
     doGenerate: async () => {
       const call = script[step++];
-      if (!call) return { content: [{ type: "text", text: "Listed the skills and the workspace." }], finishReason: { unified: "stop", raw: "stop" }, usage, warnings: [] };
-      return { content: [{ type: "tool-call", toolCallId: `c${step}`, toolName: call.toolName, input: JSON.stringify(call.input) }], finishReason: { unified: "tool-calls", raw: "tool_calls" }, usage, warnings: [] };
+      if (!call)
+        return {
+          content: [{ type: "text", text: "Listed the skills and the workspace." }],
+          finishReason: { unified: "stop", raw: "stop" },
+          usage,
+          warnings: [],
+        };
+      return {
+        content: [{ type: "tool-call", toolCallId: `c${step}`, toolName: call.toolName, input: JSON.stringify(call.input) }],
+        finishReason: { unified: "tool-calls", raw: "tool_calls" },
+        usage,
+        warnings: [],
+      };
     },
   });
 }
@@ -40,7 +51,12 @@ async function model(): Promise<LanguageModel> {
 async function runAgent(label: string, ws: Workspace): Promise<void> {
   await ws.initialize();
   try {
-    const kit = await workspaceToolkit(ws, { agentId: "writer", sessionId: "demo", groups: { editing: ["Write", "Edit"] }, compression: { contextTokens: 128_000 } });
+    const kit = await workspaceToolkit(ws, {
+      agentId: "writer",
+      sessionId: "demo",
+      groups: { editing: ["Write", "Edit"] },
+      compression: { contextTokens: 128_000 },
+    });
     const result = await generateText({
       model: await model(),
       system: ws.getInstructions(),

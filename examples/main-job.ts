@@ -33,7 +33,9 @@ if (up.status !== 0) {
 const fleet: FleetOutputs = await readStackOutputs({ stackName: "local", workDir: root });
 say(`      stack 'local' declares ${Object.keys(fleet).length} workspace(s):`);
 for (const entry of Object.values(fleet))
-  say(`        ${entry.workspaceId}  ${entry.backend.kind.padEnd(10)} user=${entry.userId ?? "-"} agent=${entry.agentId ?? "-"}  ${entry.location.hostPath ?? entry.location.workdir ?? ""}`);
+  say(
+    `        ${entry.workspaceId}  ${entry.backend.kind.padEnd(10)} user=${entry.userId ?? "-"} agent=${entry.agentId ?? "-"}  ${entry.location.hostPath ?? entry.location.workdir ?? ""}`,
+  );
 const declared = Object.values(fleet).find((e) => e.backend.kind === "local");
 if (!declared) throw new Error("the local stack declares no local workspace");
 const userId = declared.userId ?? "local";
@@ -68,7 +70,10 @@ const api = async (method: string, route: string, body?: unknown): Promise<Respo
   if (!r.ok) throw new Error(`${method} ${route} → ${r.status}: ${await r.text()}`);
   return r;
 };
-const session = (await (await api("POST", "/sessions", { agentId, workspaceId: declared.workspaceId, name: "main job" })).json()) as { sessionId: string; workspaceId: string };
+const session = (await (await api("POST", "/sessions", { agentId, workspaceId: declared.workspaceId, name: "main job" })).json()) as {
+  sessionId: string;
+  workspaceId: string;
+};
 const s = `/sessions/${session.sessionId}`;
 say(`      POST /sessions → session ${session.sessionId} in workspace ${session.workspaceId} (the declared one)`);
 
@@ -97,7 +102,13 @@ const text = (r: Awaited<ReturnType<typeof client.callTool>>) => (r.content as A
 say(`      mcp__echo__add({a: 19, b: 23}) → ${text(await client.callTool({ name: "mcp__echo__add", arguments: { a: 19, b: 23 } }))}`);
 await client.callTool({ name: "Write", arguments: { file_path: "notes/plan.md", content: "# Plan\n- ship the service\n" } });
 const listing = text(await client.callTool({ name: "Bash", arguments: { command: "ls -a && du -sh . | cut -f1" } }));
-say(`      Bash: ls -a →\n${listing.trimEnd().split("\n").map((l) => `        ${l}`).join("\n")}`);
+say(
+  `      Bash: ls -a →\n${listing
+    .trimEnd()
+    .split("\n")
+    .map((l) => `        ${l}`)
+    .join("\n")}`,
+);
 await client.close();
 
 const dir = (await (await api("GET", `${s}/workspace/directories?path=notes`)).json()) as { entries: Array<{ name: string; size: number }> };
@@ -113,16 +124,22 @@ const declaredSandbox = Object.values(fleet).find((e) => e.backend.kind === "bub
 if (declaredSandbox && declaredSandbox.backend.kind === "bubblewrap" && declaredSandbox.backend.basedir) {
   await using sandboxes = BubblewrapWorkspaceManager.fromOutputs(fleet, { basedir: declaredSandbox.backend.basedir, ignoreOtherBackends: true });
   const box = await sandboxes.getWorkspace(declaredSandbox.userId ?? "local", declaredSandbox.agentId ?? "sandboxed", "session-1", declaredSandbox.workspaceId);
-  const probe = await box.listTools().find((t) => t.name === "Bash")!.execute({
-    command: "echo \"cwd: $(pwd)\"; (echo > /dev/tcp/1.1.1.1/53) 2>/dev/null && echo 'network: open' || echo 'network: cut'; touch /usr/x 2>/dev/null || echo '/usr: read-only'",
-  });
+  const probe = await box
+    .listTools()
+    .find((t) => t.name === "Bash")!
+    .execute({
+      command:
+        "echo \"cwd: $(pwd)\"; (echo > /dev/tcp/1.1.1.1/53) 2>/dev/null && echo 'network: open' || echo 'network: cut'; touch /usr/x 2>/dev/null || echo '/usr: read-only'",
+    });
   say(`      bubblewrap workspace ${box.workspaceId}: ${probe.output.trim().split("\n").join("; ")}`);
 } else say("      (no bubblewrap workspace in this fleet: bwrap is not installed here)");
 
 // 4. How to reach it.
 say("\n[4/4] the service");
 say(`      URL:      ${url}   (OpenAPI: ${url}/openapi.json, metrics: ${url}/metrics)`);
-say(`      token:    ${token}   (user '${userId}', id ${minted.tokenId}, expires ${new Date(minted.expiresAt!).toISOString().slice(0, 10)}; the next run revokes it; only its hash is stored; \`agentws serve\` serves the same store)`);
+say(
+  `      token:    ${token}   (user '${userId}', id ${minted.tokenId}, expires ${new Date(minted.expiresAt!).toISOString().slice(0, 10)}; the next run revokes it; only its hash is stored; \`agentws serve\` serves the same store)`,
+);
 say(`      try:      curl -H 'Authorization: Bearer ${token}' ${url}/sessions`);
 say(`      MCP:      any MCP client at ${url}${s}/mcp with that bearer token`);
 if (once) {

@@ -27,8 +27,15 @@ class ScriptedModel implements Model {
   ];
   async getResponse(): Promise<ModelResponse> {
     const call = this.#script[this.#step++];
-    if (!call) return { usage: new Usage(), output: [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "Loaded the skill and looked around." }] }] };
-    return { usage: new Usage(), output: [{ type: "function_call", callId: `c${this.#step}`, name: call.name, arguments: JSON.stringify(call.arguments), status: "completed" }] };
+    if (!call)
+      return {
+        usage: new Usage(),
+        output: [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "Loaded the skill and looked around." }] }],
+      };
+    return {
+      usage: new Usage(),
+      output: [{ type: "function_call", callId: `c${this.#step}`, name: call.name, arguments: JSON.stringify(call.arguments), status: "completed" }],
+    };
   }
   // eslint-disable-next-line require-yield
   async *getStreamedResponse(): AsyncIterable<never> {
@@ -39,7 +46,12 @@ class ScriptedModel implements Model {
 async function runAgent(label: string, ws: Workspace): Promise<void> {
   await ws.initialize();
   try {
-    const kit = await workspaceTools(ws, { agentId: "writer", sessionId: "demo", groups: { editing: ["Write", "Edit"] }, compression: { contextTokens: 128_000 } });
+    const kit = await workspaceTools(ws, {
+      agentId: "writer",
+      sessionId: "demo",
+      groups: { editing: ["Write", "Edit"] },
+      compression: { contextTokens: 128_000 },
+    });
     const agent = new Agent({
       name: "writer",
       instructions: ws.getInstructions(),

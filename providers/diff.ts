@@ -82,7 +82,10 @@ export function diffWorkspace(rawOlds: Record<string, unknown>, rawNews: Record<
     if (!INPUT_KEYS.has(key)) continue;
     if (OPAQUE.has(key)) {
       const change = compareLeaf(olds[key], news[key]);
-      if (change) fields.push(withValues({ path: key, kind: change, replace: false, effect: "update" }, change, JSON.stringify(SECRET_MASK), JSON.stringify(SECRET_MASK)));
+      if (change)
+        fields.push(
+          withValues({ path: key, kind: change, replace: false, effect: "update" }, change, JSON.stringify(SECRET_MASK), JSON.stringify(SECRET_MASK)),
+        );
       continue;
     }
     // A kind change replaces the whole backend: reported once, as backend.kind, not per old option.
@@ -104,7 +107,11 @@ export function diffWorkspace(rawOlds: Record<string, unknown>, rawNews: Record<
 }
 
 /** What an operation of this effect does to the files, and whether the old object must go first. */
-export function consequenceOf(effect: ChangeEffect | "none", olds: Record<string, unknown>, news: Record<string, unknown>): { data: DataOutcome; deleteFirst: boolean } {
+export function consequenceOf(
+  effect: ChangeEffect | "none",
+  olds: Record<string, unknown>,
+  news: Record<string, unknown>,
+): { data: DataOutcome; deleteFirst: boolean } {
   if (effect === "none" || effect === "update") return { data: "kept", deleteFirst: false };
   const oldHomes = homesOf(olds);
   const newHomes = homesOf(news);
@@ -201,6 +208,12 @@ function containsUnknownDeep(v: unknown): boolean {
 /** JSON with sorted keys, so key order never reads as a change. */
 export function stableJson(v: unknown): string {
   return JSON.stringify(v, (_k, value: unknown) =>
-    isObject(value) ? Object.fromEntries(Object.keys(value).sort().map((k) => [k, value[k]])) : value,
+    isObject(value)
+      ? Object.fromEntries(
+          Object.keys(value)
+            .sort()
+            .map((k) => [k, value[k]]),
+        )
+      : value,
   );
 }

@@ -68,9 +68,14 @@ export class WorkspaceFleet extends pulumi.ComponentResource {
       if (home) homes.push(home);
     }
     // Created before every workspace and deleted after them all (they depend on it).
-    this.ledger = new DataLedger(`${name}-data-ledger`, { deleteData: args.deleteData === true, homes: homes.sort((a, b) => a.key.localeCompare(b.key)) }, { parent: this });
+    this.ledger = new DataLedger(
+      `${name}-data-ledger`,
+      { deleteData: args.deleteData === true, homes: homes.sort((a, b) => a.key.localeCompare(b.key)) },
+      { parent: this },
+    );
     this.resources = {};
-    for (const { id, args: resourceArgs } of planned) this.resources[id] = new WorkspaceResource(`${name}-${id}`, resourceArgs, { parent: this, dependsOn: [this.ledger] });
+    for (const { id, args: resourceArgs } of planned)
+      this.resources[id] = new WorkspaceResource(`${name}-${id}`, resourceArgs, { parent: this, dependsOn: [this.ledger] });
     const entries = Object.values(this.resources).map((r) => fleetEntryOf(r));
     const all = pulumi.all(entries).apply((list) => Object.fromEntries(list.map((e) => [e.workspaceId, e])));
     // The engine already marks it secret when a resource output is; say so in code too.
@@ -82,7 +87,17 @@ export class WorkspaceFleet extends pulumi.ComponentResource {
 /** One fleet entry from a resource's outputs: the spec fields, never credentials. */
 function fleetEntryOf(r: WorkspaceResource): pulumi.Output<FleetEntry> {
   return pulumi
-    .output({ workspaceId: r.workspaceId, userId: r.userId, agentId: r.agentId, backend: r.backend, skillPaths: r.skillPaths, defaultMcps: r.defaultMcps, tags: r.tags, ttlSeconds: r.ttlSeconds, location: r.location })
+    .output({
+      workspaceId: r.workspaceId,
+      userId: r.userId,
+      agentId: r.agentId,
+      backend: r.backend,
+      skillPaths: r.skillPaths,
+      defaultMcps: r.defaultMcps,
+      tags: r.tags,
+      ttlSeconds: r.ttlSeconds,
+      location: r.location,
+    })
     .apply((o) => {
       const entry: Record<string, unknown> = { ...o, managedBy: "pulumi", location: o.location ?? {} };
       for (const k of Object.keys(entry)) if (entry[k] === undefined || entry[k] === null) delete entry[k];
@@ -99,7 +114,13 @@ function parsePlainSpec(value: unknown, field: string): WorkspaceSpec {
   if (r.success) return r.data;
   const failures = r.error.issues.map((i) => issueToFailure(i));
   const first = failures[0]!;
-  const more = failures.length > 1 ? ` (and ${failures.length - 1} more: ${failures.slice(1).map((f) => `${field}.${f.property}`).join(", ")})` : "";
+  const more =
+    failures.length > 1
+      ? ` (and ${failures.length - 1} more: ${failures
+          .slice(1)
+          .map((f) => `${field}.${f.property}`)
+          .join(", ")})`
+      : "";
   throw new InvalidArgumentError(`${first.reason.slice(first.property.length + 2)}${more}`, { field: `${field}.${first.property}` });
 }
 
@@ -130,7 +151,11 @@ export function loadFleetFile(path: string): FleetWorkspaceSpec[] {
   }
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  const problems: FleetFileProblem[] = doc.errors.map((e) => ({ line: lineCounter.linePos(e.pos[0]).line, field: "(yaml)", message: e.message.split("\n")[0]! }));
+  const problems: FleetFileProblem[] = doc.errors.map((e) => ({
+    line: lineCounter.linePos(e.pos[0]).line,
+    field: "(yaml)",
+    message: e.message.split("\n")[0]!,
+  }));
   if (problems.length) throw fleetFileError(path, problems);
   const lineOf = (at: ReadonlyArray<PropertyKey>): number => {
     // The deepest node that exists along the path (a missing field is blamed on its parent).
@@ -143,7 +168,11 @@ export function loadFleetFile(path: string): FleetWorkspaceSpec[] {
     return 1;
   };
   const file = FleetFileSchema.safeParse(doc.toJS());
-  if (!file.success) throw fleetFileError(path, file.error.issues.map((i) => ({ line: lineOf(i.path), field: joinField("", i.path) || "(root)", message: i.message })));
+  if (!file.success)
+    throw fleetFileError(
+      path,
+      file.error.issues.map((i) => ({ line: lineOf(i.path), field: joinField("", i.path) || "(root)", message: i.message })),
+    );
   const defaults = file.data.defaults ?? {};
   const seen = new Set<string>();
   const specs: FleetWorkspaceSpec[] = [];
@@ -172,7 +201,9 @@ export function loadFleetFile(path: string): FleetWorkspaceSpec[] {
         const at = own ? ["workspaces", i, ...key] : ["defaults", ...key];
         const field = joinField("", at);
         const message =
-          issue.code === "unrecognized_keys" ? "unknown field; check the spelling against the WorkspaceSpec schema" : issueToFailure(issue).reason.replace(/^[^:]*: /, "");
+          issue.code === "unrecognized_keys"
+            ? "unknown field; check the spelling against the WorkspaceSpec schema"
+            : issueToFailure(issue).reason.replace(/^[^:]*: /, "");
         const id = `${field}\0${message}`;
         if (seen.has(id)) continue;
         seen.add(id);

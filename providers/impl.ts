@@ -40,7 +40,10 @@ export const workspaceProviderImpl = {
         for (const [k, v] of Object.entries(parsed)) if (typeof v === "string") stackCredentials[k] = v;
     } catch {
       // Never quote the value: it is a secret.
-      throw new InvalidArgumentError("stack config agentws:credentials must be a JSON object of strings (set it with `pulumi config set --secret --path`)", { field: "agentws:credentials", fieldPrefix: false });
+      throw new InvalidArgumentError("stack config agentws:credentials must be a JSON object of strings (set it with `pulumi config set --secret --path`)", {
+        field: "agentws:credentials",
+        fieldPrefix: false,
+      });
     }
   },
 
@@ -69,7 +72,11 @@ export const workspaceProviderImpl = {
       await initializeSeeds(driver, description, inputs);
     } catch (e) {
       // The backend object exists: report it with its id so it lands in state and can be deleted.
-      throw { id: identity.workspaceId, properties: outs, reasons: [`workspace '${identity.workspaceId}' was created but initializing its layout or seeds failed: ${messageOf(e)}`] };
+      throw {
+        id: identity.workspaceId,
+        properties: outs,
+        reasons: [`workspace '${identity.workspaceId}' was created but initializing its layout or seeds failed: ${messageOf(e)}`],
+      };
     }
     return { id: identity.workspaceId, outs };
   },
@@ -159,7 +166,8 @@ export const ledgerProviderImpl = {
       try {
         const spec = parseBackend(h.backend, "backend (from the data ledger)");
         // Only drivers whose policy names their data fields know the leftover mode of destroy.
-        if (!changePolicyOf(spec.kind).dataFields) throw new InvalidArgumentError(`the ${spec.kind} backend cannot remove files left behind; remove them by hand`);
+        if (!changePolicyOf(spec.kind).dataFields)
+          throw new InvalidArgumentError(`the ${spec.kind} backend cannot remove files left behind; remove them by hand`);
         const driver = await loadDriverFor(spec);
         await driver.destroy(h.workspaceId, { deleteData: true, leftover: true }, driverContext({}));
       } catch (e) {
@@ -195,7 +203,10 @@ async function recreate(driver: Driver, identity: WorkspaceIdentity, ctx: Return
 
 /** Workspace ids whose replacement was asked for (`agentws up --replace`), from the environment. */
 function replaceRequested(id: unknown): boolean {
-  const ids = (process.env.AGENTWS_REPLACE ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  const ids = (process.env.AGENTWS_REPLACE ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   return typeof id === "string" && ids.includes(id);
 }
 
@@ -206,7 +217,10 @@ function replaceRequested(id: unknown): boolean {
  */
 function refuseDataLoss(d: WorkspaceDiff, news: Props): void {
   if (d.data !== "deleted" || allowDataLoss || /^(1|true)$/i.test(process.env.AGENTWS_ALLOW_DATA_LOSS ?? "") || process.env.AGENTWS_PREVIEW === "1") return;
-  const why = d.fields.filter((f) => f.effect === d.effect).map((f) => f.path).join(", ");
+  const why = d.fields
+    .filter((f) => f.effect === d.effect)
+    .map((f) => f.path)
+    .join(", ");
   const verb = d.effect === "recreate" ? "re-creates its backend object" : "replaces it";
   throw new ConflictError(
     `workspace '${String(news.workspaceId)}': changing ${why} ${verb} and deletes its files; ` +

@@ -113,7 +113,10 @@ export function issueToFailure(issue: z.core.$ZodIssue, root = ""): CheckFailure
 function toFailure(issue: z.core.$ZodIssue, _input: unknown): CheckFailure {
   if (issue.code === "unrecognized_keys") {
     const names = issue.keys.map((k) => joinField("", [...issue.path, k]));
-    return { property: names[0] ?? joinField("", issue.path), reason: `${names.join(", ")}: unknown field(s); check the spelling against the WorkspaceSpec schema` };
+    return {
+      property: names[0] ?? joinField("", issue.path),
+      reason: `${names.join(", ")}: unknown field(s); check the spelling against the WorkspaceSpec schema`,
+    };
   }
   if (issue.code === "invalid_union" && issue.path.at(-1) === "kind") {
     const field = joinField("", issue.path);

@@ -66,7 +66,8 @@ export function nextLeftovers(olds: Record<string, unknown>, newHomes: DataHome[
 export function homesIn(value: unknown): DataHome[] {
   if (!Array.isArray(value)) return [];
   return value.filter(
-    (h): h is DataHome => isObject(h) && typeof h.key === "string" && typeof h.workspaceId === "string" && isObject(h.backend) && typeof h.backend.kind === "string",
+    (h): h is DataHome =>
+      isObject(h) && typeof h.key === "string" && typeof h.workspaceId === "string" && isObject(h.backend) && typeof h.backend.kind === "string",
   );
 }
 

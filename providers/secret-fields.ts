@@ -77,7 +77,10 @@ function configSecret(key: string, field: string): pulumi.Output<string> {
   const name = colon >= 0 ? key.slice(colon + 1) : key;
   const value = new pulumi.Config(namespace).getSecret(name);
   if (value === undefined)
-    throw new InvalidArgumentError(`refers to stack config secret '${namespace}:${name}', which is not set; set it with \`pulumi config set --secret ${key} <value>\``, { field });
+    throw new InvalidArgumentError(
+      `refers to stack config secret '${namespace}:${name}', which is not set; set it with \`pulumi config set --secret ${key} <value>\``,
+      { field },
+    );
   return value.apply((v) => (rememberSecret(v), v));
 }
 

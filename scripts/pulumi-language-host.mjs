@@ -55,7 +55,8 @@ function resolveMain(programDir, entryPoint) {
     p = path.resolve(p, main || "index.js");
   }
   if (!fs.existsSync(p)) throw new Error(`program ${p} not found (Pulumi.yaml main); build it first (npm run build)`);
-  if (/\.(ts|mts|cts)$/.test(p)) throw new Error(`program ${p} is TypeScript; this minimal host runs compiled JS only (point Pulumi.yaml main at the build output)`);
+  if (/\.(ts|mts|cts)$/.test(p))
+    throw new Error(`program ${p} is TypeScript; this minimal host runs compiled JS only (point Pulumi.yaml main at the build output)`);
   return p;
 }
 

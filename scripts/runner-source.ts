@@ -24,7 +24,12 @@ export const PYTHON_SOURCES = [
 function literal(file: string, text: string): string {
   // A String.raw template holds any text but these: a backtick or "${" would end or interpolate it, a
   // final backslash would escape its closing backtick, and a CR would be read as a LF.
-  const bad = [text.includes("`") && "a backtick", text.includes("${") && '"${"', text.endsWith("\\") && "a final backslash", text.includes("\r") && "a CR"].filter(Boolean);
+  const bad = [
+    text.includes("`") && "a backtick",
+    text.includes("${") && '"${"',
+    text.endsWith("\\") && "a final backslash",
+    text.includes("\r") && "a CR",
+  ].filter(Boolean);
   if (bad.length) throw new Error(`${file}: holds ${bad.join(", ")}, which a String.raw template cannot carry`);
   return `String.raw\`${text}\``;
 }

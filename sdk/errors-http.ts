@@ -84,5 +84,9 @@ export function retryAfterHeader(e: unknown): string | undefined {
 /** A JSON-RPC error object for the MCP endpoint. */
 export function toMcpError(e: unknown): { code: number; message: string; data: { code: WorkspaceErrorCode; field?: string; retryable: boolean } } {
   if (!(e instanceof WorkspaceError)) return { code: MCP_ERROR_CODE.internal, message: "internal error", data: { code: "internal", retryable: false } };
-  return { code: MCP_ERROR_CODE[e.code], message: e.message, data: { code: e.code, ...(e.field !== undefined ? { field: e.field } : {}), retryable: e.retryable } };
+  return {
+    code: MCP_ERROR_CODE[e.code],
+    message: e.message,
+    data: { code: e.code, ...(e.field !== undefined ? { field: e.field } : {}), retryable: e.retryable },
+  };
 }

@@ -219,7 +219,13 @@ export function fromZodError(
 ): InvalidArgumentError {
   const issues = error.issues.map((i) => ({ field: joinField(root, i.path, options), message: i.message }));
   const first = issues[0] ?? { field: root, message: "invalid value" };
-  const more = issues.length > 1 ? ` (and ${issues.length - 1} more: ${issues.slice(1).map((i) => i.field).join(", ")})` : "";
+  const more =
+    issues.length > 1
+      ? ` (and ${issues.length - 1} more: ${issues
+          .slice(1)
+          .map((i) => i.field)
+          .join(", ")})`
+      : "";
   return new InvalidArgumentError(`${first.message}${more}`, { field: first.field, details: { issues } });
 }
 

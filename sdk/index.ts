@@ -30,7 +30,20 @@ export {
   type InvalidArgumentOptions,
 } from "./errors.js";
 export { silentLogger, consoleLogger, type Logger, type ProgressEvent, type ProgressListener } from "./logger.js";
-export type { Sandbox, ExecOptions, ExecResult, SpawnOptions, SandboxProcess, DirEntry, FileInfo, ListPage, ListPageOptions, TreeEntry, WalkTreeOptions, WalkTreeResult } from "./sandbox.js";
+export type {
+  Sandbox,
+  ExecOptions,
+  ExecResult,
+  SpawnOptions,
+  SandboxProcess,
+  DirEntry,
+  FileInfo,
+  ListPage,
+  ListPageOptions,
+  TreeEntry,
+  WalkTreeOptions,
+  WalkTreeResult,
+} from "./sandbox.js";
 export { DEFAULT_LIST_PAGE, MAX_LIST_PAGE, treePath } from "./sandbox.js";
 export { listDirectoryPage, walkDirectoryTree } from "./util/listing.js";
 
@@ -55,7 +68,17 @@ export {
 } from "./contract/fleet.js";
 
 // Backends: the contract, the registry, the option union
-export { BackendSpecSchema, WorkspaceIdSchema, parseWorkspaceId, DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES, DEFAULT_CPUS, type BackendSpec, type BackendKind, type BackendSpecInput } from "./contract/registry.js";
+export {
+  BackendSpecSchema,
+  WorkspaceIdSchema,
+  parseWorkspaceId,
+  DEFAULT_MAX_PROCESSES,
+  DEFAULT_MEMORY_BYTES,
+  DEFAULT_CPUS,
+  type BackendSpec,
+  type BackendKind,
+  type BackendSpecInput,
+} from "./contract/registry.js";
 export {
   LABELS,
   ensureBackend,
@@ -74,7 +97,15 @@ export type { BackendModule, BackendDefaults, BackendCommand, CommandIo } from "
 
 // Workspace
 export { Workspace, WorkspaceOptionsSchema, type WorkspaceOptions, type Scope } from "./workspace/workspace.js";
-export { MCP_NAME_PATTERN, StdioTransportSchema, HttpTransportSchema, McpServerSpecSchema, isStateful, type McpServerSpec, type McpClientJson } from "./workspace/mcp-spec.js";
+export {
+  MCP_NAME_PATTERN,
+  StdioTransportSchema,
+  HttpTransportSchema,
+  McpServerSpecSchema,
+  isStateful,
+  type McpServerSpec,
+  type McpClientJson,
+} from "./workspace/mcp-spec.js";
 export type { McpClientHandle, McpTool, McpToolResult } from "./workspace/mcp.js";
 export type { Skill, SkillArchiveOptions } from "./workspace/skills.js";
 export type { Message, ToolResult, DataBlock, TextBlock, ContentBlock } from "./workspace/offload.js";

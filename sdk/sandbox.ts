@@ -199,7 +199,13 @@ export function checkRange(offset: number, length: number): void {
  * readRange for a backend without a ranged read (no runner): the piece cut from a whole read capped
  * at `maxBytes` (TooLargeError for a bigger file, naming that cap).
  */
-export async function rangeOfWholeRead(sandbox: Pick<Sandbox, "readFile">, path: string, offset: number, length: number, maxBytes = 64 * 1024 * 1024): Promise<Buffer> {
+export async function rangeOfWholeRead(
+  sandbox: Pick<Sandbox, "readFile">,
+  path: string,
+  offset: number,
+  length: number,
+  maxBytes = 64 * 1024 * 1024,
+): Promise<Buffer> {
   checkRange(offset, length);
   return (await sandbox.readFile(path, { maxBytes })).subarray(offset, offset + length);
 }
@@ -207,7 +213,8 @@ export async function rangeOfWholeRead(sandbox: Pick<Sandbox, "readFile">, path:
 /** The offset and limit a ListPageOptions stands for; InvalidArgumentError names a bad cursor or limit. */
 export function pageBounds(options: ListPageOptions = {}): { offset: number; limit: number; token?: string } {
   const { cursor, limit = DEFAULT_LIST_PAGE } = options;
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_PAGE) throw new InvalidArgumentError(`must be an integer from 1 to ${MAX_LIST_PAGE}`, { field: "limit" });
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_PAGE)
+    throw new InvalidArgumentError(`must be an integer from 1 to ${MAX_LIST_PAGE}`, { field: "limit" });
   if (cursor === undefined || cursor === "") return { offset: 0, limit };
   // Opaque to callers: the readdir position the previous page stopped at, and maybe a handle the backend kept.
   const m = typeof cursor === "string" ? /^o([0-9]{1,9})(?:\.([0-9a-f]{16}))?$/.exec(cursor) : null;
@@ -257,7 +264,10 @@ const _everyMethodListed: [Unlisted] extends [never] ? true : Unlisted = true;
  * Properties are read with `inner` as receiver: backends keep state in private fields, which a proxy
  * receiver cannot reach.
  */
-export function forwardingSandbox<S extends Sandbox>(inner: S, wrap: (name: PropertyKey, method: (...args: unknown[]) => unknown) => ((...args: unknown[]) => unknown) | undefined): S {
+export function forwardingSandbox<S extends Sandbox>(
+  inner: S,
+  wrap: (name: PropertyKey, method: (...args: unknown[]) => unknown) => ((...args: unknown[]) => unknown) | undefined,
+): S {
   const made = new Map<PropertyKey, unknown>();
   return new Proxy(inner, {
     get(target, prop) {

@@ -60,11 +60,16 @@ describe("packed tarball", () => {
 
   it("imports every entry point with the optional peers installed, and Docker gets its client", async () => {
     const dir = await scratch("with-peer", Object.keys(pkg.peerDependencies));
-    const entries = Object.keys(pkg.exports).filter((k) => k !== "./package.json").map((k) => (k === "." ? "agent-workspaces" : `agent-workspaces/${k.slice(2)}`));
-    const out = await node(dir, `for (const e of ${JSON.stringify(entries)}) { const m = await import(e); if (!Object.keys(m).length) throw new Error(e + " exports nothing"); }
+    const entries = Object.keys(pkg.exports)
+      .filter((k) => k !== "./package.json")
+      .map((k) => (k === "." ? "agent-workspaces" : `agent-workspaces/${k.slice(2)}`));
+    const out = await node(
+      dir,
+      `for (const e of ${JSON.stringify(entries)}) { const m = await import(e); if (!Object.keys(m).length) throw new Error(e + " exports nothing"); }
       const { DockerDriver } = await import("agent-workspaces/docker");
       const d = new DockerDriver({ socketPath: "/nonexistent.sock" });
-      console.log(typeof d.docker.ping);`);
+      console.log(typeof d.docker.ping);`,
+    );
     expect(out).toBe("function");
   });
 
@@ -85,12 +90,15 @@ describe("packed tarball", () => {
 
   it("without the peer, Local works and Docker says which package to install", async () => {
     const dir = await scratch("without-peer", []);
-    const out = await node(dir, `const { LocalWorkspace } = await import("agent-workspaces/local");
+    const out = await node(
+      dir,
+      `const { LocalWorkspace } = await import("agent-workspaces/local");
       const root = await import("agent-workspaces");
       const { DockerDriver } = await import("agent-workspaces/docker");
       let message = "no error";
       try { new DockerDriver({}); } catch (e) { message = e.code + ": " + e.message; }
-      console.log(JSON.stringify({ local: typeof LocalWorkspace, rootLocal: typeof root.LocalWorkspace, message }));`);
+      console.log(JSON.stringify({ local: typeof LocalWorkspace, rootLocal: typeof root.LocalWorkspace, message }));`,
+    );
     const r = JSON.parse(out) as { local: string; rootLocal: string; message: string };
     expect(r.local).toBe("function");
     expect(r.rootLocal).toBe("function");
@@ -124,11 +132,16 @@ describe("packed tarball", () => {
       expect(help.code).toBe(0);
       expect(help.out).toContain("Usage");
       const version = await cli(["--version"]);
-      expect(version).toMatchObject({ code: 0, out: `${(JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { version: string }).version}\n` });
+      expect(version).toMatchObject({
+        code: 0,
+        out: `${(JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as { version: string }).version}\n`,
+      });
       // The "Commands:" section: one command per line, two spaces in.
       const section = help.out.split(/^Commands:\n/m)[1]!.split(/\n\n/)[0]!;
       const commands = [...section.matchAll(/^ {2}([a-z][a-z-]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== "help");
-      expect(commands).toEqual(expect.arrayContaining(["up", "preview", "refresh", "destroy", "outputs", "gc", "serve", "token", "status", "exec", "prune-images"]));
+      expect(commands).toEqual(
+        expect.arrayContaining(["up", "preview", "refresh", "destroy", "outputs", "gc", "serve", "token", "status", "exec", "prune-images"]),
+      );
       for (const command of commands) {
         const r = await cli([command, "--help"]);
         expect({ command, code: r.code, err: r.err }).toEqual({ command, code: 0, err: "" });
@@ -152,8 +165,12 @@ describe("packed tarball", () => {
     });
 
     it("imports every entry point; each backend and adapter that needs a package names it", async () => {
-      const entries = Object.keys(pkg.exports).filter((k) => k !== "./package.json").map((k) => (k === "." ? "agent-workspaces" : `agent-workspaces/${k.slice(2)}`));
-      const out = await node(app, `const loaded = {};
+      const entries = Object.keys(pkg.exports)
+        .filter((k) => k !== "./package.json")
+        .map((k) => (k === "." ? "agent-workspaces" : `agent-workspaces/${k.slice(2)}`));
+      const out = await node(
+        app,
+        `const loaded = {};
         for (const e of ${JSON.stringify(entries)}) loaded[e] = Object.keys(await import(e)).length;
         const { loadDriver } = await import("agent-workspaces");
         const specs = { docker: { kind: "docker" }, kubernetes: { kind: "kubernetes", image: "debian" }, opensandbox: { kind: "opensandbox", domain: "127.0.0.1:1" }, daytona: { kind: "daytona", apiKey: "k" }, e2b: { kind: "e2b", apiKey: "k" } };
@@ -168,11 +185,21 @@ describe("packed tarball", () => {
           try { await (await import("agent-workspaces/" + entry))[fn](ws, { sessionId: "s1" }); missing[entry] = "no error"; } catch (e) { missing[entry] = e.code + ": " + e.message; }
         }
         await ws.close();
-        console.log(JSON.stringify({ loaded, missing }));`);
+        console.log(JSON.stringify({ loaded, missing }));`,
+      );
       const r = JSON.parse(out.split("\n").pop()!) as { loaded: Record<string, number>; missing: Record<string, string> };
       for (const [entry, count] of Object.entries(r.loaded)) expect({ entry, exports: count > 0 }).toEqual({ entry, exports: true });
-      const expected: Record<string, string> = { docker: "dockerode", kubernetes: "@kubernetes/client-node", opensandbox: "@alibaba-group/opensandbox", daytona: "@daytonaio/sdk", e2b: "e2b", "ai-sdk": "ai", "openai-agents": "@openai/agents" };
-      for (const [what, peer] of Object.entries(expected)) expect({ what, message: r.missing[what] }).toEqual({ what, message: expect.stringContaining(`npm install ${peer}\``) });
+      const expected: Record<string, string> = {
+        docker: "dockerode",
+        kubernetes: "@kubernetes/client-node",
+        opensandbox: "@alibaba-group/opensandbox",
+        daytona: "@daytonaio/sdk",
+        e2b: "e2b",
+        "ai-sdk": "ai",
+        "openai-agents": "@openai/agents",
+      };
+      for (const [what, peer] of Object.entries(expected))
+        expect({ what, message: r.missing[what] }).toEqual({ what, message: expect.stringContaining(`npm install ${peer}\``) });
     });
 
     it("type-checks a root-only import with skipLibCheck false", async () => {
@@ -183,9 +210,23 @@ describe("packed tarball", () => {
       }
       await fs.writeFile(
         path.join(app, "tsconfig.json"),
-        JSON.stringify({ compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, skipLibCheck: false, noEmit: true, types: ["node"] }, files: ["app.ts"] }),
+        JSON.stringify({
+          compilerOptions: {
+            target: "ES2022",
+            module: "NodeNext",
+            moduleResolution: "NodeNext",
+            strict: true,
+            skipLibCheck: false,
+            noEmit: true,
+            types: ["node"],
+          },
+          files: ["app.ts"],
+        }),
       );
-      await fs.writeFile(path.join(app, "app.ts"), `import { LocalWorkspace, WorkspaceError, type Workspace } from "agent-workspaces";\nconst ws: Workspace = new LocalWorkspace({ workdir: "/tmp/x" });\nconsole.log(ws, WorkspaceError);\n`);
+      await fs.writeFile(
+        path.join(app, "app.ts"),
+        `import { LocalWorkspace, WorkspaceError, type Workspace } from "agent-workspaces";\nconst ws: Workspace = new LocalWorkspace({ workdir: "/tmp/x" });\nconsole.log(ws, WorkspaceError);\n`,
+      );
       const r = await run(process.execPath, [path.join(app, "node_modules", "typescript", "bin", "tsc"), "-p", app], { cwd: app, timeout: 120_000 }).then(
         () => "",
         (e: { stdout?: string }) => e.stdout ?? "failed",

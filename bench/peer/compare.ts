@@ -182,7 +182,12 @@ export function compareResults(steps: { call: string }[], ours: StepResult[], re
     const target = `#${i} ${s.call}`;
     const push = (detail: string) => out.push({ key: `result:${target}`, kind: "result", target, detail });
     if (!a || !b) return push("missing result");
-    if (a.ok !== b.ok) return push(a.ok ? `ours succeeded (${JSON.stringify(a.value)?.slice(0, 200)}), reference failed: ${(b as { error: string }).error}` : `ours failed: ${(a as { error: string }).error}; reference returned ${JSON.stringify((b as { value: unknown }).value)?.slice(0, 200)}`);
+    if (a.ok !== b.ok)
+      return push(
+        a.ok
+          ? `ours succeeded (${JSON.stringify(a.value)?.slice(0, 200)}), reference failed: ${(b as { error: string }).error}`
+          : `ours failed: ${(a as { error: string }).error}; reference returned ${JSON.stringify((b as { value: unknown }).value)?.slice(0, 200)}`,
+      );
     if (a.ok && b.ok) {
       const d = firstJsonDiff(normaliseGenerated(a.value), normaliseGenerated(b.value));
       if (d) push(d);

@@ -70,7 +70,7 @@ export const DELIBERATE_DIFFERENCES: DeliberateDifference[] = [
 /** Normalisations compare.ts applies before comparing (necessary, not tolerated, differences). */
 export const NORMALISATIONS: string[] = [
   "`.index` `skills_dir_mtime`: the folder's mtime float at write time; two trees written moments apart cannot share it, so only its presence and type are compared.",
-  "Generated values in `context.jsonl` and call results: uuid4-hex ids and \"now\" timestamps (e.g. the fresh `created_at` both sides stamp on a data block moved to data/; ours UTC ISO-8601 with `Z`, the reference naive local `isoformat()`) are compared by shape only. Fixed ids and timestamps given by the scenario must survive byte for byte.",
+  'Generated values in `context.jsonl` and call results: uuid4-hex ids and "now" timestamps (e.g. the fresh `created_at` both sides stamp on a data block moved to data/; ours UTC ISO-8601 with `Z`, the reference naive local `isoformat()`) are compared by shape only. Fixed ids and timestamps given by the scenario must survive byte for byte.',
   "Paths returned by calls (skill `dir`, offload paths) are compared relative to each workspace root, since the two roots are different temp folders.",
   "Error results are compared as 'failed' vs 'succeeded'; the wording of messages is ours (they name the field and say what to do).",
 ];

@@ -101,10 +101,16 @@ async function listAgents(fx: string, warm: boolean): Promise<Timed> {
 async function offloadResults(fx: string, kind: "small" | "big"): Promise<Timed> {
   const p = await load<Payloads>(fx, "payloads.json");
   let results: ToolResult[];
-  if (kind === "small") results = p.smallResults.map((text, i) => ({ id: `call-${String(i).padStart(4, "0")}`, name: "bench_tool", output: text, state: "success" }));
+  if (kind === "small")
+    results = p.smallResults.map((text, i) => ({ id: `call-${String(i).padStart(4, "0")}`, name: "bench_tool", output: text, state: "success" }));
   else {
     const big = await readFile(path.join(fx, p.bigResultFile), "utf8");
-    results = Array.from({ length: p.bigResultCount }, (_, i) => ({ id: `big-${String(i).padStart(2, "0")}`, name: "bench_tool", output: big, state: "success" }));
+    results = Array.from({ length: p.bigResultCount }, (_, i) => ({
+      id: `big-${String(i).padStart(2, "0")}`,
+      name: "bench_tool",
+      output: big,
+      state: "success",
+    }));
   }
   const root = await tmp("offload");
   try {
@@ -199,7 +205,9 @@ async function managerFirstConcurrent(): Promise<Timed> {
     const mgr = localManager(root);
     const n = 100;
     const { ms, value: got } = await timed(() =>
-      Promise.all(Array.from({ length: n }, (_, i) => mgr.getWorkspace("user-1", `agent-${String(i).padStart(3, "0")}`, "s1", `ws-${String(i).padStart(3, "0")}`))),
+      Promise.all(
+        Array.from({ length: n }, (_, i) => mgr.getWorkspace("user-1", `agent-${String(i).padStart(3, "0")}`, "s1", `ws-${String(i).padStart(3, "0")}`)),
+      ),
     );
     if (new Set(got).size !== n) throw new Error("expected distinct workspaces");
     await mgr.closeAll();

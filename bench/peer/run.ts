@@ -147,7 +147,16 @@ async function main(): Promise<void> {
       console.error(warm ? "warm-up round" : `round ${round}/${rounds}`);
       for (const row of rows) {
         if (row.error) continue;
-        const sides: Array<[DriverClient, "ours" | "reference"]> = round % 2 ? [[ours, "ours"], [ref, "reference"]] : [[ref, "reference"], [ours, "ours"]];
+        const sides: Array<[DriverClient, "ours" | "reference"]> =
+          round % 2
+            ? [
+                [ours, "ours"],
+                [ref, "reference"],
+              ]
+            : [
+                [ref, "reference"],
+                [ours, "ours"],
+              ];
         const got: Partial<Record<"ours" | "reference", BenchReply>> = {};
         try {
           for (const [client, side] of sides) got[side] = await client.request<BenchReply>({ op: "bench", name: row.name, fixtures: fx });

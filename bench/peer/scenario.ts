@@ -141,7 +141,14 @@ export async function buildScenario(root: string, variant: "full" | "reduced"): 
         call: "offloadContext",
         sessionId: "s1",
         messages: [
-          { name: "user", role: "user", id: "m1", content: [text("t1", "hi"), dataBlock("d2", "pic.png", "image/png", png)], metadata: {}, created_at: FIXED_TIME },
+          {
+            name: "user",
+            role: "user",
+            id: "m1",
+            content: [text("t1", "hi"), dataBlock("d2", "pic.png", "image/png", png)],
+            metadata: {},
+            created_at: FIXED_TIME,
+          },
           { name: "assistant", role: "assistant", id: "m2", content: [text("t2", "hello")], metadata: {}, created_at: FIXED_TIME },
         ],
       },
@@ -206,17 +213,31 @@ export async function buildScenario(root: string, variant: "full" | "reduced"): 
     { call: "offloadData", block: dataBlock("d3", "sound.wav", "audio/wav", wav) },
     { call: "offloadData", block: dataBlock("d4", null, "text/plain", txt) },
     { call: "offloadData", block: dataBlock("d5", "again.png", "image/png", png) },
-    { call: "offloadData", block: { type: "data", id: "d6", name: "remote", source: { type: "url", url: "https://example.com/x.pdf", media_type: "application/pdf" } } },
+    {
+      call: "offloadData",
+      block: { type: "data", id: "d6", name: "remote", source: { type: "url", url: "https://example.com/x.pdf", media_type: "application/pdf" } },
+    },
     {
       call: "offloadContext",
       sessionId: "s1",
       messages: [
-        { name: "user", role: "user", id: "m1", content: [text("t1", "look at this"), dataBlock("c1", "pic.png", "image/png", png)], metadata: {}, created_at: FIXED_TIME },
-        { name: "assistant", role: "assistant", id: "m2", content: [text("t2", "Ünïcödé and \"quotes\"\nnewline")], metadata: { k: 1 }, created_at: FIXED_TIME },
+        {
+          name: "user",
+          role: "user",
+          id: "m1",
+          content: [text("t1", "look at this"), dataBlock("c1", "pic.png", "image/png", png)],
+          metadata: {},
+          created_at: FIXED_TIME,
+        },
+        { name: "assistant", role: "assistant", id: "m2", content: [text("t2", 'Ünïcödé and "quotes"\nnewline')], metadata: { k: 1 }, created_at: FIXED_TIME },
         { name: "user", role: "user", id: "m3", content: [dataBlock("c2", null, "image/jpeg", jpeg)], metadata: {}, created_at: FIXED_TIME },
       ],
     },
-    { call: "offloadContext", sessionId: "s1", messages: [{ name: "user", role: "user", id: "m4", content: [text("t4", "appended")], metadata: {}, created_at: FIXED_TIME }] },
+    {
+      call: "offloadContext",
+      sessionId: "s1",
+      messages: [{ name: "user", role: "user", id: "m4", content: [text("t4", "appended")], metadata: {}, created_at: FIXED_TIME }],
+    },
     { call: "offloadContext", sessionId: "s1", messages: [] },
     // Fields left out: each side fills in its own ids and timestamps (compared by shape).
     { call: "offloadContext", sessionId: "s4", messages: [{ name: "user", role: "user", content: [{ type: "text", text: "defaults" }] } as unknown as RefMsg] },

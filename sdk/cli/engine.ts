@@ -1,15 +1,7 @@
 import { existsSync } from "node:fs";
 import { basename, delimiter, dirname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import {
-  LocalWorkspace,
-  PulumiCommand,
-  type EngineEvent,
-  type PulumiFn,
-  type Stack,
-  type UpOptions,
-  type UpResult,
-} from "@pulumi/pulumi/automation/index.js";
+import { LocalWorkspace, PulumiCommand, type EngineEvent, type PulumiFn, type Stack, type UpOptions, type UpResult } from "@pulumi/pulumi/automation/index.js";
 import { defaultBackendUrl, engineEnv, engineMessage, findPulumiBinDir, isNoSuchStack, readProjectFile, type ProjectFile } from "../util/pulumi-project.js";
 import { ConflictError, InvalidArgumentError, UnavailableError } from "../errors.js";
 import { buildModel, type PreviewModel, type StepLike } from "./preview-model.js";
@@ -89,7 +81,8 @@ export async function openStack(options: EngineOptions): Promise<Stack> {
   try {
     stack = options.create ? await LocalWorkspace.createOrSelectStack(args, wsOptions) : await LocalWorkspace.selectStack(args, wsOptions);
   } catch (e) {
-    if (options.create || !isNoSuchStack(e)) throw new UnavailableError(`could not open stack '${options.stackName}' (state: ${backendUrl}): ${engineMessage(e)}`, { cause: e });
+    if (options.create || !isNoSuchStack(e))
+      throw new UnavailableError(`could not open stack '${options.stackName}' (state: ${backendUrl}): ${engineMessage(e)}`, { cause: e });
     const names = await LocalWorkspace.create(wsOptions)
       .then((w) => w.listStacks())
       .then((l) => l.map((x) => x.name))
@@ -129,7 +122,8 @@ export async function withPlanEnv<T>(stack: Stack, options: PlanOptions & { prev
   try {
     return await fn();
   } finally {
-    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete env[k];
+    for (const [k, v] of Object.entries(saved))
+      if (v === undefined) delete env[k];
       else env[k] = v;
   }
 }
@@ -142,18 +136,24 @@ export async function withPlanEnv<T>(stack: Stack, options: PlanOptions & { prev
  * does not hold is an error. `skipPreview` trades those guarantees for speed (the provider still
  * refuses data loss).
  */
-export async function upWithPreview(stack: Stack, options: UpOptions & PlanOptions & { skipPreview?: boolean; onPlan?: (model: PreviewModel) => void } = {}): Promise<UpResult> {
+export async function upWithPreview(
+  stack: Stack,
+  options: UpOptions & PlanOptions & { skipPreview?: boolean; onPlan?: (model: PreviewModel) => void } = {},
+): Promise<UpResult> {
   guardStack(stack);
   const { skipPreview, replaceWorkspaces, allowDataLoss, onPlan, ...up } = options;
   const plan: PlanOptions = { ...(replaceWorkspaces ? { replaceWorkspaces } : {}), ...(allowDataLoss ? { allowDataLoss } : {}) };
   if (!skipPreview) {
     const { onEvent: _e, onOutput: _o, ...rest } = up;
     const collector = new StepCollector();
-    await withPlanEnv(stack, { ...plan, preview: true }, () => stack.preview({ ...rest, onEvent: collector.onEvent, ...(up.onError ? { onError: up.onError } : {}) }));
+    await withPlanEnv(stack, { ...plan, preview: true }, () =>
+      stack.preview({ ...rest, onEvent: collector.onEvent, ...(up.onError ? { onError: up.onError } : {}) }),
+    );
     const model = collector.model();
     onPlan?.(model);
     const missing = (replaceWorkspaces ?? []).filter((id) => !model.changes.some((c) => c.workspaceId === id && c.op === "replace"));
-    if (missing.length) throw new InvalidArgumentError(`no workspace ${missing.map((m) => `'${m}'`).join(", ")} in stack '${stack.name}' to replace`, { field: "--replace" });
+    if (missing.length)
+      throw new InvalidArgumentError(`no workspace ${missing.map((m) => `'${m}'`).join(", ")} in stack '${stack.name}' to replace`, { field: "--replace" });
     const losing = model.changes.filter((c) => c.data === "deleted" && (c.op === "replace" || c.op === "recreate"));
     if (losing.length && !allowDataLoss)
       throw new ConflictError(

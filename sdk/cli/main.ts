@@ -4,7 +4,16 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError, InvalidArgumentError as UsageError, Option } from "commander";
 import type { BackendCommand } from "../contract/module.js";
 import { backendCommands } from "../backends/load.js";
-import { CONNECTION_FLAGS, LIMIT_FLAGS, parsePort, serveCommand, type ServeCommandOptions, tokenCreateCommand, tokenListCommand, tokenRevokeCommand } from "./serve.js";
+import {
+  CONNECTION_FLAGS,
+  LIMIT_FLAGS,
+  parsePort,
+  serveCommand,
+  type ServeCommandOptions,
+  tokenCreateCommand,
+  tokenListCommand,
+  tokenRevokeCommand,
+} from "./serve.js";
 import { stackCommand, type StackCommand, type StackCommandOptions } from "./stack-commands.js";
 import { execCommand, gcCommand, statusCommand } from "./workspaces.js";
 
@@ -110,7 +119,9 @@ export async function main(argv: string[]): Promise<number> {
     ["agentws preview --markdown --out preview.md", "pulumi preview --json | agentws preview --markdown --from-json -"],
   );
   stackCmd("refresh", "reconcile the stack's state with what the backends hold", (c) => c, ["agentws refresh --stack dev"]);
-  stackCmd("destroy", "remove every workspace of the stack (files too with agentws:deleteData)", (c) => c.option("-y, --yes", "confirm"), ["agentws destroy --stack dev --yes"]);
+  stackCmd("destroy", "remove every workspace of the stack (files too with agentws:deleteData)", (c) => c.option("-y, --yes", "confirm"), [
+    "agentws destroy --stack dev --yes",
+  ]);
   stackCmd("outputs", "print the stack's outputs as JSON (secrets masked)", (c) => c, ["agentws outputs --stack local"]);
 
   program
@@ -140,7 +151,14 @@ export async function main(argv: string[]): Promise<number> {
     .option("--max-sessions-per-user <n>", "sessions one user may have stored (default 1000)")
     .option("--max-live-workspaces-per-user <n>", "workspaces one user may have open (default 20)")
     .option("--max-live-workspaces <n>", "workspaces open in all (default 200)")
-    .addHelpText("after", examples(["agentws serve", "agentws serve --backend bubblewrap --port 9000", "agentws serve --no-stack --store postgres://svc@db/agentws --host 0.0.0.0"]))
+    .addHelpText(
+      "after",
+      examples([
+        "agentws serve",
+        "agentws serve --backend bubblewrap --port 9000",
+        "agentws serve --no-stack --store postgres://svc@db/agentws --host 0.0.0.0",
+      ]),
+    )
     .action((opts: Omit<ServeCommandOptions, "stack"> & { stack?: string | boolean }) =>
       run("serve", () =>
         serveCommand({
@@ -156,17 +174,31 @@ export async function main(argv: string[]): Promise<number> {
   const token = program
     .command("token")
     .description("bearer tokens in the session store: create (printed once, only its hash is kept), list, revoke")
-    .addHelpText("after", examples(["agentws token create alice --scopes read,write --expires 30d --name laptop", "agentws token list alice", "agentws token revoke tok_3f9a0c1e5b7d2a46"]));
+    .addHelpText(
+      "after",
+      examples([
+        "agentws token create alice --scopes read,write --expires 30d --name laptop",
+        "agentws token list alice",
+        "agentws token revoke tok_3f9a0c1e5b7d2a46",
+      ]),
+    );
   const storeOption = (c: Command) => c.option("--store <file|url>", "session store (default: $AGENTWS_STORE, else ~/.agent-workspaces/service/sessions.db)");
-  storeOption(token.command("create", { isDefault: true }).description("a new token for a user (`agentws token <userId>` is the same)").argument("<userId>", "the user the token acts as"))
+  storeOption(
+    token
+      .command("create", { isDefault: true })
+      .description("a new token for a user (`agentws token <userId>` is the same)")
+      .argument("<userId>", "the user the token acts as"),
+  )
     .option("--scopes <list>", "comma-separated: read, write, admin", "read,write")
     .option("--expires <duration>", "30d, 12h, 90m, 2w, or never", "never")
     .option("--name <name>", "a label shown by `token list`")
     .action((user: string, opts: Parameters<typeof tokenCreateCommand>[1]) => run("token", () => tokenCreateCommand(user, opts))());
-  storeOption(token.command("list").description("live tokens as JSON (never a hash)").argument("[userId]", "only this user's"))
-    .action((user: string | undefined, opts: Parameters<typeof tokenListCommand>[1]) => run("token", () => tokenListCommand(user, opts))());
-  storeOption(token.command("revoke").description("revoke a token: refused from the next request on").argument("<tokenId>", "the token's id (tok_…), from `token list`"))
-    .action((id: string, opts: Parameters<typeof tokenRevokeCommand>[1]) => run("token", () => tokenRevokeCommand(id, opts))());
+  storeOption(token.command("list").description("live tokens as JSON (never a hash)").argument("[userId]", "only this user's")).action(
+    (user: string | undefined, opts: Parameters<typeof tokenListCommand>[1]) => run("token", () => tokenListCommand(user, opts))(),
+  );
+  storeOption(
+    token.command("revoke").description("revoke a token: refused from the next request on").argument("<tokenId>", "the token's id (tok_…), from `token list`"),
+  ).action((id: string, opts: Parameters<typeof tokenRevokeCommand>[1]) => run("token", () => tokenRevokeCommand(id, opts))());
 
   const kinds = (c: Command) => c.option("--kind <kind>", "only this backend kind (repeatable; default: every kind that runs here)", collect);
   kinds(program.command("status").description("workspaces on every backend: state, owner, agent, idle time"))
@@ -213,6 +245,8 @@ function addBackendCommand(program: Command, command: BackendCommand, run: (name
     // Back to the option names the command declared (commander camel-cases them).
     const values: Record<string, string | boolean | string[] | undefined> = {};
     for (const name of Object.keys(command.options)) values[name] = opts[camel(name)];
-    return run(command.name, () => command.run(values, { stdout: (text) => process.stdout.write(text), stderr: (line) => process.stderr.write(`${line}\n`) }))();
+    return run(command.name, () =>
+      command.run(values, { stdout: (text) => process.stdout.write(text), stderr: (line) => process.stderr.write(`${line}\n`) }),
+    )();
   });
 }

@@ -58,7 +58,8 @@ export function renderPreviewMarkdown(model: PreviewModel, options: MarkdownOpti
     );
   }
   const others = model.otherResources ?? [];
-  if (others.length) head.push("", `Other resources: ${others.map((r) => `\`${escapeCode(r.name)}\` to ${r.op} (${escapeCell(COMPONENTS[r.type] ?? r.type)})`).join("; ")}.`);
+  if (others.length)
+    head.push("", `Other resources: ${others.map((r) => `\`${escapeCode(r.name)}\` to ${r.op} (${escapeCell(COMPONENTS[r.type] ?? r.type)})`).join("; ")}.`);
   else {
     const other = Object.entries(model.other).filter(([, n]) => n > 0);
     if (other.length) head.push("", `Other resources: ${other.map(([op, n]) => `${n} to ${op}`).join(", ")}.`);
@@ -114,7 +115,8 @@ function fieldText(f: FieldRow): string {
 /** What the change costs, in the backend's own word for its object. */
 function consequence(c: WorkspaceChange): string {
   const noun = changePolicyOf(c.kind).noun ?? "backend object";
-  const files = c.data === "deleted" ? "**files deleted**" : c.data === "left-behind" ? "files stay in the old folder (not moved); the new one starts empty" : "files kept";
+  const files =
+    c.data === "deleted" ? "**files deleted**" : c.data === "left-behind" ? "files stay in the old folder (not moved); the new one starts empty" : "files kept";
   switch (c.op) {
     case "create":
       return `new ${noun}`;

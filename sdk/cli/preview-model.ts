@@ -152,7 +152,9 @@ function pairRenames(model: PreviewModel): void {
     created.op = "rename";
     created.previousId = gone!.workspaceId;
     created.data = gone!.data === "deleted" ? "deleted" : "left-behind";
-    created.fields = [{ path: "workspaceId", replace: true, effect: "replace", from: JSON.stringify(gone!.workspaceId), to: JSON.stringify(created.workspaceId) }];
+    created.fields = [
+      { path: "workspaceId", replace: true, effect: "replace", from: JSON.stringify(gone!.workspaceId), to: JSON.stringify(created.workspaceId) },
+    ];
   }
 }
 
@@ -162,7 +164,13 @@ function owners(inputs: Record<string, unknown> | undefined): { userId?: string;
   return { ...(userId ? { userId } : {}), ...(agentId ? { agentId } : {}) };
 }
 
-function fieldsOf(diffFields: ReturnType<typeof diffWorkspace>["fields"], olds: Record<string, unknown>, news: Record<string, unknown>, replaceKeys: string[], diffKeys: string[]): FieldRow[] {
+function fieldsOf(
+  diffFields: ReturnType<typeof diffWorkspace>["fields"],
+  olds: Record<string, unknown>,
+  news: Record<string, unknown>,
+  replaceKeys: string[],
+  diffKeys: string[],
+): FieldRow[] {
   const replaces = new Set(replaceKeys);
   const fields: FieldRow[] = diffFields.map((f) => ({
     path: f.path,
@@ -172,10 +180,12 @@ function fieldsOf(diffFields: ReturnType<typeof diffWorkspace>["fields"], olds: 
     ...(f.to !== undefined ? { to: f.to } : {}),
   }));
   // The engine may name a replacement our diff cannot see (e.g. replaceOnChanges); keep it visible.
-  for (const r of replaces) if (!fields.some((f) => f.path === r || f.path.startsWith(`${r}.`) || r.startsWith("backend."))) fields.push({ path: r, replace: true });
+  for (const r of replaces)
+    if (!fields.some((f) => f.path === r || f.path.startsWith(`${r}.`) || r.startsWith("backend."))) fields.push({ path: r, replace: true });
   // Secret values reach us masked, so only the engine can tell they changed.
   for (const k of diffKeys)
-    if (k !== "__provider" && !fields.some((f) => f.path === k || f.path.startsWith(`${k}.`))) fields.push({ path: k, replace: replaces.has(k), from: '"[secret]"', to: '"[secret]"' });
+    if (k !== "__provider" && !fields.some((f) => f.path === k || f.path.startsWith(`${k}.`)))
+      fields.push({ path: k, replace: replaces.has(k), from: '"[secret]"', to: '"[secret]"' });
   // Nothing visible changed, yet the provider reported a change: it can only be a masked secret.
   if (!fields.length) for (const path of maskedPaths(olds, news)) fields.push({ path, replace: false, from: '"[secret]"', to: '"[secret]"' });
   return fields.sort((a, b) => a.path.localeCompare(b.path));

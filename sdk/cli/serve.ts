@@ -50,7 +50,9 @@ export async function serveCommand(values: ServeCommandOptions): Promise<number>
     } catch (e) {
       // A stack named on the command line must be there; the default one may not exist yet.
       if (values.stack !== undefined || process.env.AGENTWS_STACK !== undefined) throw e;
-      err(`note: serving without a fleet (stack '${stackName}' could not be read: ${e instanceof Error ? e.message : String(e)}); run \`agentws up\` first to serve declared workspaces`);
+      err(
+        `note: serving without a fleet (stack '${stackName}' could not be read: ${e instanceof Error ? e.message : String(e)}); run \`agentws up\` first to serve declared workspaces`,
+      );
     }
   }
   const served = await serveFleet({
@@ -70,7 +72,8 @@ export async function serveCommand(values: ServeCommandOptions): Promise<number>
     logger: consoleLogger("info"),
   });
   err(`agentws serve: ${served.backend} workspaces at ${served.service.url} (OpenAPI: /openapi.json, metrics: /metrics); Ctrl-C stops`);
-  if (!process.env.AGENTWS_DOWNLOAD_SECRET) err("note: AGENTWS_DOWNLOAD_SECRET is not set: download links work on this process only (set one shared secret on every replica)");
+  if (!process.env.AGENTWS_DOWNLOAD_SECRET)
+    err("note: AGENTWS_DOWNLOAD_SECRET is not set: download links work on this process only (set one shared secret on every replica)");
   await new Promise<void>((ok) => {
     const stop = () => ok();
     process.once("SIGINT", stop);
@@ -99,7 +102,8 @@ export function serviceLimits(flags: Record<string, string | undefined>, env: No
     const given = flags[flag] ?? env[variable];
     if (given === undefined || given === "") continue;
     const n = Number(given);
-    if (!/^\d+(\.\d+)?$/.test(given.trim()) || !Number.isFinite(n)) throw new InvalidArgumentError("must be a number, 0 or more (0 turns the limit off)", { field: `--${flag}` });
+    if (!/^\d+(\.\d+)?$/.test(given.trim()) || !Number.isFinite(n))
+      throw new InvalidArgumentError("must be a number, 0 or more (0 turns the limit off)", { field: `--${flag}` });
     limits[field] = n;
   }
   return limits;
@@ -111,7 +115,10 @@ export function serviceLimits(flags: Record<string, string | undefined>, env: No
  * AGENTWS_EGRESS_ALLOW_PRIVATE=1). Entries are checked here, so a typo stops the start.
  */
 export function egressPolicy(flags: string[], allowPrivate: boolean, env: NodeJS.ProcessEnv = process.env): EgressPolicy {
-  const allow = [...flags, env.AGENTWS_EGRESS_ALLOW ?? ""].flatMap((s) => s.split(",")).map((s) => s.trim()).filter(Boolean);
+  const allow = [...flags, env.AGENTWS_EGRESS_ALLOW ?? ""]
+    .flatMap((s) => s.split(","))
+    .map((s) => s.trim())
+    .filter(Boolean);
   const parsed = EgressPolicySchema.safeParse({ allow, allowPrivate: allowPrivate || env.AGENTWS_EGRESS_ALLOW_PRIVATE === "1" });
   if (!parsed.success) throw new InvalidArgumentError(parsed.error.issues.map((i) => i.message).join("; "), { field: "--egress-allow" });
   return parsed.data;
@@ -138,7 +145,10 @@ export function connectionFlags(values: Record<string, unknown>): Partial<Connec
 
 /** A repeatable (or comma-separated) flag plus a comma-separated variable; undefined when both are empty. */
 function listOption(flags: string[] | undefined, env: string | undefined): string[] | undefined {
-  const out = [...(flags ?? []), env ?? ""].flatMap((s) => s.split(",")).map((s) => s.trim()).filter(Boolean);
+  const out = [...(flags ?? []), env ?? ""]
+    .flatMap((s) => s.split(","))
+    .map((s) => s.trim())
+    .filter(Boolean);
   return out.length ? out : undefined;
 }
 
@@ -156,7 +166,8 @@ export async function tokenCreateCommand(user: string, values: TokenCommandOptio
   // Checked before the store is opened: a typo changes nothing.
   const scopes = parseScopes(values.scopes ?? "read,write", "--scopes");
   const expiresIn = parseDuration(values.expires ?? "never");
-  if (values.name !== undefined && !TOKEN_NAME.test(values.name)) throw new InvalidArgumentError("must be 1-128 characters, no control characters", { field: "--name" });
+  if (values.name !== undefined && !TOKEN_NAME.test(values.name))
+    throw new InvalidArgumentError("must be 1-128 characters, no control characters", { field: "--name" });
   // The service's own rule: a token for a user id it refuses would fail every request.
   const bad = edgeIdProblem(user, "userId");
   if (bad !== undefined) throw new InvalidArgumentError(`${JSON.stringify(user)} ${bad}`, { field: "userId" });
@@ -167,7 +178,9 @@ export async function tokenCreateCommand(user: string, values: TokenCommandOptio
     const t = await store.addTokenHash(user, hash, { scopes, name: values.name ?? null, expiresAt: expiresIn === null ? null : now + expiresIn, now });
     process.stdout.write(`${token}\n`);
     const until = t.expiresAt === null ? "never expires" : `expires ${new Date(t.expiresAt).toISOString()}`;
-    process.stderr.write(`token ${t.tokenId} for '${user}' (scopes ${t.scopes.join(",")}; ${until}); only its hash is kept: save it now. Revoke: agentws token revoke ${t.tokenId}\n`);
+    process.stderr.write(
+      `token ${t.tokenId} for '${user}' (scopes ${t.scopes.join(",")}; ${until}); only its hash is kept: save it now. Revoke: agentws token revoke ${t.tokenId}\n`,
+    );
     return 0;
   } finally {
     await store.close();
@@ -213,6 +226,7 @@ export function parseDuration(text: string): number | null {
   const m = /^(\d{1,9})([smhdw])$/.exec(text);
   const unit = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }[m?.[2] ?? "s"]!;
   const seconds = m ? Number(m[1]) * unit : NaN;
-  if (!(seconds >= 60 && seconds <= 10 * 366 * 86_400)) throw new InvalidArgumentError("must be a duration like 30d, 12h, 90m or 2w (1 minute to 10 years), or 'never'", { field: "--expires" });
+  if (!(seconds >= 60 && seconds <= 10 * 366 * 86_400))
+    throw new InvalidArgumentError("must be a duration like 30d, 12h, 90m or 2w (1 minute to 10 years), or 'never'", { field: "--expires" });
   return seconds * 1000;
 }

@@ -102,7 +102,8 @@ export async function stackCommand(command: StackCommand, values: StackCommandOp
           throw e;
         }
         if (values.markdown) emit(renderPreviewMarkdown(collector.model(), { stack: stackName, redact: secrets }), values.out);
-        else if (values.diff) process.stdout.write(`${maskSecrets(`${result.stdout.trimEnd()}\n\n${renderPreviewText(collector.model())}`, secrets).trimEnd()}\n`);
+        else if (values.diff)
+          process.stdout.write(`${maskSecrets(`${result.stdout.trimEnd()}\n\n${renderPreviewText(collector.model())}`, secrets).trimEnd()}\n`);
         return 0;
       }
     }
@@ -122,6 +123,10 @@ function emit(text: string, out: string | undefined): void {
 function conciseError(e: unknown): string {
   const text = e instanceof Error ? e.message : String(e);
   const diag = text.indexOf("Diagnostics:");
-  if (diag >= 0) return text.slice(diag).split(/\n(?:Resources|Duration):/)[0]!.trim();
+  if (diag >= 0)
+    return text
+      .slice(diag)
+      .split(/\n(?:Resources|Duration):/)[0]!
+      .trim();
   return text.split("\n").slice(0, 20).join("\n");
 }

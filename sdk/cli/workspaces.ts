@@ -21,7 +21,15 @@ async function knownBasedirs(kind: string, fleetBasedirs: Map<string, Set<string
   const home = path.join(os.homedir(), ".agent-workspaces");
   const extra = [path.join(home, kind), path.join(home, `${kind}-runtime`), path.join(home, "runtime"), ...(fleetBasedirs.get(kind) ?? [])];
   const found: string[] = [];
-  for (const dir of extra) if (!found.includes(dir) && (await fs.stat(dir).then((st) => st.isDirectory(), () => false))) found.push(dir);
+  for (const dir of extra)
+    if (
+      !found.includes(dir) &&
+      (await fs.stat(dir).then(
+        (st) => st.isDirectory(),
+        () => false,
+      ))
+    )
+      found.push(dir);
   return [undefined, ...found];
 }
 
@@ -29,7 +37,13 @@ async function knownBasedirs(kind: string, fleetBasedirs: Map<string, Set<string
 async function stackBasedirs(err: (l: string) => void): Promise<Map<string, Set<string>>> {
   const out = new Map<string, Set<string>>();
   const cwd = process.cwd();
-  if (!(await fs.stat(path.join(cwd, "Pulumi.yaml")).then(() => true, () => false))) return out;
+  if (
+    !(await fs.stat(path.join(cwd, "Pulumi.yaml")).then(
+      () => true,
+      () => false,
+    ))
+  )
+    return out;
   const stackName = process.env.AGENTWS_STACK ?? "local";
   try {
     const fleet = await readStackOutputs({ stackName, workDir: cwd });
@@ -126,7 +140,11 @@ export async function statusCommand(values: { kind?: string[] | undefined; based
   }
   const cols = ["workspace", "backend", "state", "owner", "agent", "managed", "idle", "awake"];
   const width = cols.map((c) => Math.max(c.length, ...rows.map((r) => r[c]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(width[i]!)).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(width[i]!))
+      .join("  ")
+      .trimEnd();
   process.stdout.write(`${[line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => r[c]!)))].join("\n")}\n`);
   return 0;
 }
@@ -145,7 +163,11 @@ async function whyAwake(driver: Driver, d: BackendDescription): Promise<string> 
 }
 
 /** `agentws exec <workspace> -- <command...>`: runs a command in a workspace on whichever backend holds it; a paused one is resumed and paused again. */
-export async function execCommand(id: string, command: string[], values: { kind?: string[] | undefined; basedir?: string | undefined; timeout?: number | undefined }): Promise<number> {
+export async function execCommand(
+  id: string,
+  command: string[],
+  values: { kind?: string[] | undefined; basedir?: string | undefined; timeout?: number | undefined },
+): Promise<number> {
   const err = (line: string) => process.stderr.write(`${line}\n`);
   for (const driver of await drivers(values.kind, values.basedir, err)) {
     let found: BackendDescription | null;
@@ -180,7 +202,13 @@ export async function execCommand(id: string, command: string[], values: { kind?
  * owner, in this basedir only (with --store, also owned ones no session names). A dry run unless
  * --yes, as `destroy` is: removal deletes files.
  */
-export async function gcCommand(values: { kind?: string[] | undefined; basedir?: string | undefined; store?: string | undefined; yes?: boolean | undefined; dryRun?: boolean | undefined }): Promise<number> {
+export async function gcCommand(values: {
+  kind?: string[] | undefined;
+  basedir?: string | undefined;
+  store?: string | undefined;
+  yes?: boolean | undefined;
+  dryRun?: boolean | undefined;
+}): Promise<number> {
   const err = (line: string) => process.stderr.write(`${line}\n`);
   // With a session store: owned runtime workspaces whose sessions are all gone are collected too.
   const referenced = values.store ? await referencedWorkspaces(values.store) : undefined;

@@ -38,8 +38,7 @@ export type FleetEntry = z.infer<typeof FleetEntrySchema>;
 
 export const FleetOutputsSchema = z.record(WorkspaceIdSchema, FleetEntrySchema).superRefine((fleet, ctx) => {
   for (const [key, entry] of Object.entries(fleet))
-    if (entry.workspaceId !== key)
-      ctx.addIssue({ code: "custom", path: [key, "workspaceId"], message: `must equal its key '${key}'` });
+    if (entry.workspaceId !== key) ctx.addIssue({ code: "custom", path: [key, "workspaceId"], message: `must equal its key '${key}'` });
 });
 export type FleetOutputs = z.infer<typeof FleetOutputsSchema>;
 
@@ -55,9 +54,7 @@ export const SECRET_MASK = "[secret]";
  * writes it), `{ secret: "ns:key" }` reads another namespace.
  */
 export const SecretRefSchema = z.strictObject({
-  secret: z
-    .string()
-    .regex(/^[A-Za-z0-9_.-]+(:[A-Za-z0-9_./-]+)?$/, "must be a stack config key, `name` or `namespace:name` (letters, digits, _ . -)"),
+  secret: z.string().regex(/^[A-Za-z0-9_.-]+(:[A-Za-z0-9_./-]+)?$/, "must be a stack config key, `name` or `namespace:name` (letters, digits, _ . -)"),
 });
 export type SecretRef = z.infer<typeof SecretRefSchema>;
 
@@ -120,4 +117,3 @@ function setIn(node: unknown, path: SecretPath, value: unknown): unknown {
 export function maskSecretFields<T>(spec: T): T {
   return replaceAtPaths(spec, secretFieldPaths(spec), () => SECRET_MASK);
 }
-

@@ -29,6 +29,7 @@ export function newReplicaId(): string {
 }
 
 export function checkReplicaId(replicaId: string): string {
-  if (typeof replicaId !== "string" || !REPLICA_ID.test(replicaId)) throw new InvalidArgumentError("must be 16-64 lowercase hex characters", { field: "replicaId" });
+  if (typeof replicaId !== "string" || !REPLICA_ID.test(replicaId))
+    throw new InvalidArgumentError("must be 16-64 lowercase hex characters", { field: "replicaId" });
   return replicaId;
 }

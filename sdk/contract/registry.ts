@@ -15,7 +15,15 @@ import { attachedChangePolicy, type ChangePolicy } from "./schema.js";
  * modules themselves load lazily through backends/load.ts. Adding a backend is one line here and
  * one in load.ts.
  */
-export const BACKEND_SCHEMAS = [LocalBackendSchema, BubblewrapBackendSchema, DockerBackendSchema, KubernetesBackendSchema, OpenSandboxBackendSchema, DaytonaBackendSchema, E2BBackendSchema] as const;
+export const BACKEND_SCHEMAS = [
+  LocalBackendSchema,
+  BubblewrapBackendSchema,
+  DockerBackendSchema,
+  KubernetesBackendSchema,
+  OpenSandboxBackendSchema,
+  DaytonaBackendSchema,
+  E2BBackendSchema,
+] as const;
 
 /** Backend options: the union of every kind's schema, the single source of truth for constructors, manager options, Pulumi inputs and HTTP bodies. */
 export const BackendSpecSchema = z.discriminatedUnion("kind", [...BACKEND_SCHEMAS]);

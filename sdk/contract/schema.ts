@@ -9,9 +9,7 @@ import { fromZodError } from "../errors.js";
  * resource caps. Each backend folder's schema.ts builds on them; contract/registry.ts joins the schemas.
  */
 export const WORKSPACE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
-export const WorkspaceIdSchema = z
-  .string()
-  .regex(WORKSPACE_ID_PATTERN, "workspace id must be 1-63 chars of [A-Za-z0-9_.-], starting with a letter or digit");
+export const WorkspaceIdSchema = z.string().regex(WORKSPACE_ID_PATTERN, "workspace id must be 1-63 chars of [A-Za-z0-9_.-], starting with a letter or digit");
 
 /** The id, checked by WorkspaceIdSchema; an InvalidArgumentError naming `workspaceId` otherwise. */
 export function parseWorkspaceId(id: string): string {
@@ -32,10 +30,14 @@ export const DEFAULT_CPUS = 2;
 /** Tasks alive at once: processes and threads (a Node.js MCP server alone holds about a dozen). */
 export const MaxProcessesSchema = z.number().int().min(16).max(4_194_304).default(DEFAULT_MAX_PROCESSES);
 /** Memory in bytes (swap included: it cannot stretch the cap); an allocation past it fails or the allocator is killed. */
-export const MemoryBytesSchema = z.number().int().min(64 * 1024 ** 2).max(2 ** 50).default(DEFAULT_MEMORY_BYTES);
+export const MemoryBytesSchema = z
+  .number()
+  .int()
+  .min(64 * 1024 ** 2)
+  .max(2 ** 50)
+  .default(DEFAULT_MEMORY_BYTES);
 /** CPU time as a number of cores (a CFS quota: 1.5 = one and a half cores' worth per period). */
 export const CpusSchema = z.number().min(0.01).max(1024).default(DEFAULT_CPUS);
-
 
 /**
  * What changing a spec field does to the backend object, as the backend's driver can really do it:

@@ -1,5 +1,13 @@
 import { z } from "zod";
-import { ensureBackend, type BackendDescription, type Driver, type DriverContext, type EnsureOutcome, type ManagedBy, type WorkspaceIdentity } from "../contract/driver.js";
+import {
+  ensureBackend,
+  type BackendDescription,
+  type Driver,
+  type DriverContext,
+  type EnsureOutcome,
+  type ManagedBy,
+  type WorkspaceIdentity,
+} from "../contract/driver.js";
 import type { BackendModule, ReconcileArgs, Teardown } from "../contract/module.js";
 import { ConflictError, InternalError, WorkspaceError, fromZodError } from "../errors.js";
 import type { ProgressListener } from "../logger.js";
@@ -140,7 +148,9 @@ export abstract class DriverWorkspace<Spec extends { kind: string }, D extends P
       if (this.#teardown === "destroy" && (outcome === "created" || outcome === "recreated"))
         await this.driver
           .destroy(this.workspaceId, { deleteData: this.#destroyDeletesData })
-          .catch((err: unknown) => this.logger.warn("removing a workspace after a failed initialize failed", { workspaceId: this.workspaceId, error: String(err) }));
+          .catch((err: unknown) =>
+            this.logger.warn("removing a workspace after a failed initialize failed", { workspaceId: this.workspaceId, error: String(err) }),
+          );
       throw e;
     }
   }

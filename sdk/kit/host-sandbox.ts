@@ -1,5 +1,5 @@
 // Size: one cohesive engine, the confined host-tree Sandbox (descriptor walks, no-follow opens, atomic
-// writes) shared by Local and Bubblewrap; splitting exec from files is planned (review change 2).
+// writes) shared by Local and Bubblewrap; exec and files could later split.
 import { spawn as spawnChild } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fsSync, { promises as fs, constants as fsc, type Dirent } from "node:fs";
@@ -267,7 +267,7 @@ export class LocalSandbox implements Sandbox {
         }
         try {
           const bytes = encoded.bytes;
-          for (let done = 0; done < bytes.byteLength; ) done += fsSync.writeSync(fd, bytes, done, bytes.byteLength - done);
+          for (let done = 0; done < bytes.byteLength;) done += fsSync.writeSync(fd, bytes, done, bytes.byteLength - done);
           fsSync.closeSync(fd);
         } catch (e) {
           // A failed write (disk full) leaves no partial file behind.
@@ -321,7 +321,8 @@ export class LocalSandbox implements Sandbox {
         // In slices: dispatching 200,000 stats at once would itself hold the event loop for long.
         const out: FileInfo[] = [];
         for (let at = 0; at < names.length; at += LSTAT_SLICE)
-          for (const info of await Promise.all(names.slice(at, at + LSTAT_SLICE).map((name) => lstatInfoAsync(fdPath(fd, name), name)))) if (info) out.push(info);
+          for (const info of await Promise.all(names.slice(at, at + LSTAT_SLICE).map((name) => lstatInfoAsync(fdPath(fd, name), name))))
+            if (info) out.push(info);
         return out;
       }
       const out: FileInfo[] = [];
@@ -367,7 +368,8 @@ export class LocalSandbox implements Sandbox {
       const entries: FileInfo[] = [];
       if (names.length > SYNC_LIST_LIMIT) {
         for (let at = 0; at < names.length; at += LSTAT_SLICE)
-          for (const info of await Promise.all(names.slice(at, at + LSTAT_SLICE).map((name) => lstatInfoAsync(fdPath(fd, name), name)))) if (info) entries.push(info);
+          for (const info of await Promise.all(names.slice(at, at + LSTAT_SLICE).map((name) => lstatInfoAsync(fdPath(fd, name), name))))
+            if (info) entries.push(info);
       } else
         for (const name of names) {
           const info = lstatInfo(fdPath(fd, name), name);
@@ -726,20 +728,20 @@ async function writeNew(file: string, data: Uint8Array | string, mode: number, e
   const fd = fsSync.openSync(file, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, mode);
   try {
     if (typeof data === "string") {
-      for (let at = 0; at < data.length; ) {
+      for (let at = 0; at < data.length;) {
         let end = Math.min(at + CHUNK_CHARS, data.length);
         // Never split a surrogate pair: its halves would each encode as U+FFFD.
         const last = data.charCodeAt(end - 1);
         if (end < data.length && last >= 0xd800 && last <= 0xdbff) end++;
         const piece = Buffer.from(data.slice(at, end), "utf8");
-        for (let done = 0; done < piece.byteLength; ) done += (await writeFd(fd, piece, done, piece.byteLength - done)).bytesWritten;
+        for (let done = 0; done < piece.byteLength;) done += (await writeFd(fd, piece, done, piece.byteLength - done)).bytesWritten;
         at = end;
       }
     } else if (data.byteLength <= SYNC_IO_LIMIT) {
-      for (let done = 0; done < data.byteLength; ) done += fsSync.writeSync(fd, data, done, data.byteLength - done);
+      for (let done = 0; done < data.byteLength;) done += fsSync.writeSync(fd, data, done, data.byteLength - done);
     } else {
       // Open and close are quick metadata calls; only the copy of the bytes goes to the thread pool.
-      for (let done = 0; done < data.byteLength; ) done += (await writeFd(fd, data, done, data.byteLength - done)).bytesWritten;
+      for (let done = 0; done < data.byteLength;) done += (await writeFd(fd, data, done, data.byteLength - done)).bytesWritten;
     }
     if (exactMode) fsSync.fchmodSync(fd, mode);
   } finally {
@@ -905,7 +907,7 @@ async function copyRegular(src: number, dst: string): Promise<void> {
       const n = sync ? fsSync.readSync(src, buf, 0, want, null) : (await readFd(src, buf, 0, want, null)).bytesRead;
       if (n === 0) break;
       if (!buf.subarray(0, n).equals(ZERO_CHUNK.subarray(0, n)))
-        for (let done = 0; done < n; )
+        for (let done = 0; done < n;)
           done += sync ? fsSync.writeSync(out, buf, done, n - done, copied + done) : (await writeFd(out, buf, done, n - done, copied + done)).bytesWritten;
       copied += n;
     }

@@ -136,12 +136,20 @@ export async function readClaim(store: HostRecordStore, name: string, workspaceI
   const parsed = OwnerClaimSchema.safeParse(json);
   if (!parsed.success) throw fromZodError(store.file(name), parsed.error);
   if (parsed.data.workspaceId !== workspaceId)
-    throw new InvalidArgumentError(`${store.file(name)} records workspace '${parsed.data.workspaceId}', not '${workspaceId}'; fix or delete it`, { field: store.file(name), fieldPrefix: false });
+    throw new InvalidArgumentError(`${store.file(name)} records workspace '${parsed.data.workspaceId}', not '${workspaceId}'; fix or delete it`, {
+      field: store.file(name),
+      fieldPrefix: false,
+    });
   return parsed.data;
 }
 
 /** Records `owner` as the claimer of `workspaceId` once; the same owner again is a no-op, another is a ConflictError. */
-export async function recordClaim(store: HostRecordStore, name: string, workspaceId: string, owner: { userId: string; agentId?: string | undefined }): Promise<OwnerClaim> {
+export async function recordClaim(
+  store: HostRecordStore,
+  name: string,
+  workspaceId: string,
+  owner: { userId: string; agentId?: string | undefined },
+): Promise<OwnerClaim> {
   const claim: OwnerClaim = {
     version: 1,
     workspaceId,

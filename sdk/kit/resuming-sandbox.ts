@@ -47,7 +47,11 @@ export class BackendResumer {
       });
     if (found.state === "running") return; // another replica resumed it first
     await this.driver.resume(this.workspaceId);
-    this.logger.info("workspace backend was paused or stopped by someone else; resumed it", { workspaceId: this.workspaceId, kind: this.driver.kind, was: found.state });
+    this.logger.info("workspace backend was paused or stopped by someone else; resumed it", {
+      workspaceId: this.workspaceId,
+      kind: this.driver.kind,
+      was: found.state,
+    });
   }
 }
 

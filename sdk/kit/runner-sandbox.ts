@@ -8,7 +8,20 @@
  */
 import { InvalidArgumentError } from "../errors.js";
 import { checkRelativePath } from "../paths.js";
-import { rangeOfWholeRead, type DirEntry, type ExecOptions, type ExecResult, type FileInfo, type ListPage, type ListPageOptions, type Sandbox, type SandboxProcess, type SpawnOptions, type WalkTreeOptions, type WalkTreeResult } from "../sandbox.js";
+import {
+  rangeOfWholeRead,
+  type DirEntry,
+  type ExecOptions,
+  type ExecResult,
+  type FileInfo,
+  type ListPage,
+  type ListPageOptions,
+  type Sandbox,
+  type SandboxProcess,
+  type SpawnOptions,
+  type WalkTreeOptions,
+  type WalkTreeResult,
+} from "../sandbox.js";
 import { pageOfEntries, walkTreeByList } from "../util/listing.js";
 import { RunnerFiles, runnerExec, spawnThroughRunner, type RunnerClient, type RunnerLease } from "./runner/index.js";
 import { copyTreeFileByFile } from "./shell-files.js";
@@ -118,7 +131,8 @@ export abstract class RunnerSandbox implements Sandbox {
     if (argv.length === 0) throw new InvalidArgumentError("spawn: argv must not be empty", { field: "argv", fieldPrefix: false });
     const rel = checkRelativePath(options.cwd ?? "", "cwd");
     this.enter();
-    const open = async (): Promise<RunnerLease | SandboxProcess> => ((await this.useRunner()) ? this.lease("spawn") : this.#transport().spawn(argv, rel, options));
+    const open = async (): Promise<RunnerLease | SandboxProcess> =>
+      (await this.useRunner()) ? this.lease("spawn") : this.#transport().spawn(argv, rel, options);
     return spawnThroughRunner(open(), { argv, cwd: rel, env: { ...options.env } });
   }
 

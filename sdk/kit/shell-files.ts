@@ -132,7 +132,6 @@ export async function packTree(pack: tar.Pack, source: string, name: string): Pr
   }
 }
 
-
 /** A host file or tree as a tar held in memory whose top entry is `name` (packTree's rules). */
 export async function packArchive(source: string, name: string): Promise<Buffer> {
   const pack = tar.pack();
@@ -180,7 +179,8 @@ export async function copyTreeFileByFile(
         const file = `${a}/${e.name}`;
         // Every byte passes through the host: capped, and checked on what came back.
         const data = await sb.readFile(file, { maxBytes: MAX_COPY_FILE_BYTES });
-        if (data.length > MAX_COPY_FILE_BYTES) throw new TooLargeError(`${file} is over the ${MAX_COPY_FILE_BYTES}-byte cap of a file-by-file copy`, { field: "path" });
+        if (data.length > MAX_COPY_FILE_BYTES)
+          throw new TooLargeError(`${file} is over the ${MAX_COPY_FILE_BYTES}-byte cap of a file-by-file copy`, { field: "path" });
         await sb.writeFile(`${b}/${e.name}`, data, { mode: 0o644, exclusive: true });
       }
     }
@@ -257,10 +257,12 @@ export class ShellFiles {
   async readFile(rel: string, options: { maxBytes?: number } = {}): Promise<Buffer> {
     const clean = checkRelativePath(rel);
     const r = await this.b.op("resolveRead", [clean, options.maxBytes === undefined ? "-" : String(options.maxBytes)]);
-    if (r.exitCode === SHELL_EXIT.tooLarge) throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${options.maxBytes}-byte cap`, { field: "path" });
+    if (r.exitCode === SHELL_EXIT.tooLarge)
+      throw new TooLargeError(`${clean} is ${r.stderr.toString()} bytes, over the ${options.maxBytes}-byte cap`, { field: "path" });
     this.#check(r, "read", clean);
     const got = await this.b.fetch(r.stdout.toString(), options.maxBytes === undefined ? undefined : options.maxBytes + 1, clean);
-    if (options.maxBytes !== undefined && got.length > options.maxBytes) throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: "path" });
+    if (options.maxBytes !== undefined && got.length > options.maxBytes)
+      throw new TooLargeError(`${clean} grew over the ${options.maxBytes}-byte cap while read`, { field: "path" });
     return got;
   }
 

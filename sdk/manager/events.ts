@@ -4,12 +4,7 @@ import type { Logger } from "../logger.js";
  * What the manager did, for logs and metrics. Every event carries the workspace id and how long
  * the step took; none carries secrets, paths or file contents.
  */
-export type ManagerEvent =
-  | ProvisionEvent
-  | PauseEvent
-  | EvictEvent
-  | PoolEvent
-  | ErrorEvent;
+export type ManagerEvent = ProvisionEvent | PauseEvent | EvictEvent | PoolEvent | ErrorEvent;
 
 export interface ProvisionEvent {
   /** create: new backend object; reattach: found it as it was; resume: woke a paused one. */

@@ -28,14 +28,14 @@ function unwrap(outputs: unknown): unknown {
   const value = isObject(named) && "value" in named && "secret" in named ? named.value : named;
   if (value === SECRET_MASK)
     throw new InvalidArgumentError(
-      "is a secret output shown masked (the fleet holds MCP header/env or backend env values); read it with WorkspaceManager.fromStack or `pulumi stack output --json --show-secrets`", { field: FLEET_OUTPUT_NAME },
+      "is a secret output shown masked (the fleet holds MCP header/env or backend env values); read it with WorkspaceManager.fromStack or `pulumi stack output --json --show-secrets`",
+      { field: FLEET_OUTPUT_NAME },
     );
   // A fleet map may itself hold a workspace whose id is "workspaces": that one has a backend.
   if (!isObject(named) || "backend" in named) return outputs;
   if ("value" in named && "secret" in named) return named.value;
   return named;
 }
-
 
 /** Which stack to read. `workDir` is a Pulumi project folder; otherwise `projectName` names it. */
 export interface StackSelector {
@@ -59,7 +59,8 @@ export async function readStackOutputs(selector: StackSelector): Promise<FleetOu
   const base = selector.workDir ? engineEnv({ workDir: selector.workDir, binDir }) : binDir ? { PATH: [binDir, process.env.PATH ?? ""].join(delimiter) } : {};
   const envVars = { ...base, ...selector.envVars };
   // The Automation API finds its CLI on this process's PATH, not envVars': hand it the one found.
-  const pulumiCommand = binDir && basename(binDir) === "bin" ? await PulumiCommand.get({ root: dirname(binDir), skipVersionCheck: true }).catch(() => undefined) : undefined;
+  const pulumiCommand =
+    binDir && basename(binDir) === "bin" ? await PulumiCommand.get({ root: dirname(binDir), skipVersionCheck: true }).catch(() => undefined) : undefined;
   const opts = {
     envVars,
     ...(pulumiCommand ? { pulumiCommand } : {}),
@@ -87,7 +88,9 @@ export async function readStackOutputs(selector: StackSelector): Promise<FleetOu
     );
   }
   if (!(FLEET_OUTPUT_NAME in outputs))
-    throw new InvalidArgumentError(`stack '${selector.stackName}' has no '${FLEET_OUTPUT_NAME}' output; export the WorkspaceFleet's outputs under that name`, { field: FLEET_OUTPUT_NAME });
+    throw new InvalidArgumentError(`stack '${selector.stackName}' has no '${FLEET_OUTPUT_NAME}' output; export the WorkspaceFleet's outputs under that name`, {
+      field: FLEET_OUTPUT_NAME,
+    });
   return parseFleetOutputs(outputs);
 }
 

@@ -137,7 +137,6 @@ function checkOwner(owner: WorkspaceOwner, isolation: IsolationPolicy): void {
     throw new InvalidArgumentError("must not contain '::' or end with ':' (it would make workspace ids of different users collide)", { field: "userId" });
 }
 
-
 /** Throws InvalidArgumentError unless `id` is a safe workspace id (it names folders and backend objects). */
 export function checkWorkspaceId(id: unknown, field = "workspaceId"): string {
   if (typeof id !== "string" || !WORKSPACE_ID_PATTERN.test(id))

@@ -1,5 +1,14 @@
 // Public surface of the runtime manager (re-exported by sdk/index.ts).
-export { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, sessionWorkspaceId, newWorkspaceId, blake2bHex, checkWorkspaceId, type WorkspaceOwner } from "./ids.js";
+export {
+  IsolationPolicy,
+  ISOLATION_POLICIES,
+  assignWorkspaceId,
+  sessionWorkspaceId,
+  newWorkspaceId,
+  blake2bHex,
+  checkWorkspaceId,
+  type WorkspaceOwner,
+} from "./ids.js";
 export type { ManagerEvent, ManagerEventListener, ProvisionEvent, PauseEvent, EvictEvent, EvictReason, PoolEvent, ErrorEvent } from "./events.js";
 export { parseFleetOutputs, readStackOutputs, type StackSelector } from "./fleet-source.js";
 export { PrewarmSchema, type PrewarmOptions, type PoolStats } from "./pool.js";

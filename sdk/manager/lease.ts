@@ -90,6 +90,8 @@ export class LeaseKeeper {
   async release(ws: LeasedWorkspace): Promise<void> {
     if (!this.#held.delete(ws.workspaceId) || !ws.leases) return;
     await this.#writing.get(ws.workspaceId);
-    await ws.leases.release(ws.workspaceId, this.replicaId).catch((e: unknown) => this.#logger.warn("releasing a replica lease failed", { workspaceId: ws.workspaceId, error: String(e) }));
+    await ws.leases
+      .release(ws.workspaceId, this.replicaId)
+      .catch((e: unknown) => this.#logger.warn("releasing a replica lease failed", { workspaceId: ws.workspaceId, error: String(e) }));
   }
 }

@@ -7,7 +7,16 @@ import type { FleetEntry, FleetOutputs } from "../contract/fleet.js";
 import { silentLogger, type Logger } from "../logger.js";
 import { ManagerEvents, errorCode, errorMessage, type EvictReason, type ManagerEventListener } from "./events.js";
 import { parseFleetOutputs, readStackOutputs, type StackSelector } from "./fleet-source.js";
-import { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, checkIdentityId, checkWorkspaceId, isNonBlank, newWorkspaceId, sessionWorkspaceId } from "./ids.js";
+import {
+  IsolationPolicy,
+  ISOLATION_POLICIES,
+  assignWorkspaceId,
+  checkIdentityId,
+  checkWorkspaceId,
+  isNonBlank,
+  newWorkspaceId,
+  sessionWorkspaceId,
+} from "./ids.js";
 import { PrewarmSchema, WarmPool, type PoolStats } from "./pool.js";
 import { LeaseKeeper, type Leases } from "./lease.js";
 import { SingleFlight } from "./single-flight.js";
@@ -88,7 +97,10 @@ export const ManagerOptionsSchema = z.strictObject({
   /** Skip fleet entries of other backend kinds instead of refusing the fleet. */
   ignoreOtherBackends: z.boolean().default(false),
   /** This replica's id in the replica leases (16-64 lowercase hex); random by default, one per manager. */
-  replicaId: z.string().regex(/^[0-9a-f]{16,64}$/, "must be 16-64 lowercase hex characters").optional(),
+  replicaId: z
+    .string()
+    .regex(/^[0-9a-f]{16,64}$/, "must be 16-64 lowercase hex characters")
+    .optional(),
   /** Seconds between replica lease renewals of an active workspace; default a third of the TTL, at most 30. */
   leaseRenewInterval: z.number().positive().optional(),
 });
@@ -240,7 +252,8 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       if (this.#profile.kind !== undefined && entry.backend.kind !== this.#profile.kind) {
         if (this.#ignoreOtherBackends) continue;
         throw new InvalidArgumentError(
-          `is '${entry.backend.kind}' but this manager serves '${this.#profile.kind}' workspaces; use the ${entry.backend.kind} manager or set ignoreOtherBackends`, { field: `workspaces.${id}.backend.kind` },
+          `is '${entry.backend.kind}' but this manager serves '${this.#profile.kind}' workspaces; use the ${entry.backend.kind} manager or set ignoreOtherBackends`,
+          { field: `workspaces.${id}.backend.kind` },
         );
       }
       next.set(id, entry);
@@ -440,7 +453,9 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       await this.claimPooled(member, owner);
     } catch (e) {
       // Never handed out: release it like any member nobody claimed.
-      await this.disposePooled(member).catch((err: unknown) => this.logger.warn("disposing an unclaimable warm workspace failed", { workspaceId: member.workspaceId, error: String(err) }));
+      await this.disposePooled(member).catch((err: unknown) =>
+        this.logger.warn("disposing an unclaimable warm workspace failed", { workspaceId: member.workspaceId, error: String(err) }),
+      );
       this.#events.emit({ type: "error", workspaceId: member.workspaceId, phase: "pool", code: errorCode(e), message: errorMessage(e), durationMs: 0 });
       throw e;
     }
@@ -534,7 +549,12 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       await ws.initialize();
     } catch (e) {
       if (ws && leaseMs !== undefined) await this.#leases.release(ws);
-      if (ws) await ws.close().catch((err: unknown) => this.logger.warn("closing a workspace after a failed initialize failed", { workspaceId: identity.workspaceId, error: String(err) }));
+      if (ws)
+        await ws
+          .close()
+          .catch((err: unknown) =>
+            this.logger.warn("closing a workspace after a failed initialize failed", { workspaceId: identity.workspaceId, error: String(err) }),
+          );
       const error =
         e instanceof WorkspaceError
           ? e
@@ -582,7 +602,14 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
         if (shared) kept = (await ws.releaseBackend!({ replicaId: this.#leases.replicaId })) === "kept";
       } catch (e) {
         ok = false;
-        this.#events.emit({ type: "error", workspaceId: id, phase: pausing ? "pause" : "close", code: errorCode(e), message: errorMessage(e), durationMs: performance.now() - started });
+        this.#events.emit({
+          type: "error",
+          workspaceId: id,
+          phase: pausing ? "pause" : "close",
+          code: errorCode(e),
+          message: errorMessage(e),
+          durationMs: performance.now() - started,
+        });
       } finally {
         await this.#leases.release(ws);
       }
@@ -590,7 +617,15 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
       if (kept && reason === "idle") this.#handedOver.set(id, entry);
       const durationMs = performance.now() - started;
       if (ok && pausing && !kept) this.#events.emit({ type: "pause", workspaceId: id, durationMs });
-      this.#events.emit({ type: "evict", workspaceId: id, reason, paused: ok && pausing && !kept, ...(kept ? { keptForReplica: true } : {}), idleMs, durationMs });
+      this.#events.emit({
+        type: "evict",
+        workspaceId: id,
+        reason,
+        paused: ok && pausing && !kept,
+        ...(kept ? { keptForReplica: true } : {}),
+        idleMs,
+        durationMs,
+      });
     });
   }
 
@@ -614,7 +649,14 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
             if (this.#profile.eviction === "pause") this.#events.emit({ type: "pause", workspaceId: id, durationMs: performance.now() - started });
           } catch (e) {
             this.#handedOver.delete(id);
-            this.#events.emit({ type: "error", workspaceId: id, phase: "pause", code: errorCode(e), message: errorMessage(e), durationMs: performance.now() - started });
+            this.#events.emit({
+              type: "error",
+              workspaceId: id,
+              phase: "pause",
+              code: errorCode(e),
+              message: errorMessage(e),
+              durationMs: performance.now() - started,
+            });
           }
         }),
       );
@@ -635,7 +677,9 @@ export class WorkspaceManager<W extends ManagedWorkspace = ManagedWorkspace> imp
   }
 
   async #renew(ws: W, ttlMs: number): Promise<void> {
-    await this.#leases.renew(ws, ttlMs).catch((e: unknown) => this.logger.warn("taking a replica lease failed", { workspaceId: ws.workspaceId, error: String(e) }));
+    await this.#leases
+      .renew(ws, ttlMs)
+      .catch((e: unknown) => this.logger.warn("taking a replica lease failed", { workspaceId: ws.workspaceId, error: String(e) }));
   }
 
   async #closeAll(reason: EvictReason): Promise<void> {

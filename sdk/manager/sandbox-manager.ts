@@ -6,12 +6,21 @@ import { WorkspaceOptionsSchema, type WorkspaceOptions } from "../workspace/work
 import { WorkspaceManager, type ManagedIdentity, type ManagerOptions, type ManagerOptionsSchema } from "./manager.js";
 
 /** Workspace options a sandbox manager takes once and hands to every workspace it builds (a declared entry's seeds win). */
-export const SandboxSeedOptionsShape = WorkspaceOptionsSchema.pick({ defaultMcps: true, skillPaths: true, maxLiveStatefulMcps: true, instructions: true, egress: true }).shape;
+export const SandboxSeedOptionsShape = WorkspaceOptionsSchema.pick({
+  defaultMcps: true,
+  skillPaths: true,
+  maxLiveStatefulMcps: true,
+  instructions: true,
+  egress: true,
+}).shape;
 
 type SeedOptions = Pick<z.output<typeof WorkspaceOptionsSchema>, "defaultMcps" | "skillPaths" | "maxLiveStatefulMcps" | "instructions" | "egress">;
 
 /** A sandbox manager's parsed options: manager options, seeds, and the backend spec's fields (no kind). */
-export type SandboxManagerParsedOptions = z.output<typeof ManagerOptionsSchema> & SeedOptions & Record<string, unknown> & Pick<ManagerOptions, "logger" | "onEvent">;
+export type SandboxManagerParsedOptions = z.output<typeof ManagerOptionsSchema> &
+  SeedOptions &
+  Record<string, unknown> &
+  Pick<ManagerOptions, "logger" | "onEvent">;
 
 /** What a sandbox manager is built from: its backend's descriptor, the Workspace class it makes, and what an eviction does. */
 export interface SandboxBackend<Spec extends { kind: string }, W> {
@@ -26,11 +35,30 @@ export interface SandboxBackend<Spec extends { kind: string }, W> {
  * runtime ids, the stack's own spec for declared ids, a background sweeper, and warm members
  * nobody claimed destroyed with their files.
  */
-export abstract class SandboxWorkspaceManager<Spec extends { kind: string }, W extends DriverWorkspace<Spec, PersistentAwareDriver>> extends WorkspaceManager<W> {
+export abstract class SandboxWorkspaceManager<
+  Spec extends { kind: string },
+  W extends DriverWorkspace<Spec, PersistentAwareDriver>,
+> extends WorkspaceManager<W> {
   readonly spec: Spec;
 
   protected constructor(options: SandboxManagerParsedOptions, backend: SandboxBackend<Spec, W>) {
-    const { logger, onEvent, isolation, ttl, sweepInterval, prewarm, ignoreOtherBackends, replicaId, leaseRenewInterval, defaultMcps, skillPaths, maxLiveStatefulMcps, instructions, egress, ...backendOptions } = options;
+    const {
+      logger,
+      onEvent,
+      isolation,
+      ttl,
+      sweepInterval,
+      prewarm,
+      ignoreOtherBackends,
+      replicaId,
+      leaseRenewInterval,
+      defaultMcps,
+      skillPaths,
+      maxLiveStatefulMcps,
+      instructions,
+      egress,
+      ...backendOptions
+    } = options;
     const { module } = backend;
     const spec = module.schema.parse({ kind: module.kind, ...backendOptions });
     const fallback = module.defaults.teardown;

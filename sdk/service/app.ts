@@ -103,7 +103,15 @@ export function createApp(options: CreateAppOptions): ServiceApp {
     const route = c.req.routePath;
     metrics.requests.observe({ method: c.req.method, route, status: String(c.res.status) }, ms / 1000);
     // The path only: a download token travels in the query and never reaches a log.
-    logger.info("request", { requestId, method: c.req.method, path: c.req.path, route, status: c.res.status, durationMs: Math.round(ms * 10) / 10, userId: c.get("userId") });
+    logger.info("request", {
+      requestId,
+      method: c.req.method,
+      path: c.req.path,
+      route,
+      status: c.res.status,
+      durationMs: Math.round(ms * 10) / 10,
+      userId: c.get("userId"),
+    });
   });
 
   app.get("/healthz", (c) => c.json({ ok: true }));
@@ -115,7 +123,12 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   const authenticate = async (c: Context<ServiceEnv>, next: () => Promise<void>) => {
     const token = c.req.query("token");
     let principal: Principal;
-    if (token !== undefined && (c.req.method === "GET" || c.req.method === "HEAD") && /^\/sessions\/[^/]+\/workspace\/files$/.test(c.req.path) && c.req.header("authorization") === undefined) {
+    if (
+      token !== undefined &&
+      (c.req.method === "GET" || c.req.method === "HEAD") &&
+      /^\/sessions\/[^/]+\/workspace\/files$/.test(c.req.path) &&
+      c.req.header("authorization") === undefined
+    ) {
       const sessionId = c.req.path.split("/")[2]!;
       principal = { userId: svc.downloads.verify(token, sessionId, checkRelativePath(c.req.query("path") ?? "", "path")), scopes: ["read"] };
     } else principal = await principalFromHeader(svc.auth, c.req.header("authorization"));
@@ -155,10 +168,14 @@ export function createApp(options: CreateAppOptions): ServiceApp {
   app.onError((e, c) => {
     if (e instanceof HTTPException) {
       // Hono's own refusals (a malformed JSON body, ...) keep their status, as a problem body.
-      const error = e.status === 413 ? new TooLargeError(e.message || "request body too large") : new InvalidArgumentError(e.message || "malformed request", { field: "body" });
+      const error =
+        e.status === 413
+          ? new TooLargeError(e.message || "request body too large")
+          : new InvalidArgumentError(e.message || "malformed request", { field: "body" });
       return problem(c, error, e.status);
     }
-    if (!(e instanceof WorkspaceError)) logger.error("unexpected error", { requestId: c.get("requestId"), error: e instanceof Error ? (e.stack ?? e.message).slice(0, 4000) : String(e) });
+    if (!(e instanceof WorkspaceError))
+      logger.error("unexpected error", { requestId: c.get("requestId"), error: e instanceof Error ? (e.stack ?? e.message).slice(0, 4000) : String(e) });
     return problem(c, e);
   });
 
@@ -170,7 +187,12 @@ export function createApp(options: CreateAppOptions): ServiceApp {
     return new Response(JSON.stringify(body), {
       status: body.status,
       // A refused large body may still be arriving: the connection is not reused for another request.
-      headers: { "content-type": "application/problem+json", ...(retry ? { "retry-after": retry } : {}), ...(body.status === 413 ? { connection: "close" } : {}), ...bearerChallenge(c, e, body.status) },
+      headers: {
+        "content-type": "application/problem+json",
+        ...(retry ? { "retry-after": retry } : {}),
+        ...(body.status === 413 ? { connection: "close" } : {}),
+        ...bearerChallenge(c, e, body.status),
+      },
     });
   }
 

@@ -35,7 +35,10 @@ export const TOKEN_NAME = /^[^\x00-\x1f\x7f]{1,128}$/;
 
 /** `read,write` → the scopes, each known; 400 naming `field` otherwise. */
 export function parseScopes(text: string, field = "scopes"): Scope[] {
-  const words = text.split(",").map((w) => w.trim()).filter(Boolean);
+  const words = text
+    .split(",")
+    .map((w) => w.trim())
+    .filter(Boolean);
   if (words.length === 0) throw new InvalidArgumentError(`must list scopes among ${SCOPES.join(", ")}`, { field });
   for (const w of words) if (!ScopeSchema.safeParse(w).success) throw new InvalidArgumentError(`has an unknown scope (known: ${SCOPES.join(", ")})`, { field });
   return SCOPES.filter((s) => words.includes(s));
@@ -118,7 +121,8 @@ export function hashedTokenAuth(users: Record<string, TokenFileEntry[]>): TokenA
     for (const entry of entries) {
       const { hash, scopes } = typeof entry === "string" ? { hash: entry, scopes: DEFAULT_SCOPES } : entry;
       if (!HASH.test(hash)) throw new InvalidArgumentError("must hold token hashes 'sha256:<64 hex>'", { field: "tokens.users" });
-      if (!scopes.every((s) => ScopeSchema.safeParse(s).success)) throw new InvalidArgumentError(`has an unknown scope (known: ${SCOPES.join(", ")})`, { field: "tokens.users" });
+      if (!scopes.every((s) => ScopeSchema.safeParse(s).success))
+        throw new InvalidArgumentError(`has an unknown scope (known: ${SCOPES.join(", ")})`, { field: "tokens.users" });
       const known = byHash.get(hash);
       if (known && known.userId !== userId) throw new InvalidArgumentError("a token hash is listed for two users", { field: "tokens.users" });
       byHash.set(hash, { userId, scopes: [...scopes] });

@@ -30,7 +30,8 @@ export class DownloadTokens {
     const userId = Buffer.from(parts[1], "base64url").toString("utf8");
     const given = Buffer.from(parts[2], "base64url");
     const want = this.#mac(expiresAt, userId, sessionId, path);
-    if (given.length !== want.length || !timingSafeEqual(given, want)) throw new UnauthenticatedError("invalid download token (another session, path or user, or another secret)");
+    if (given.length !== want.length || !timingSafeEqual(given, want))
+      throw new UnauthenticatedError("invalid download token (another session, path or user, or another secret)");
     if (expiresAt < Math.floor(now / 1000)) throw new UnauthenticatedError("expired download token");
     return userId;
   }

@@ -227,7 +227,12 @@ export class ServiceQuotas {
         await this.#manager.sweep().catch(() => undefined);
         over = this.#over(userId);
       }
-      if (over === "live_workspaces_per_user") throw this.#refuse(over, `the limit of ${perUser} open workspaces per user is reached: retry when one has been idle long enough to close`, QUOTA_RETRY_AFTER_MS);
+      if (over === "live_workspaces_per_user")
+        throw this.#refuse(
+          over,
+          `the limit of ${perUser} open workspaces per user is reached: retry when one has been idle long enough to close`,
+          QUOTA_RETRY_AFTER_MS,
+        );
       if (over) throw this.#refuse(over, "the service has as many workspaces open as it may: retry later", QUOTA_RETRY_AFTER_MS);
     }
     const mine = this.#open.get(userId) ?? new Map<string, Opened>();

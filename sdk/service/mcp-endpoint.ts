@@ -47,9 +47,14 @@ export function mcpEndpoint(app: Hono<ServiceEnv>, svc: ServiceContext, options:
   app.all("/sessions/:sessionId/mcp", async (c) => {
     if (!hostAllowed(c, options.allowedHosts ? hosts : undefined))
       throw new ForbiddenError("the Host header names a host this MCP endpoint does not serve; an operator can list it in allowedHosts");
-    if (!originAllowed(c, origins)) throw new ForbiddenError("the Origin header names an origin this MCP endpoint does not allow; an operator can list it in allowedOrigins");
+    if (!originAllowed(c, origins))
+      throw new ForbiddenError("the Origin header names an origin this MCP endpoint does not allow; an operator can list it in allowedOrigins");
     if (c.req.method !== "POST") {
-      const body = { ...toProblem(new UnsupportedError("this MCP endpoint is stateless: it answers POST only and offers no SSE stream")), status: 405, requestId: c.get("requestId") };
+      const body = {
+        ...toProblem(new UnsupportedError("this MCP endpoint is stateless: it answers POST only and offers no SSE stream")),
+        status: 405,
+        requestId: c.get("requestId"),
+      };
       return new Response(JSON.stringify(body), { status: 405, headers: { allow: "POST", "content-type": "application/problem+json" } });
     }
     const { record, ws } = await resolve(svc, c);
@@ -68,7 +73,11 @@ export function mcpEndpoint(app: Hono<ServiceEnv>, svc: ServiceContext, options:
         return { content: [{ type: "text", text: `Error: ${e instanceof Error ? e.message : String(e)}` }], isError: true };
       }
     });
-    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, maxRequestBodySize: svc.limits.maxJsonBytes });
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+      maxRequestBodySize: svc.limits.maxJsonBytes,
+    });
     await server.connect(transport);
     try {
       return await transport.handleRequest(c.req.raw);
@@ -98,7 +107,11 @@ async function listTools(ws: Workspace, scope: Scope, timeoutMs: number, logger:
   const servers = await Promise.all(
     (await ws.listMcpNames(scope)).map(async (server): Promise<Tool[]> => {
       try {
-        const tools = await bounded(ws.getMcp(server, scope).then((h) => h?.listTools() ?? []), timeoutMs, server);
+        const tools = await bounded(
+          ws.getMcp(server, scope).then((h) => h?.listTools() ?? []),
+          timeoutMs,
+          server,
+        );
         return tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema as Tool["inputSchema"] }));
       } catch (e) {
         // The SDK's MCP errors already mask the spec's secrets (headers, env, URL credentials); anything else is not quoted.
@@ -118,7 +131,12 @@ async function listTools(ws: Workspace, scope: Scope, timeoutMs: number, logger:
   const skills = await ws.listSkills({ agentId: scope.agentId });
   const skill: Tool = {
     name: SKILL_TOOL,
-    description: `Loads a skill's instructions (SKILL.md) by name; without a name, lists them. Skills: ${skills.map((s) => `${s.name}: ${s.description}`).join("; ").slice(0, 8000) || "(none)"}`,
+    description: `Loads a skill's instructions (SKILL.md) by name; without a name, lists them. Skills: ${
+      skills
+        .map((s) => `${s.name}: ${s.description}`)
+        .join("; ")
+        .slice(0, 8000) || "(none)"
+    }`,
     inputSchema: z.toJSONSchema(SkillInput, { io: "input" }) as Tool["inputSchema"],
   };
   return [...builtins, ...servers.flat(), skill];
@@ -167,7 +185,8 @@ async function callSkill(ws: Workspace, scope: Scope, args: Record<string, unkno
   const parsed = SkillInput.safeParse(args);
   if (!parsed.success) throw new InvalidArgumentError(parsed.error.issues[0]?.message ?? "invalid", { field: "name" });
   const skills = await ws.listSkills({ agentId: scope.agentId });
-  if (parsed.data.name === undefined) return { content: [{ type: "text", text: skills.map((s) => `${s.name}: ${s.description} (${s.dir})`).join("\n") || "(no skills)" }] };
+  if (parsed.data.name === undefined)
+    return { content: [{ type: "text", text: skills.map((s) => `${s.name}: ${s.description} (${s.dir})`).join("\n") || "(no skills)" }] };
   const skill = skills.find((s) => s.name === parsed.data.name);
   if (!skill) throw new NotFoundError(`skill '${parsed.data.name}' not found`, { field: "name" });
   return { content: [{ type: "text", text: `# ${skill.name}\n(folder: ${skill.dir})\n\n${skill.markdown}` }] };

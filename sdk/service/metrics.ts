@@ -27,21 +27,48 @@ export class ServiceMetrics {
     if (options.defaultMetrics !== false) {
       collectDefaultMetrics({ register: registry, prefix: "agentws_" });
       // prom-client's gauges named like counters; each has a twin without `_total` that stays.
-      for (const name of ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"]) registry.removeSingleMetric(`agentws_${name}`);
+      for (const name of ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"])
+        registry.removeSingleMetric(`agentws_${name}`);
     }
-    this.requests = new Histogram({ name: "agentws_http_request_duration_seconds", help: "HTTP requests by route pattern and status", labelNames: ["method", "route", "status"], buckets: LATENCY_BUCKETS, registers: [registry] });
+    this.requests = new Histogram({
+      name: "agentws_http_request_duration_seconds",
+      help: "HTTP requests by route pattern and status",
+      labelNames: ["method", "route", "status"],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    });
     this.errors = new Counter({ name: "agentws_errors_total", help: "Errors answered, by error code", labelNames: ["code"], registers: [registry] });
     this.lookups = new Counter({ name: "agentws_workspace_lookups_total", help: "Workspace lookups through the manager", registers: [registry] });
-    this.#misses = new Counter({ name: "agentws_workspace_cache_misses_total", help: "Lookups that provisioned (created, reattached or resumed) a workspace", registers: [registry] });
-    this.cacheHits = new Counter({ name: "agentws_workspace_cache_hits_total", help: "Lookups of a workspace already open in the manager's cache", registers: [registry] });
+    this.#misses = new Counter({
+      name: "agentws_workspace_cache_misses_total",
+      help: "Lookups that provisioned (created, reattached or resumed) a workspace",
+      registers: [registry],
+    });
+    this.cacheHits = new Counter({
+      name: "agentws_workspace_cache_hits_total",
+      help: "Lookups of a workspace already open in the manager's cache",
+      registers: [registry],
+    });
     this.limitRefusals = new Counter({
       name: "agentws_limit_refusals_total",
       help: "Requests refused with 429 by a rate limit or quota (user_rate, global_rate, sessions_per_user, live_workspaces_per_user, live_workspaces)",
       labelNames: ["limit"],
       registers: [registry],
     });
-    this.#provision = new Histogram({ name: "agentws_workspace_provision_seconds", help: "Provisioning latency (create or reattach)", labelNames: ["backend", "outcome"], buckets: LATENCY_BUCKETS, registers: [registry] });
-    this.#resume = new Histogram({ name: "agentws_workspace_resume_seconds", help: "Resume latency of paused workspaces", labelNames: ["backend"], buckets: LATENCY_BUCKETS, registers: [registry] });
+    this.#provision = new Histogram({
+      name: "agentws_workspace_provision_seconds",
+      help: "Provisioning latency (create or reattach)",
+      labelNames: ["backend", "outcome"],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    });
+    this.#resume = new Histogram({
+      name: "agentws_workspace_resume_seconds",
+      help: "Resume latency of paused workspaces",
+      labelNames: ["backend"],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    });
     const states = this.#states;
     new Gauge({
       name: "agentws_workspaces",

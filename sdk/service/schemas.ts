@@ -81,7 +81,10 @@ export const Problem = z
     field: z.string().optional(),
     retryable: z.boolean(),
     retryAfterMs: z.number().optional().openapi({ description: "With a 429: milliseconds until a retry may pass (also the Retry-After header, in seconds)" }),
-    limit: z.string().optional().openapi({ description: "With a 429: the limit reached (user_rate, global_rate, sessions_per_user, live_workspaces_per_user, live_workspaces)" }),
+    limit: z
+      .string()
+      .optional()
+      .openapi({ description: "With a 429: the limit reached (user_rate, global_rate, sessions_per_user, live_workspaces_per_user, live_workspaces)" }),
     requestId: z.string().optional(),
   })
   .openapi("Problem");
@@ -97,9 +100,7 @@ export const McpServerStatus = z
   })
   .openapi("McpServerStatus");
 
-export const SkillView = z
-  .object({ name: z.string(), description: z.string(), dir: z.string(), markdown: z.string(), updatedAt: z.string() })
-  .openapi("Skill");
+export const SkillView = z.object({ name: z.string(), description: z.string(), dir: z.string(), markdown: z.string(), updatedAt: z.string() }).openapi("Skill");
 
 export const PathQuery = z.object({ path: relPath.default("") });
 
@@ -112,11 +113,7 @@ export const FileQuery = z.object({
 /** A directory listing is paged: a folder an agent filled with 200,000 entries costs one bounded page per call. */
 export const DirectoryQuery = z.object({
   path: relPath.default(""),
-  cursor: z
-    .string()
-    .max(64)
-    .optional()
-    .openapi({ description: "The `nextCursor` of the previous page; leave out for the first page." }),
+  cursor: z.string().max(64).optional().openapi({ description: "The `nextCursor` of the previous page; leave out for the first page." }),
   limit: z.coerce
     .number()
     .int()
@@ -159,7 +156,7 @@ export const WorkspaceStatus = z
     workspaceId: z.string(),
     backend: z.string(),
     state: z.enum(["running", "closed"]),
-    cwd: z.string().openapi({ description: "The session's cwd, workspace-relative (\"\" is the root)" }),
+    cwd: z.string().openapi({ description: 'The session\'s cwd, workspace-relative ("" is the root)' }),
     idleSeconds: z.number(),
     inFlight: z.number().int(),
     git: GitStatus.nullable(),

@@ -123,9 +123,11 @@ function connectionLimits(given: Partial<ConnectionLimits> = {}): ConnectionLimi
   const limits = { ...DEFAULT_CONNECTION_LIMITS, ...Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) };
   for (const [key, value] of Object.entries(limits)) {
     const positive = key === "headersTimeoutMs" || key === "bodyRateWindowMs" || key === "maxConnections";
-    if (!Number.isSafeInteger(value) || value < (positive ? 1 : 0)) throw new InvalidArgumentError(`must be ${positive ? "a positive" : "a non-negative"} integer`, { field: `connections.${key}` });
+    if (!Number.isSafeInteger(value) || value < (positive ? 1 : 0))
+      throw new InvalidArgumentError(`must be ${positive ? "a positive" : "a non-negative"} integer`, { field: `connections.${key}` });
   }
-  if (limits.requestTimeoutMs > 0 && limits.requestTimeoutMs < limits.headersTimeoutMs) throw new InvalidArgumentError("must be 0 or at least headersTimeoutMs", { field: "connections.requestTimeoutMs" });
+  if (limits.requestTimeoutMs > 0 && limits.requestTimeoutMs < limits.headersTimeoutMs)
+    throw new InvalidArgumentError("must be 0 or at least headersTimeoutMs", { field: "connections.requestTimeoutMs" });
   return limits;
 }
 
@@ -167,7 +169,11 @@ class BodyRate {
       const read = incoming.socket.bytesRead;
       const reading = incoming.readableFlowing === true && incoming.readableLength === 0;
       if (w.reading && reading && !w.paused && read - w.read < min) {
-        this.logger.warn("request body too slow: connection closed", { bytes: read - w.read, windowMs: this.limits.bodyRateWindowMs, minBytesPerSecond: this.limits.minBodyBytesPerSecond });
+        this.logger.warn("request body too slow: connection closed", {
+          bytes: read - w.read,
+          windowMs: this.limits.bodyRateWindowMs,
+          minBytesPerSecond: this.limits.minBodyBytesPerSecond,
+        });
         this.unwatch(incoming);
         incoming.socket.destroy();
         continue;

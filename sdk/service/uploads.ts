@@ -93,7 +93,9 @@ export async function spoolMultipart(body: Readable, contentType: string, limits
     body.once("close", () => {
       if (!body.readableEnded) stop(new InvalidArgumentError("was not received completely: the client went away", { field: "body" }));
     });
-    parser.on("error", (e) => stop(e instanceof TooLargeError ? e : new InvalidArgumentError(`is not a readable multipart body: ${e.message}`, { field: "body" })));
+    parser.on("error", (e) =>
+      stop(e instanceof TooLargeError ? e : new InvalidArgumentError(`is not a readable multipart body: ${e.message}`, { field: "body" })),
+    );
     parser.on("filesLimit", () => stop(new TooLargeError(`an upload holds at most ${limits.maxFiles} file parts`)));
     parser.on("partsLimit", () => stop(new TooLargeError(`an upload holds at most ${limits.maxFiles + 16} parts`)));
     parser.on("fieldsLimit", () => stop(new TooLargeError("an upload holds at most 16 text fields")));
@@ -117,7 +119,15 @@ export async function spoolMultipart(body: Readable, contentType: string, limits
         },
       });
       const write = pipeline(stream, meter, createWriteStream(file.path, { flags: "wx", mode: 0o600, highWaterMark: CHUNK }));
-      writes.push(write.catch((e: unknown) => stop(e instanceof TooLargeError ? e : new InvalidArgumentError(`a part could not be stored: ${e instanceof Error ? e.message : String(e)}`, { field: "body" }))));
+      writes.push(
+        write.catch((e: unknown) =>
+          stop(
+            e instanceof TooLargeError
+              ? e
+              : new InvalidArgumentError(`a part could not be stored: ${e instanceof Error ? e.message : String(e)}`, { field: "body" }),
+          ),
+        ),
+      );
     });
     parser.once("close", () => {
       if (failed === undefined) ok();

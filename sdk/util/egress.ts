@@ -1,3 +1,5 @@
+// Size: one policy end to end (parsing, DNS answers pinned per connection, the checked HTTP agent and the
+// fetch wrapper), kept in one file so an audit of where the host may connect reads one place.
 import { promises as dns } from "node:dns";
 import http from "node:http";
 import https from "node:https";
@@ -60,7 +62,19 @@ const RANGES: ReadonlyArray<[AddressClass, ReadonlyArray<string>]> = [
   // Documentation, benchmarking, the old 6to4 relay, class E; IPv6 discard, documentation, ORCHID, Teredo.
   [
     "reserved",
-    ["192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "198.18.0.0/15", "192.88.99.0/24", "240.0.0.0/4", "100::/64", "2001:db8::/32", "3fff::/20", "2001:10::/28", "2001::/32"],
+    [
+      "192.0.2.0/24",
+      "198.51.100.0/24",
+      "203.0.113.0/24",
+      "198.18.0.0/15",
+      "192.88.99.0/24",
+      "240.0.0.0/4",
+      "100::/64",
+      "2001:db8::/32",
+      "3fff::/20",
+      "2001:10::/28",
+      "2001::/32",
+    ],
   ],
 ];
 
@@ -74,7 +88,14 @@ const CLASS_LISTS: ReadonlyArray<[AddressClass, net.BlockList]> = RANGES.map(([c
 });
 
 /** Host names of metadata services: refused unless listed exactly (a wildcard does not cover them). */
-const METADATA_NAMES: ReadonlySet<string> = new Set(["metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal", "metadata.azure.internal"]);
+const METADATA_NAMES: ReadonlySet<string> = new Set([
+  "metadata.google.internal",
+  "metadata.goog",
+  "metadata",
+  "instance-data",
+  "instance-data.ec2.internal",
+  "metadata.azure.internal",
+]);
 
 /** The 16 bytes of an IPv6 address (zone dropped), or undefined when it is not one. */
 function ipv6Bytes(address: string): Uint8Array | undefined {
@@ -279,7 +300,8 @@ export class EgressGuard {
       const name = bare.replace(/\.$/, "");
       const exact = this.#entries.some((e) => e.kind === "name" && !e.wildcard && e.name === name && (e.port === undefined || e.port === port));
       if (METADATA_NAMES.has(name) && !exact) throw refuse("it names a cloud metadata service");
-      nameAllowed = exact || this.#entries.some((e) => e.kind === "name" && e.wildcard && name.endsWith(`.${e.name}`) && (e.port === undefined || e.port === port));
+      nameAllowed =
+        exact || this.#entries.some((e) => e.kind === "name" && e.wildcard && name.endsWith(`.${e.name}`) && (e.port === undefined || e.port === port));
       try {
         addresses = await this.#lookup(name);
       } catch (e) {
@@ -407,13 +429,24 @@ function toResponse(res: http.IncomingMessage, method: string, url: URL): Respon
     stream = null;
   } else {
     const encoding = (res.headers["content-encoding"] ?? "").trim().toLowerCase();
-    const decoder = encoding === "gzip" || encoding === "x-gzip" ? zlib.createGunzip() : encoding === "deflate" ? zlib.createInflate() : encoding === "br" ? zlib.createBrotliDecompress() : undefined;
+    const decoder =
+      encoding === "gzip" || encoding === "x-gzip"
+        ? zlib.createGunzip()
+        : encoding === "deflate"
+          ? zlib.createInflate()
+          : encoding === "br"
+            ? zlib.createBrotliDecompress()
+            : undefined;
     if (decoder) {
       res.on("error", (e) => decoder.destroy(e));
       stream = res.pipe(decoder);
     }
   }
-  const response = new Response(stream ? (Readable.toWeb(stream) as ReadableStream<Uint8Array>) : null, { status, statusText: res.statusMessage ?? "", headers });
+  const response = new Response(stream ? (Readable.toWeb(stream) as ReadableStream<Uint8Array>) : null, {
+    status,
+    statusText: res.statusMessage ?? "",
+    headers,
+  });
   Object.defineProperty(response, "url", { value: url.href });
   return response;
 }

@@ -33,7 +33,12 @@ export function defaultBackendUrl(workDir: string, env: Record<string, string | 
  * passphrase of local stacks ($PULUMI_CONFIG_PASSPHRASE or its _FILE, else ""), no update checks or
  * plugin downloads, and the CLI's folder first on PATH.
  */
-export function engineEnv(options: { workDir: string; backendUrl?: string | undefined; passphrase?: string | undefined; binDir?: string | undefined }): Record<string, string> {
+export function engineEnv(options: {
+  workDir: string;
+  backendUrl?: string | undefined;
+  passphrase?: string | undefined;
+  binDir?: string | undefined;
+}): Record<string, string> {
   const env: Record<string, string> = {
     PULUMI_BACKEND_URL: options.backendUrl ?? defaultBackendUrl(options.workDir),
     PULUMI_SKIP_UPDATE_CHECK: "true",
@@ -54,7 +59,10 @@ export function findPulumiBinDir(explicit?: string): string | undefined {
   for (const d of candidates) if (d && existsSync(join(d, "pulumi"))) return d;
   const cacheRoot = join(process.env.AGENTWS_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "agent-workspaces"));
   if (existsSync(cacheRoot))
-    for (const d of readdirSync(cacheRoot).filter((n) => n.startsWith("pulumi-")).sort().reverse()) {
+    for (const d of readdirSync(cacheRoot)
+      .filter((n) => n.startsWith("pulumi-"))
+      .sort()
+      .reverse()) {
       const bin = join(cacheRoot, d, "bin");
       if (existsSync(join(bin, "pulumi"))) return bin;
     }
@@ -68,7 +76,10 @@ export function findPulumiBinDir(explicit?: string): string | undefined {
 export function engineMessage(e: unknown): string {
   const text = e instanceof Error ? e.message : String(e);
   const lines = text.split("\n").map((l) => l.trim());
-  const errors = lines.map((l) => l.replace(/^stderr:\s*/, "")).filter((l) => /^error:/i.test(l)).map((l) => l.replace(/^error:\s*/i, ""));
+  const errors = lines
+    .map((l) => l.replace(/^stderr:\s*/, ""))
+    .filter((l) => /^error:/i.test(l))
+    .map((l) => l.replace(/^error:\s*/i, ""));
   // Else the first thing the CLI said on stderr (a spawn failure says it there too), else the first line.
   const stderr = lines.find((l) => /^stderr:\s*\S/.test(l))?.replace(/^stderr:\s*/, "");
   const picked = errors.length ? errors.join("; ") : (stderr ?? lines.find((l) => l && !/^(code|stdout|stderr|err\?):/.test(l)) ?? lines[0] ?? "unknown error");

@@ -53,7 +53,8 @@ export async function spoolInput(data: Uint8Array | AsyncIterable<Uint8Array>, f
     for await (const chunk of chunks) {
       if (!(chunk instanceof Uint8Array)) throw new InvalidArgumentError("archive chunks must be Uint8Array", { field: "data" });
       total += chunk.byteLength;
-      if (total > limit) throw new TooLargeError(`the archive is larger than ${limit} bytes (twice maxExtractedBytes plus 1 MiB); raise maxExtractedBytes if this is intended`);
+      if (total > limit)
+        throw new TooLargeError(`the archive is larger than ${limit} bytes (twice maxExtractedBytes plus 1 MiB); raise maxExtractedBytes if this is intended`);
       await fh.write(chunk);
     }
   } finally {
@@ -185,7 +186,8 @@ async function readZipDirectory(fh: FileHandle, size: number): Promise<ZipEntry[
   if (count === 0xffff || cdSize === 0xffffffff || cdOffset === 0xffffffff) throw badZip("zip64 archives are not supported");
   if (count > MAX_ARCHIVE_ENTRIES) throw tooManyEntries(count);
   if (cdOffset + cdSize > size) throw badZip("its central directory lies outside the file");
-  if (cdSize > MAX_ZIP_DIRECTORY_BYTES) throw new TooLargeError(`the archive's central directory is ${cdSize} bytes, over the limit of ${MAX_ZIP_DIRECTORY_BYTES}`);
+  if (cdSize > MAX_ZIP_DIRECTORY_BYTES)
+    throw new TooLargeError(`the archive's central directory is ${cdSize} bytes, over the limit of ${MAX_ZIP_DIRECTORY_BYTES}`);
   const cd = await readAt(fh, cdOffset, cdSize);
 
   const entries: ZipEntry[] = [];
@@ -332,9 +334,17 @@ class TarStreamMeter extends Transform {
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: (e?: Error | null, data?: Buffer) => void): void {
     this.seen += chunk.byteLength;
     if (this.seen > this.limit + TAR_FRAMING_BYTES)
-      return callback(new TooLargeError(`the archive inflates to more than ${this.limit + TAR_FRAMING_BYTES} bytes of tar stream (maxExtractedBytes plus ${TAR_FRAMING_BYTES} bytes of headers); refused`));
+      return callback(
+        new TooLargeError(
+          `the archive inflates to more than ${this.limit + TAR_FRAMING_BYTES} bytes of tar stream (maxExtractedBytes plus ${TAR_FRAMING_BYTES} bytes of headers); refused`,
+        ),
+      );
     if (this.seen - this.accounted > TAR_UNACCOUNTED_BYTES + this.members * 2048)
-      return callback(new TooLargeError(`the archive inflates to more than ${this.seen} bytes, of which ${this.seen - this.accounted} belong to no member (data after the end of the archive?); refused`));
+      return callback(
+        new TooLargeError(
+          `the archive inflates to more than ${this.seen} bytes, of which ${this.seen - this.accounted} belong to no member (data after the end of the archive?); refused`,
+        ),
+      );
     callback(null, chunk);
   }
 }
@@ -377,7 +387,9 @@ function planTarEntry(header: tar.Header): PlannedEntry | undefined {
   const type: string = header.type ?? "file";
   if (type === "pax-global-header" || type === "pax-header" || type === "gnu-long-path" || type === "gnu-long-link-path") return undefined;
   if (type === "symlink" || type === "link")
-    throw new InvalidArgumentError(`member '${header.name}' is a ${type === "link" ? "hard link" : "symlink"}; archives with links are refused`, { field: "archive" });
+    throw new InvalidArgumentError(`member '${header.name}' is a ${type === "link" ? "hard link" : "symlink"}; archives with links are refused`, {
+      field: "archive",
+    });
   if (type !== "file" && type !== "contiguous-file" && type !== "directory")
     throw new InvalidArgumentError(`member '${header.name}' is a ${type}; only files and folders are allowed`, { field: "archive" });
   const kind = type === "directory" ? "dir" : "file";

@@ -40,8 +40,7 @@ export function parseSkillMarkdown(raw: string): FrontMatterResult {
   // A leading byte-order mark would hide the opening '---' (editors on Windows add one).
   const text = normalizeNewlines(raw).replace(/^\ufeff/, "");
   const lines = text.split("\n");
-  if (lines.length === 0 || !BOUNDARY.test(lines[0]!))
-    return { ok: false, problem: "does not start with a '---' front matter block" };
+  if (lines.length === 0 || !BOUNDARY.test(lines[0]!)) return { ok: false, problem: "does not start with a '---' front matter block" };
   const end = lines.findIndex((l, i) => i > 0 && BOUNDARY.test(l));
   if (end < 0) return { ok: false, problem: "has no closing '---' line after its front matter" };
 
@@ -55,8 +54,7 @@ export function parseSkillMarkdown(raw: string): FrontMatterResult {
   } catch (e) {
     return { ok: false, problem: `has front matter that is not valid YAML (${firstLine(e)})` };
   }
-  if (meta === null || typeof meta !== "object" || Array.isArray(meta))
-    return { ok: false, problem: "has front matter that is not a YAML mapping" };
+  if (meta === null || typeof meta !== "object" || Array.isArray(meta)) return { ok: false, problem: "has front matter that is not a YAML mapping" };
 
   const record = meta as Record<string, unknown>;
   const missing = (["name", "description"] as const).filter((k) => !truthy(record[k]));
@@ -70,7 +68,10 @@ export function parseSkillMarkdown(raw: string): FrontMatterResult {
     manifest: {
       name: asText(record.name),
       description: asText(record.description),
-      markdown: lines.slice(end + 1).join("\n").trim(),
+      markdown: lines
+        .slice(end + 1)
+        .join("\n")
+        .trim(),
     },
   };
 }

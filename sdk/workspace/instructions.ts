@@ -37,7 +37,9 @@ export function renderInstructions(template: string | undefined, values: { backe
     if (name !== undefined) {
       const value = vars[name];
       if (value === undefined)
-        throw new InvalidArgumentError(`unknown placeholder '{${name}}'; use {backend} or {workdir}, and double braces ('{{', '}}') for literal ones`, { field: "instructions" });
+        throw new InvalidArgumentError(`unknown placeholder '{${name}}'; use {backend} or {workdir}, and double braces ('{{', '}}') for literal ones`, {
+          field: "instructions",
+        });
       return value;
     }
     throw new InvalidArgumentError(`single '${match}' in the template; double it ('${match}${match}') for a literal brace`, { field: "instructions" });

@@ -89,8 +89,7 @@ class Connection {
   /** `force` skips the stdio grace period (the server is misbehaving anyway). */
   async close(force = false): Promise<void> {
     if (force && this.transport instanceof SandboxProcessTransport) await this.transport.terminate();
-    if (this.transport instanceof StreamableHTTPClientTransport && this.transport.sessionId)
-      await this.transport.terminateSession().catch(() => undefined);
+    if (this.transport instanceof StreamableHTTPClientTransport && this.transport.sessionId) await this.transport.terminateSession().catch(() => undefined);
     await this.client.close().catch(() => undefined);
   }
 }
@@ -138,7 +137,10 @@ async function openConnection(sandbox: Sandbox, spec: McpServerSpec, options: Mc
 function mapMcpError(e: unknown, spec: McpServerSpec, conn: Connection | undefined, what: string, timeoutMs: number): WorkspaceError {
   // The egress policy's refusals (and failed lookups) name the host only; say which server too.
   if (e instanceof WorkspaceError && e.details?.host !== undefined)
-    return errorForCode(e.code, `MCP server '${spec.name}' failed during ${what}: ${e.message}`, { cause: e, details: { mcp: spec.name, host: e.details.host } });
+    return errorForCode(e.code, `MCP server '${spec.name}' failed during ${what}: ${e.message}`, {
+      cause: e,
+      details: { mcp: spec.name, host: e.details.host },
+    });
   if (e instanceof WorkspaceError) return e;
   const exit = conn?.exitInfo() ?? "";
   if (e instanceof McpError && e.code === ErrorCode.RequestTimeout && !exit) {
@@ -257,9 +259,7 @@ export class McpHandle implements McpClientHandle {
       return tools;
     });
     const { enableTools, disableTools } = this.#spec;
-    return raw
-      .filter((t) => (enableTools ? enableTools.includes(t.name) : true) && !(disableTools ?? []).includes(t.name))
-      .map((t) => this.#wrap(t));
+    return raw.filter((t) => (enableTools ? enableTools.includes(t.name) : true) && !(disableTools ?? []).includes(t.name)).map((t) => this.#wrap(t));
   }
 
   async callTool(toolName: string, args: Record<string, unknown> = {}): Promise<McpToolResult> {
@@ -269,8 +269,7 @@ export class McpHandle implements McpClientHandle {
     );
     const content = Array.isArray(result.content) ? (result.content as unknown[]) : [];
     const out: McpToolResult = { ok: result.isError !== true, output: renderContent(content, result), content };
-    if (result.structuredContent && typeof result.structuredContent === "object")
-      out.structuredContent = result.structuredContent as Record<string, unknown>;
+    if (result.structuredContent && typeof result.structuredContent === "object") out.structuredContent = result.structuredContent as Record<string, unknown>;
     return out;
   }
 
@@ -282,8 +281,7 @@ export class McpHandle implements McpClientHandle {
   }
 
   async #run<T>(what: string, timeoutMs: number, op: (client: Client, timeout: number) => Promise<T>): Promise<T> {
-    if (this.#closed)
-      throw new ClosedError(`MCP '${this.name}' was closed (removed, evicted or workspace closed); list MCPs again to get a live client`);
+    if (this.#closed) throw new ClosedError(`MCP '${this.name}' was closed (removed, evicted or workspace closed); list MCPs again to get a live client`);
     return this.#options.track(async () => {
       let conn = this.#conn;
       if (conn && !conn.alive)

@@ -152,4 +152,3 @@ export function pyFloat(x: number): string {
   if (digits.length <= intLen) return `${sign}${digits.padEnd(intLen, "0")}.0`;
   return `${sign}${digits.slice(0, intLen)}.${digits.slice(intLen)}`;
 }
-

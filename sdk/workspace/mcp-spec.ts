@@ -41,8 +41,7 @@ export const McpServerSpecSchema = z
     if (v.transport.type === "stdio" && v.stateful === false)
       ctx.addIssue({ code: "custom", path: ["stateful"], message: "stdio MCP servers must be stateful" });
     const overlap = (v.enableTools ?? []).filter((t) => (v.disableTools ?? []).includes(t));
-    if (overlap.length)
-      ctx.addIssue({ code: "custom", path: ["disableTools"], message: `overlaps enableTools: ${overlap.join(", ")}` });
+    if (overlap.length) ctx.addIssue({ code: "custom", path: ["disableTools"], message: `overlaps enableTools: ${overlap.join(", ")}` });
   });
 
 export type McpServerSpec = z.infer<typeof McpServerSpecSchema>;
@@ -71,7 +70,14 @@ export function toMcpJson(spec: McpServerSpec): McpClientJson {
     is_stateful: isStateful(spec),
     mcp_config:
       t.type === "stdio"
-        ? { type: "stdio_mcp", command: t.command, args: t.args ?? null, env: t.env ?? null, cwd: t.cwd ?? null, encoding_error_handler: t.encodingErrorHandler ?? "strict" }
+        ? {
+            type: "stdio_mcp",
+            command: t.command,
+            args: t.args ?? null,
+            env: t.env ?? null,
+            cwd: t.cwd ?? null,
+            encoding_error_handler: t.encodingErrorHandler ?? "strict",
+          }
         : { type: "http_mcp", url: t.url, headers: t.headers ?? null, timeout: t.timeout ?? 30.0 },
     enable_tools: spec.enableTools ?? null,
     disable_tools: spec.disableTools ?? null,

@@ -82,11 +82,16 @@ export class SandboxProcessTransport implements Transport {
     for (const stream of [proc.stdin, proc.stdout, proc.stderr]) stream.on("error", () => undefined);
     // 'exit' can come before the pipes drain: give stdout/stderr a moment so the last messages and
     // the stderr tail (the crash reason) are not lost.
-    const drained = Promise.all([proc.stdout, proc.stderr].map((s) => new Promise<void>((resolve) => {
-      if (s.readableEnded || s.destroyed) return resolve();
-      s.once("end", resolve);
-      s.once("close", resolve);
-    })));
+    const drained = Promise.all(
+      [proc.stdout, proc.stderr].map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            if (s.readableEnded || s.destroyed) return resolve();
+            s.once("end", resolve);
+            s.once("close", resolve);
+          }),
+      ),
+    );
     void proc.exited.then(
       async (code) => {
         if (this.#exitCode === undefined) this.#exitCode = code;

@@ -140,8 +140,7 @@ export class McpRegistry {
     const parsed = McpServerSpecSchema.safeParse(specInput);
     if (!parsed.success) throw fromZodError("spec", parsed.error);
     const spec = parsed.data;
-    if (spec.transport.type === "stdio" && spec.transport.cwd !== undefined)
-      toWorkspacePath(this.#sandbox.workdir, spec.transport.cwd, "spec.transport.cwd");
+    if (spec.transport.type === "stdio" && spec.transport.cwd !== undefined) toWorkspacePath(this.#sandbox.workdir, spec.transport.cwd, "spec.transport.cwd");
     return this.#locked(async () => {
       await this.#ensureWritable();
       const { agentId, sessionId, key } = normScope(scope);

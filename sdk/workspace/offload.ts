@@ -108,7 +108,10 @@ const SAFE_ID = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/;
 export function sanitizeId(id: string, field: string): string {
   if (typeof id !== "string" || id === "") throw new InvalidArgumentError("must be a non-empty string", { field });
   if (SAFE_ID.test(id)) return id;
-  const cleaned = id.replace(/[^A-Za-z0-9_.-]/g, "_").replace(/^\./, "_").slice(0, 64);
+  const cleaned = id
+    .replace(/[^A-Za-z0-9_.-]/g, "_")
+    .replace(/^\./, "_")
+    .slice(0, 64);
   return `${cleaned}-${createHash("sha256").update(id, "utf8").digest("hex").slice(0, 12)}`;
 }
 
@@ -181,7 +184,8 @@ export class Offloader {
     const source = block.source;
     if (source.type !== "base64") return block;
     if (typeof source.data !== "string") throw new InvalidArgumentError("must be a base64 string", { field: "block.source.data" });
-    if (typeof source.media_type !== "string" || source.media_type === "") throw new InvalidArgumentError("must be a media type, e.g. 'image/png'", { field: "block.source.media_type" });
+    if (typeof source.media_type !== "string" || source.media_type === "")
+      throw new InvalidArgumentError("must be a media type, e.g. 'image/png'", { field: "block.source.media_type" });
     const compact = checkBase64(source.data);
     const file = `${createHash("sha256").update(source.data, "utf8").digest("hex")}${extensionFor(source.media_type)}`;
     const rel = `data/${file}`;
@@ -262,7 +266,6 @@ export class Offloader {
   #agentPath(rel: string): string {
     return path.posix.join(this.#sandbox.workdir, rel);
   }
-
 }
 
 function isMessageObject(message: unknown): boolean {

@@ -91,9 +91,7 @@ function parseIndexOrdered(text: string): SkillIndex {
 export function serializeIndex(index: SkillIndex): string {
   const s = JSON.stringify;
   if (index.entries.size === 0) return `{\n  "skills_dir_mtime": ${pyFloat(index.mtime)},\n  "skills": {}\n}`;
-  const rows = [...index.entries].map(
-    ([dir, e]) => `    ${s(dir)}: {\n      "hash": ${s(e.hash)},\n      "skill_name": ${s(e.skillName)}\n    }`,
-  );
+  const rows = [...index.entries].map(([dir, e]) => `    ${s(dir)}: {\n      "hash": ${s(e.hash)},\n      "skill_name": ${s(e.skillName)}\n    }`);
   return `{\n  "skills_dir_mtime": ${pyFloat(index.mtime)},\n  "skills": {\n${rows.join(",\n")}\n  }\n}`;
 }
 
@@ -136,7 +134,8 @@ export function partitionName(agentId: string | undefined): string {
   if (agentId === undefined || agentId === null || agentId === "") return DEFAULT_PARTITION;
   if (typeof agentId !== "string" || agentId.startsWith(".") || /[\\/\0]/.test(agentId) || Buffer.byteLength(agentId) > 200)
     throw new InvalidArgumentError(
-      `'${String(agentId)}' is not usable as a skill partition name (it must not start with '.', contain '/', '\\' or NUL, or exceed 200 bytes)`, { field: "agentId" },
+      `'${String(agentId)}' is not usable as a skill partition name (it must not start with '.', contain '/', '\\' or NUL, or exceed 200 bytes)`,
+      { field: "agentId" },
     );
   return agentId;
 }

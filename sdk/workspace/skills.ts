@@ -1,5 +1,5 @@
-// Size: the skill store and its partition reconciliation share one lock and cache; the planned split is
-// store / partition / host-skill (structure review 2.2).
+// Size: the skill store and its partition reconciliation share one lock and cache; a split would be
+// store / partition / host-skill.
 import { randomBytes } from "node:crypto";
 import fsSync, { promises as fs } from "node:fs";
 import os from "node:os";
@@ -340,7 +340,11 @@ export class SkillStore {
       if (text === undefined) continue;
       const parsed = parseCached(text);
       if (!parsed.ok) {
-        this.#logger.warn("ignoring a skill folder with an invalid SKILL.md", { dir: `${rel}/${dir}`, file: `${rel}/${dir}/${SKILL_FILE}`, problem: parsed.problem });
+        this.#logger.warn("ignoring a skill folder with an invalid SKILL.md", {
+          dir: `${rel}/${dir}`,
+          file: `${rel}/${dir}/${SKILL_FILE}`,
+          problem: parsed.problem,
+        });
         continue;
       }
       const hash = skillHash(text);
@@ -632,10 +636,21 @@ async function findSkillRoot(out: string): Promise<string> {
   const top = (await fs.readdir(out, { withFileTypes: true })).filter((d) => !ARCHIVE_METADATA.has(d.name));
   const skills: string[] = [];
   for (const d of top) if (d.isDirectory() && (await isFile(path.join(out, d.name, SKILL_FILE)))) skills.push(d.name);
-  const shown = (names: string[]) => names.sort().slice(0, 5).map((n) => `'${n.slice(0, 100)}'`).join(", ") + (names.length > 5 ? ", ..." : "");
-  if (skills.length === 0) throw new InvalidArgumentError("contains no SKILL.md (expected at the archive root or in its one top-level folder)", { field: "archive" });
-  if (skills.length > 1) throw new InvalidArgumentError(`holds ${skills.length} skill folders (${shown(skills)}); upload one skill per archive`, { field: "archive" });
+  const shown = (names: string[]) =>
+    names
+      .sort()
+      .slice(0, 5)
+      .map((n) => `'${n.slice(0, 100)}'`)
+      .join(", ") + (names.length > 5 ? ", ..." : "");
+  if (skills.length === 0)
+    throw new InvalidArgumentError("contains no SKILL.md (expected at the archive root or in its one top-level folder)", { field: "archive" });
+  if (skills.length > 1)
+    throw new InvalidArgumentError(`holds ${skills.length} skill folders (${shown(skills)}); upload one skill per archive`, { field: "archive" });
   const beside = top.filter((d) => d.name !== skills[0]).map((d) => d.name);
-  if (beside.length > 0) throw new InvalidArgumentError(`holds ${shown(beside)} beside the skill folder '${skills[0]!.slice(0, 100)}'; put everything inside the skill folder (or SKILL.md at the archive root)`, { field: "archive" });
+  if (beside.length > 0)
+    throw new InvalidArgumentError(
+      `holds ${shown(beside)} beside the skill folder '${skills[0]!.slice(0, 100)}'; put everything inside the skill folder (or SKILL.md at the archive root)`,
+      { field: "archive" },
+    );
   return path.join(out, skills[0]!);
 }

@@ -212,8 +212,7 @@ export abstract class Workspace implements AsyncDisposable {
 
   /** The sandbox itself, for the workspace's own (already tracked) operations. */
   #raw(): Sandbox {
-    if (!this.#sandbox || !this.#alive)
-      throw new ClosedError(`${this.constructor.name} '${this.workspaceId}' is not initialized; call initialize() first`);
+    if (!this.#sandbox || !this.#alive) throw new ClosedError(`${this.constructor.name} '${this.workspaceId}' is not initialized; call initialize() first`);
     return this.#sandbox;
   }
 

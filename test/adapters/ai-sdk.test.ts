@@ -20,7 +20,12 @@ function scriptedModel(script: Array<Array<{ tool: string; input: unknown }>>) {
       prompts.push(options.prompt);
       const calls = script[step++];
       if (!calls) return { content: [{ type: "text", text: "done" }], finishReason: { unified: "stop", raw: "stop" }, usage, warnings: [] };
-      const content: LanguageModelV3Content[] = calls.map((c, i) => ({ type: "tool-call", toolCallId: `call${step}_${i}`, toolName: c.tool, input: JSON.stringify(c.input) }));
+      const content: LanguageModelV3Content[] = calls.map((c, i) => ({
+        type: "tool-call",
+        toolCallId: `call${step}_${i}`,
+        toolName: c.tool,
+        input: JSON.stringify(c.input),
+      }));
       return { content, finishReason: { unified: "tool-calls", raw: "tool_calls" }, usage, warnings: [] };
     },
   });
@@ -53,12 +58,39 @@ describe.each<Kind>(["local", "bubblewrap"])("AI SDK on a %s workspace", (kind) 
   });
 
   it("runs Bash, an in-sandbox MCP tool, a skill, a tool group and an offloaded result end to end", async () => {
-    const kit = await workspaceToolkit(ws, { agentId: AGENT, sessionId: SESSION, groups: { files: { description: "write files", tools: ["Write", "Edit"] } }, toolResultLimit: 1000 });
-    expect(Object.keys(kit.tools)).toEqual(["Bash", "Edit", "Glob", "Grep", "Read", "Write", "mcp__echo__echo", "mcp__echo__add", "mcp__echo__sleep", "mcp__echo__env", "mcp__echo__fail", "mcp__echo__die", "mcp__echo__exit", "Skill", "ActivateToolGroup"]);
+    const kit = await workspaceToolkit(ws, {
+      agentId: AGENT,
+      sessionId: SESSION,
+      groups: { files: { description: "write files", tools: ["Write", "Edit"] } },
+      toolResultLimit: 1000,
+    });
+    expect(Object.keys(kit.tools)).toEqual([
+      "Bash",
+      "Edit",
+      "Glob",
+      "Grep",
+      "Read",
+      "Write",
+      "mcp__echo__echo",
+      "mcp__echo__add",
+      "mcp__echo__sleep",
+      "mcp__echo__env",
+      "mcp__echo__fail",
+      "mcp__echo__die",
+      "mcp__echo__exit",
+      "Skill",
+      "ActivateToolGroup",
+    ]);
     const { model, prompts } = scriptedModel([
       [{ tool: "Bash", input: { command: "echo hello-from-bash" } }],
-      [{ tool: "mcp__echo__echo", input: { text: "ping" } }, { tool: "mcp__echo__env", input: { name: "HOME" } }],
-      [{ tool: "Skill", input: {} }, { tool: "Skill", input: { name: "alpha" } }],
+      [
+        { tool: "mcp__echo__echo", input: { text: "ping" } },
+        { tool: "mcp__echo__env", input: { name: "HOME" } },
+      ],
+      [
+        { tool: "Skill", input: {} },
+        { tool: "Skill", input: { name: "alpha" } },
+      ],
       [{ tool: "Write", input: { file_path: "notes.txt", content: "hi" } }],
       [{ tool: "ActivateToolGroup", input: { group: "files" } }],
       [{ tool: "Write", input: { file_path: "notes.txt", content: "hi" } }],
@@ -74,13 +106,20 @@ describe.each<Kind>(["local", "bubblewrap"])("AI SDK on a %s workspace", (kind) 
     expect(JSON.parse(r.get("call2_1")!.text).cwd).toBe(ws.getBackend().workdir);
     expect(r.get("call3_0")!.text).toContain("- alpha: Counts words in text files.");
     expect(r.get("call3_1")!.text).toMatch(/^# Skill: alpha\n/);
-    expect(r.get("call4_0")!.text).toBe(`Error: tool 'Write' is in the tool group 'files', which is not active. Call ActivateToolGroup with {"group":"files"} first, then call 'Write' again.`);
+    expect(r.get("call4_0")!.text).toBe(
+      `Error: tool 'Write' is in the tool group 'files', which is not active. Call ActivateToolGroup with {"group":"files"} first, then call 'Write' again.`,
+    );
     expect(r.get("call5_0")!.text).toBe("Tool group 'files' is active. Its tools: Edit, Write.");
     expect(r.get("call6_0")!.error).toBe(false);
     expect((await ws.getBackend().readFile("notes.txt")).toString()).toBe("hi");
 
     // Offloaded: the head is kept, the file holds exactly the rest.
-    const full = (await ws.listTools().find((t) => t.name === "Bash")!.execute({ command: SEQ })).output;
+    const full = (
+      await ws
+        .listTools()
+        .find((t) => t.name === "Bash")!
+        .execute({ command: SEQ })
+    ).output;
     const offloaded = r.get("call7_0")!.text;
     const m = REMINDER.exec(offloaded);
     expect(m).not.toBeNull();
@@ -114,7 +153,11 @@ describe("AI SDK context compression and large results", () => {
   });
 
   it("compresses older messages into context.jsonl with the exact lines, once, and keeps the summary reminder", async () => {
-    const kit = await workspaceToolkit(ws, { agentId: AGENT, sessionId: "compress", compression: { contextTokens: 1000, summarize: () => "Summary: the user asked twice." } });
+    const kit = await workspaceToolkit(ws, {
+      agentId: AGENT,
+      sessionId: "compress",
+      compression: { contextTokens: 1000, summarize: () => "Summary: the user asked twice." },
+    });
     const { model, prompts } = scriptedModel([[{ tool: "Bash", input: { command: "echo one" } }]]);
     const messages: ModelMessage[] = [
       { role: "user", content: "a".repeat(4000) },
@@ -163,8 +206,14 @@ describe("AI SDK context compression and large results", () => {
     expect(m.index).toBe(200_000);
     const stat = await fs.stat(m[1]!);
     expect(stat.size).toBe(size - 200_000);
-    const expected = createHash("sha256").update("0123456789abcdef".repeat(size / 16).slice(200_000)).digest("hex");
-    expect(createHash("sha256").update(await fs.readFile(m[1]!)).digest("hex")).toBe(expected);
+    const expected = createHash("sha256")
+      .update("0123456789abcdef".repeat(size / 16).slice(200_000))
+      .digest("hex");
+    expect(
+      createHash("sha256")
+        .update(await fs.readFile(m[1]!))
+        .digest("hex"),
+    ).toBe(expected);
   }, 60_000);
 });
 
@@ -175,7 +224,9 @@ describe("AI SDK adapter options", () => {
     try {
       await expect(workspaceToolkit(ws, { sessionId: "" })).rejects.toThrow(/sessionId/);
       await expect(workspaceToolkit(ws, { sessionId: "s", groups: { basic: ["Bash"] } })).rejects.toThrow(/groups\.basic/);
-      await expect(workspaceToolkit(ws, { sessionId: "s", compression: { contextTokens: 1000, triggerRatio: 0.95 } })).rejects.toThrow(/compression\.triggerRatio/);
+      await expect(workspaceToolkit(ws, { sessionId: "s", compression: { contextTokens: 1000, triggerRatio: 0.95 } })).rejects.toThrow(
+        /compression\.triggerRatio/,
+      );
     } finally {
       await ws.close();
       await fs.rm(base, { recursive: true, force: true });

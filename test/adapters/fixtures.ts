@@ -25,7 +25,10 @@ export async function openWorkspace(kind: Kind, base: string): Promise<Workspace
   const sb = ws.getBackend();
   await sb.writeFile(ECHO_SERVER_IN_WORKSPACE, await echoServerBundle());
   const node = kind === "local" ? process.execPath : "node";
-  await ws.addMcp({ name: "echo", transport: { type: "stdio", command: node, args: [`${sb.workdir}/${ECHO_SERVER_IN_WORKSPACE}`] } }, { agentId: AGENT, sessionId: SESSION });
+  await ws.addMcp(
+    { name: "echo", transport: { type: "stdio", command: node, args: [`${sb.workdir}/${ECHO_SERVER_IN_WORKSPACE}`] } },
+    { agentId: AGENT, sessionId: SESSION },
+  );
   return ws;
 }
 
@@ -39,4 +42,5 @@ export async function readAgentFile(ws: Workspace, agentPath: string): Promise<B
   return ws.getBackend().readFile(rel, { maxBytes: 200 * 1024 * 1024 });
 }
 
-export const REMINDER = /\n<<<TRUNCATED>>>\n<system-reminder>The remaining content has been omitted for limited context\. You can refer to the file in '([^']+)' for the truncated content if needed\.<\/system-reminder>$/;
+export const REMINDER =
+  /\n<<<TRUNCATED>>>\n<system-reminder>The remaining content has been omitted for limited context\. You can refer to the file in '([^']+)' for the truncated content if needed\.<\/system-reminder>$/;

@@ -18,10 +18,17 @@ class ScriptedModel implements Model {
   async getResponse(request: ModelRequest): Promise<ModelResponse> {
     this.requests.push(structuredClone(request));
     const calls = this.script[this.#turn++];
-    if (!calls) return { usage: new Usage(), output: [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "done" }] }] };
+    if (!calls)
+      return { usage: new Usage(), output: [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "done" }] }] };
     return {
       usage: new Usage(),
-      output: calls.map((c, i) => ({ type: "function_call", callId: `call${this.#turn}_${i}`, name: c.tool, arguments: JSON.stringify(c.input), status: "completed" })),
+      output: calls.map((c, i) => ({
+        type: "function_call",
+        callId: `call${this.#turn}_${i}`,
+        name: c.tool,
+        arguments: JSON.stringify(c.input),
+        status: "completed",
+      })),
     };
   }
   // eslint-disable-next-line require-yield
@@ -60,8 +67,14 @@ describe.each<Kind>(["local", "bubblewrap"])("OpenAI Agents on a %s workspace", 
     const kit = await workspaceTools(ws, { agentId: AGENT, sessionId: SESSION, groups: { files: ["Write", "Edit"] }, toolResultLimit: 1000 });
     const model = new ScriptedModel([
       [{ tool: "Bash", input: { command: "echo hello-from-bash" } }],
-      [{ tool: "mcp__echo__echo", input: { text: "ping" } }, { tool: "mcp__echo__env", input: { name: "HOME" } }],
-      [{ tool: "Skill", input: {} }, { tool: "Skill", input: { name: "alpha" } }],
+      [
+        { tool: "mcp__echo__echo", input: { text: "ping" } },
+        { tool: "mcp__echo__env", input: { name: "HOME" } },
+      ],
+      [
+        { tool: "Skill", input: {} },
+        { tool: "Skill", input: { name: "alpha" } },
+      ],
       [{ tool: "Write", input: { file_path: "notes.txt", content: "hi" } }],
       [{ tool: "ActivateToolGroup", input: { group: "files" } }],
       [{ tool: "Write", input: { file_path: "notes.txt", content: "hi" } }],
@@ -77,11 +90,18 @@ describe.each<Kind>(["local", "bubblewrap"])("OpenAI Agents on a %s workspace", 
     expect(JSON.parse(r.get("call2_1")!).cwd).toBe(ws.getBackend().workdir);
     expect(r.get("call3_0")).toContain("- alpha: Counts words in text files.");
     expect(r.get("call3_1")).toMatch(/^# Skill: alpha\n/);
-    expect(r.get("call4_0")).toBe(`Error: tool 'Write' is in the tool group 'files', which is not active. Call ActivateToolGroup with {"group":"files"} first, then call 'Write' again.`);
+    expect(r.get("call4_0")).toBe(
+      `Error: tool 'Write' is in the tool group 'files', which is not active. Call ActivateToolGroup with {"group":"files"} first, then call 'Write' again.`,
+    );
     expect(r.get("call5_0")).toBe("Tool group 'files' is active. Its tools: Edit, Write.");
     expect((await ws.getBackend().readFile("notes.txt")).toString()).toBe("hi");
 
-    const full = (await ws.listTools().find((t) => t.name === "Bash")!.execute({ command: SEQ })).output;
+    const full = (
+      await ws
+        .listTools()
+        .find((t) => t.name === "Bash")!
+        .execute({ command: SEQ })
+    ).output;
     const m = REMINDER.exec(r.get("call7_0")!)!;
     expect(m).not.toBeNull();
     expect(m[1]).toBe(`${ws.getBackend().workdir}/sessions/${SESSION}/tool_result-call7_0.txt`);
@@ -115,7 +135,11 @@ describe("OpenAI Agents context compression and large results", () => {
   });
 
   it("compresses older items into context.jsonl with the exact lines, once, with the summary reminder", async () => {
-    const kit = await workspaceTools(ws, { agentId: AGENT, sessionId: "compress", compression: { contextTokens: 1000, summarize: () => "Summary: long input." } });
+    const kit = await workspaceTools(ws, {
+      agentId: AGENT,
+      sessionId: "compress",
+      compression: { contextTokens: 1000, summarize: () => "Summary: long input." },
+    });
     const model = new ScriptedModel([[{ tool: "Bash", input: { command: "echo one" } }]]);
     const agent = new Agent({ name: "c", instructions: "x", model, tools: kit.tools });
     const input: AgentInputItem[] = [
@@ -156,7 +180,13 @@ describe("OpenAI Agents context compression and large results", () => {
     const m = REMINDER.exec(text)!;
     expect(m.index).toBe(200_000);
     expect((await fs.stat(m[1]!)).size).toBe(size - 200_000);
-    const expected = createHash("sha256").update("0123456789abcdef".repeat(size / 16).slice(200_000)).digest("hex");
-    expect(createHash("sha256").update(await fs.readFile(m[1]!)).digest("hex")).toBe(expected);
+    const expected = createHash("sha256")
+      .update("0123456789abcdef".repeat(size / 16).slice(200_000))
+      .digest("hex");
+    expect(
+      createHash("sha256")
+        .update(await fs.readFile(m[1]!))
+        .digest("hex"),
+    ).toBe(expected);
   }, 60_000);
 });

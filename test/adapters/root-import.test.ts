@@ -34,7 +34,10 @@ it("the root entry never loads an adapter or a framework (they are optional peer
 it("package.json exports the two subpaths and lists both frameworks as optional peers", () => {
   const pkg = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as Record<string, Record<string, unknown>>;
   expect(pkg.exports!["./ai-sdk"]).toEqual({ types: "./dist/sdk/adapters/ai-sdk/index.d.ts", default: "./dist/sdk/adapters/ai-sdk/index.js" });
-  expect(pkg.exports!["./openai-agents"]).toEqual({ types: "./dist/sdk/adapters/openai-agents/index.d.ts", default: "./dist/sdk/adapters/openai-agents/index.js" });
+  expect(pkg.exports!["./openai-agents"]).toEqual({
+    types: "./dist/sdk/adapters/openai-agents/index.d.ts",
+    default: "./dist/sdk/adapters/openai-agents/index.js",
+  });
   expect(pkg.peerDependenciesMeta).toEqual(expect.objectContaining({ ai: { optional: true }, "@openai/agents": { optional: true } }));
   expect(pkg.dependencies).not.toHaveProperty("ai");
   expect(pkg.dependencies).not.toHaveProperty("@openai/agents");

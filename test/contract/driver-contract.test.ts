@@ -26,7 +26,9 @@ interface Target {
   close?(): Promise<void>;
 }
 const has = (kind: string) => BACKEND_KINDS.includes(kind as BackendKind);
-const basedir = (extra: Record<string, unknown> = {}) => (dir: string) => ({ basedir: dir, ...extra });
+const basedir =
+  (extra: Record<string, unknown> = {}) =>
+  (dir: string) => ({ basedir: dir, ...extra });
 
 const engine = has("docker") ? await dockerEngine() : null;
 const cluster = has("kubernetes") ? await k8sCluster() : null;
@@ -70,8 +72,14 @@ for (const { kind, module } of backends) {
       await fs.rm(other, { recursive: true, force: true });
       await target.close?.();
     });
-    const make = (dir: () => string, main: boolean) => (): Driver => module.createDriver(module.schema.parse({ kind, ...target.options(dir(), main) }) as never);
-    const fixture = { name: kind, driver: make(() => base, true), elsewhere: make(() => other, false), ...(target.destroyKeepsData === false ? { destroyKeepsData: false } : {}) };
+    const make = (dir: () => string, main: boolean) => (): Driver =>
+      module.createDriver(module.schema.parse({ kind, ...target.options(dir(), main) }) as never);
+    const fixture = {
+      name: kind,
+      driver: make(() => base, true),
+      elsewhere: make(() => other, false),
+      ...(target.destroyKeepsData === false ? { destroyKeepsData: false } : {}),
+    };
     driverContract(fixture);
     sandboxContract(fixture);
   });

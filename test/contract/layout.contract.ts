@@ -22,7 +22,11 @@ export function layoutContract(fixture: WorkspaceFixture): void {
       const [skill] = await ws.listSkills({ agentId: "agent-1" });
       expect(ctx).toBe(`${ws.workdir}/sessions/sess/context.jsonl`);
       expect(tool).toBe(`${ws.workdir}/sessions/sess/tool_result-t.txt`);
-      expect(data.source).toEqual({ type: "url", url: "workspace:///data/131afd4cbe2f7ea4295563cbbde7bdb6120d5fd74dcec8827de0fbe23c9eb04d.png", media_type: "image/png" });
+      expect(data.source).toEqual({
+        type: "url",
+        url: "workspace:///data/131afd4cbe2f7ea4295563cbbde7bdb6120d5fd74dcec8827de0fbe23c9eb04d.png",
+        media_type: "image/png",
+      });
       expect(skill!.dir).toBe(`${ws.workdir}/skills/agent-1/alpha`);
       expect(await names(ws, "sessions/sess")).toEqual(["context.jsonl", "tool_result-t.txt"]);
       expect(await names(ws, "data")).toEqual(["131afd4cbe2f7ea4295563cbbde7bdb6120d5fd74dcec8827de0fbe23c9eb04d.png"]);

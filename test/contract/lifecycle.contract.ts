@@ -9,7 +9,11 @@ export function lifecycleContract(fixture: WorkspaceFixture): void {
     it("initialize is idempotent, also when called concurrently", async () => {
       const ws = track(await fixture.create({}));
       expect(ws.isAlive).toBe(false);
-      await expectCode(Promise.resolve().then(() => ws.getBackend()), "closed", /initialize/);
+      await expectCode(
+        Promise.resolve().then(() => ws.getBackend()),
+        "closed",
+        /initialize/,
+      );
       await Promise.all([ws.initialize(), ws.initialize(), ws.initialize()]);
       expect(ws.isAlive).toBe(true);
       const backend = ws.getBackend();
@@ -23,7 +27,10 @@ export function lifecycleContract(fixture: WorkspaceFixture): void {
       await ws.close();
       await ws.close();
       expect(ws.isAlive).toBe(false);
-      await expectCode(Promise.resolve().then(() => ws.getBackend()), "closed");
+      await expectCode(
+        Promise.resolve().then(() => ws.getBackend()),
+        "closed",
+      );
       await expectCode(ws.listSkills(), "closed");
       await expectCode(ws.addSkill(skillPath("beta")), "closed");
       await expectCode(ws.offloadContext("s", []), "closed");

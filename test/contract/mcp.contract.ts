@@ -55,15 +55,28 @@ export function mcpContract(fixture: WorkspaceFixture): void {
       it("is byte-exact for stdio and http entries across scopes", async () => {
         const ws = await open();
         const sb = ws.getBackend();
-        await ws.addMcp({ name: "web", transport: { type: "http", url: "http://127.0.0.1:9/mcp", headers: { "X-Key": "k1" } } }, { agentId: "a1", sessionId: "s1" });
         await ws.addMcp(
-          { name: "web2", transport: { type: "http", url: "http://127.0.0.1:9/x", timeout: 2.5 }, executionTimeout: 5, enableTools: ["t1"], disableTools: ["t2"] },
+          { name: "web", transport: { type: "http", url: "http://127.0.0.1:9/mcp", headers: { "X-Key": "k1" } } },
+          { agentId: "a1", sessionId: "s1" },
+        );
+        await ws.addMcp(
+          {
+            name: "web2",
+            transport: { type: "http", url: "http://127.0.0.1:9/x", timeout: 2.5 },
+            executionTimeout: 5,
+            enableTools: ["t1"],
+            disableTools: ["t2"],
+          },
           { agentId: "a1", sessionId: "s2" },
         );
         await ws.addMcp({ name: "legacy_1", transport: { type: "http", url: "http://127.0.0.1:9/y" } }, {});
         await ws.addMcp({ name: "web3", transport: { type: "http", url: "http://127.0.0.1:9/z" } }, { agentId: "a1", sessionId: "s1" });
         const text = await readMcpFile(sb);
-        const entry = (name: string, url: string, more: { headers?: string; timeout?: string; enable?: string; disable?: string; exec?: string } = {}) => `        {
+        const entry = (
+          name: string,
+          url: string,
+          more: { headers?: string; timeout?: string; enable?: string; disable?: string; exec?: string } = {},
+        ) => `        {
           "name": "${name}",
           "is_stateful": false,
           "mcp_config": {
@@ -107,7 +120,14 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         expect(Object.keys(e)).toEqual(["name", "is_stateful", "mcp_config", "enable_tools", "disable_tools", "execution_timeout", "stream_progress"]);
         expect(Object.keys(e.mcp_config)).toEqual(["type", "command", "args", "env", "cwd", "encoding_error_handler"]);
         expect(e).toMatchObject({ name: "echo", is_stateful: true, execution_timeout: 12.25 });
-        expect(e.mcp_config).toMatchObject({ type: "stdio_mcp", command: argv![0], args: argv!.slice(1), env: null, cwd: null, encoding_error_handler: "strict" });
+        expect(e.mcp_config).toMatchObject({
+          type: "stdio_mcp",
+          command: argv![0],
+          args: argv!.slice(1),
+          env: null,
+          cwd: null,
+          encoding_error_handler: "strict",
+        });
       });
 
       it("listing never writes .mcp, and an untouched scope leaves no trace", async () => {
@@ -291,7 +311,14 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
         const [h] = await ws.listMcps({ agentId: "a", sessionId: "s" });
         expect(h!.name).toBe("echo");
         const tools = await h!.listTools();
-        expect(tools.map((t) => t.name).sort()).toEqual(["mcp__echo__add", "mcp__echo__die", "mcp__echo__echo", "mcp__echo__env", "mcp__echo__fail", "mcp__echo__sleep"]);
+        expect(tools.map((t) => t.name).sort()).toEqual([
+          "mcp__echo__add",
+          "mcp__echo__die",
+          "mcp__echo__echo",
+          "mcp__echo__env",
+          "mcp__echo__fail",
+          "mcp__echo__sleep",
+        ]);
         const add = tools.find((t) => t.toolName === "add")!;
         expect(add.inputSchema).toMatchObject({ type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] });
         expect(tools.find((t) => t.toolName === "echo")!.readOnly).toBe(true);
@@ -501,7 +528,10 @@ ${entry("legacy_1", "http://127.0.0.1:9/y")}
       // allowed here explicitly, as an operator would for an internal MCP server.
       const egress = { allow: ["127.0.0.1"] };
       it("calls a stateless HTTP server with one short session per operation, forwarding headers", async () => {
-        const ws = await open({ egress, defaultMcps: [http("web", server.url, { transport: { type: "http", url: server.url, headers: { Authorization: "Bearer tkn-123" } } })] });
+        const ws = await open({
+          egress,
+          defaultMcps: [http("web", server.url, { transport: { type: "http", url: server.url, headers: { Authorization: "Bearer tkn-123" } } })],
+        });
         const [h] = await ws.listMcps();
         expect(h!.stateful).toBe(false);
         const tools = await h!.listTools();

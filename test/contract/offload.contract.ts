@@ -7,7 +7,14 @@ import { exists, expectCode, names, readText } from "./helpers.js";
 const PNG_HASH = "131afd4cbe2f7ea4295563cbbde7bdb6120d5fd74dcec8827de0fbe23c9eb04d";
 const PNG_URL = `workspace:///data/${PNG_HASH}.png`;
 
-const pngBlock = (): DataBlock => ({ type: "data", id: "d1", source: { type: "base64", data: "AAECAwQF", media_type: "image/png" }, name: "pic.png", created_at: "2025-01-01T00:00:00.000Z", finished_at: null });
+const pngBlock = (): DataBlock => ({
+  type: "data",
+  id: "d1",
+  source: { type: "base64", data: "AAECAwQF", media_type: "image/png" },
+  name: "pic.png",
+  created_at: "2025-01-01T00:00:00.000Z",
+  finished_at: null,
+});
 
 export function offloadContract(fixture: WorkspaceFixture): void {
   describe(`${fixture.name}: offload`, () => {
@@ -20,10 +27,7 @@ export function offloadContract(fixture: WorkspaceFixture): void {
         const message = {
           error: null,
           role: "user",
-          content: [
-            { finished_at: null, created_at: "2025-01-01T00:00:00.000Z", id: "t1", text: "héllo \"quoted\"\n", type: "text" },
-            pngBlock(),
-          ],
+          content: [{ finished_at: null, created_at: "2025-01-01T00:00:00.000Z", id: "t1", text: 'héllo "quoted"\n', type: "text" }, pngBlock()],
           name: "user",
           structured_output: null,
           id: "m1",
@@ -75,7 +79,10 @@ export function offloadContract(fixture: WorkspaceFixture): void {
       it("loses no line under concurrent offloads to one session", async () => {
         const ws = await open();
         const calls = Array.from({ length: 25 }, (_, i) =>
-          ws.offloadContext("busy", [0, 1, 2].map((j) => ({ name: "n", role: "user", content: `call ${i} line ${j} ${"x".repeat(2000)}` }))),
+          ws.offloadContext(
+            "busy",
+            [0, 1, 2].map((j) => ({ name: "n", role: "user", content: `call ${i} line ${j} ${"x".repeat(2000)}` })),
+          ),
         );
         await Promise.all(calls);
         const lines = (await readText(ws, "sessions/busy/context.jsonl")).trimEnd().split("\n");
@@ -131,7 +138,9 @@ export function offloadContract(fixture: WorkspaceFixture): void {
         const bodies = Array.from({ length: 15 }, (_, i) => `result ${i} `.repeat(500));
         const paths = await Promise.all(bodies.map((output) => ws.offloadToolResult("race", { id: "same", output })));
         expect(new Set(paths).size).toBe(15);
-        expect((await names(ws, "sessions/race")).sort()).toEqual(["tool_result-same.txt", ...Array.from({ length: 14 }, (_, i) => `tool_result-same(${i + 1}).txt`)].sort());
+        expect((await names(ws, "sessions/race")).sort()).toEqual(
+          ["tool_result-same.txt", ...Array.from({ length: 14 }, (_, i) => `tool_result-same(${i + 1}).txt`)].sort(),
+        );
         const contents = await Promise.all(paths.map((p) => readText(ws, p.slice(ws.workdir.length + 1))));
         expect(contents.sort()).toEqual([...bodies].sort());
       });
@@ -211,7 +220,11 @@ export function offloadContract(fixture: WorkspaceFixture): void {
 
       it("refuses malformed blocks and invalid base64", async () => {
         const ws = await open();
-        await expectCode(ws.offloadData({ type: "data", source: { type: "base64", data: "not base64!", media_type: "image/png" } }), "invalid_argument", /base64/);
+        await expectCode(
+          ws.offloadData({ type: "data", source: { type: "base64", data: "not base64!", media_type: "image/png" } }),
+          "invalid_argument",
+          /base64/,
+        );
         await expectCode(ws.offloadData({ type: "text" } as unknown as DataBlock), "invalid_argument", /block/);
         await expectCode(ws.offloadData({ type: "data", source: { type: "base64", data: "AAAA", media_type: "" } }), "invalid_argument", /media_type/);
       });

@@ -10,8 +10,14 @@ const sha256 = (text: string) => createHash("sha256").update(text, "utf8").diges
 const fixtureHash = async (name: string) => sha256(await fs.readFile(path.join(skillPath(name), "SKILL.md"), "utf8"));
 
 /** The `.index` of a partition, parsed, with its key order. */
-async function index(ws: Workspace, partition: string): Promise<{ mtime: number; dirs: string[]; skills: Record<string, { hash: string; skill_name: string }> }> {
-  const parsed = JSON.parse(await readText(ws, `skills/${partition}/.index`)) as { skills_dir_mtime: number; skills: Record<string, { hash: string; skill_name: string }> };
+async function index(
+  ws: Workspace,
+  partition: string,
+): Promise<{ mtime: number; dirs: string[]; skills: Record<string, { hash: string; skill_name: string }> }> {
+  const parsed = JSON.parse(await readText(ws, `skills/${partition}/.index`)) as {
+    skills_dir_mtime: number;
+    skills: Record<string, { hash: string; skill_name: string }>;
+  };
   return { mtime: parsed.skills_dir_mtime, dirs: Object.keys(parsed.skills), skills: parsed.skills };
 }
 
@@ -31,7 +37,14 @@ export function skillsContract(fixture: WorkspaceFixture): void {
     describe("seeding and the .index file", () => {
       it("seeds valid skill paths into skills/.seed with an .index in the reference's exact format", async () => {
         const ws = await open({
-          skillPaths: [...seeds, skillPath("alpha-copy"), skillPath("no-frontmatter"), skillPath("missing-description"), skillPath("no-skill-md"), skillPath("does-not-exist")],
+          skillPaths: [
+            ...seeds,
+            skillPath("alpha-copy"),
+            skillPath("no-frontmatter"),
+            skillPath("missing-description"),
+            skillPath("no-skill-md"),
+            skillPath("does-not-exist"),
+          ],
         });
         expect(await names(ws, "skills/.seed")).toEqual([".index", "My_Skill_v2_é中", "alpha", "beta"].sort());
         const text = await readText(ws, "skills/.seed/.index");
@@ -187,7 +200,11 @@ export function skillsContract(fixture: WorkspaceFixture): void {
       it("reports invalid skills with the file and the missing field, and adds nothing", async () => {
         const ws = await open();
         const noFm = path.join(skillPath("no-frontmatter"), "SKILL.md");
-        await expectCode(ws.addSkill(skillPath("no-frontmatter")), "invalid_argument", new RegExp(`${noFm.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}.*front matter`));
+        await expectCode(
+          ws.addSkill(skillPath("no-frontmatter")),
+          "invalid_argument",
+          new RegExp(`${noFm.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}.*front matter`),
+        );
         await expectCode(ws.addSkill(skillPath("missing-description")), "invalid_argument", /missing-description\/SKILL\.md is missing 'description'/);
         await expectCode(ws.addSkill(skillPath("unclosed")), "invalid_argument", /no closing '---'/);
         await expectCode(ws.addSkill(skillPath("no-skill-md")), "invalid_argument", /SKILL\.md not found/);
@@ -246,8 +263,12 @@ export function skillsContract(fixture: WorkspaceFixture): void {
         const ws = await open();
         const dir = await hostTemp();
         try {
-          const paths = await Promise.all(Array.from({ length: 12 }, (_, i) => writeSkill(path.join(dir, `s${i}`), { name: `skill-${i}`, description: `number ${i}` })));
-          const results = await Promise.all([...paths, ...paths.slice(0, 4), skillPath("alpha"), skillPath("alpha"), skillPath("alpha-copy")].map((p) => ws.addSkill(p)));
+          const paths = await Promise.all(
+            Array.from({ length: 12 }, (_, i) => writeSkill(path.join(dir, `s${i}`), { name: `skill-${i}`, description: `number ${i}` })),
+          );
+          const results = await Promise.all(
+            [...paths, ...paths.slice(0, 4), skillPath("alpha"), skillPath("alpha"), skillPath("alpha-copy")].map((p) => ws.addSkill(p)),
+          );
           expect(results.filter((r) => r !== undefined)).toHaveLength(13);
           const idx = await index(ws, "default");
           expect(idx.dirs.sort()).toEqual([...paths.map((_, i) => `skill-${i}`), "alpha"].sort());
@@ -316,7 +337,12 @@ export function skillsContract(fixture: WorkspaceFixture): void {
       it("installs a zip whose skill sits in a top-level folder, named after its front matter", async () => {
         const ws = await open();
         const skill = await ws.addSkillArchive(good(), { format: "zip" });
-        expect(skill).toMatchObject({ name: "zipped", description: "from a zip", markdown: "Zip body.", dir: path.posix.join(ws.workdir, "skills/default/zipped") });
+        expect(skill).toMatchObject({
+          name: "zipped",
+          description: "from a zip",
+          markdown: "Zip body.",
+          dir: path.posix.join(ws.workdir, "skills/default/zipped"),
+        });
         expect(await readText(ws, "skills/default/zipped/scripts/go.sh")).toBe("echo go\n");
         expect((await index(ws, "default")).skills.zipped!.hash).toBe(sha256(skillMd("zipped", "from a zip", "Zip body.")));
         expect(await ws.addSkillArchive(good(), { format: "zip" })).toBeUndefined();
@@ -340,7 +366,9 @@ export function skillsContract(fixture: WorkspaceFixture): void {
 
       it("uses dirName as the folder name when given, and refuses one with path separators", async () => {
         const ws = await open();
-        expect(await ws.addSkillArchive(good(), { format: "zip", dirName: "my-pack" })).toMatchObject({ dir: path.posix.join(ws.workdir, "skills/default/my-pack") });
+        expect(await ws.addSkillArchive(good(), { format: "zip", dirName: "my-pack" })).toMatchObject({
+          dir: path.posix.join(ws.workdir, "skills/default/my-pack"),
+        });
         for (const dirName of ["../x", "a/b", "..", ".", ""])
           await expectCode(ws.addSkillArchive(good(), { format: "zip", dirName }), "invalid_argument", /dirName/);
         await expectCode(ws.addSkillArchive(good(), { format: "rar" as "zip" }), "invalid_argument", /format/);
@@ -348,23 +376,129 @@ export function skillsContract(fixture: WorkspaceFixture): void {
       });
 
       const bad: Array<[string, () => Promise<{ data: Uint8Array; format: "zip" | "tar" | "tar.gz"; max?: number }>, string, RegExp]> = [
-        ["zip traversal", async () => ({ data: zipOf({ "SKILL.md": skillMd("z", "d"), "../evil.txt": "x" }), format: "zip" }), "path_escape", /'\.\.\/evil\.txt'.*'\.\.'/],
-        ["zip nested traversal", async () => ({ data: zipOf({ "a/SKILL.md": skillMd("z", "d"), "a/../../evil.txt": "x" }), format: "zip" }), "path_escape", /evil/],
+        [
+          "zip traversal",
+          async () => ({ data: zipOf({ "SKILL.md": skillMd("z", "d"), "../evil.txt": "x" }), format: "zip" }),
+          "path_escape",
+          /'\.\.\/evil\.txt'.*'\.\.'/,
+        ],
+        [
+          "zip nested traversal",
+          async () => ({ data: zipOf({ "a/SKILL.md": skillMd("z", "d"), "a/../../evil.txt": "x" }), format: "zip" }),
+          "path_escape",
+          /evil/,
+        ],
         ["zip absolute name", async () => ({ data: zipOf({ "SKILL.md": skillMd("z", "d"), "/tmp/abs.txt": "x" }), format: "zip" }), "path_escape", /absolute/],
-        ["zip symlink", async () => ({ data: zipOf({ "SKILL.md": skillMd("z", "d"), link: { data: "/etc/passwd", mode: 0o120777 } }), format: "zip" }), "invalid_argument", /'link' is a symlink/],
-        ["zip over the limit", async () => ({ data: zipOf({ "SKILL.md": skillMd("z", "d"), "big.bin": "x".repeat(5000) }), format: "zip", max: 1000 }), "too_large", /expands to \d+ bytes, over the limit of 1000/],
+        [
+          "zip symlink",
+          async () => ({ data: zipOf({ "SKILL.md": skillMd("z", "d"), link: { data: "/etc/passwd", mode: 0o120777 } }), format: "zip" }),
+          "invalid_argument",
+          /'link' is a symlink/,
+        ],
+        [
+          "zip over the limit",
+          async () => ({ data: zipOf({ "SKILL.md": skillMd("z", "d"), "big.bin": "x".repeat(5000) }), format: "zip", max: 1000 }),
+          "too_large",
+          /expands to \d+ bytes, over the limit of 1000/,
+        ],
         ["zip with a lying size header", async () => ({ data: lyingZip(), format: "zip", max: 1000 }), "too_large", /declared/],
         ["corrupt zip", async () => ({ data: new Uint8Array(300).fill(7), format: "zip" }), "invalid_argument", /not a readable zip/],
-        ["tar traversal", async () => ({ data: await tarOf([{ name: "SKILL.md", data: skillMd("t", "d") }, { name: "../evil", data: "x" }]), format: "tar" }), "path_escape", /'\.\.\/evil'/],
+        [
+          "tar traversal",
+          async () => ({
+            data: await tarOf([
+              { name: "SKILL.md", data: skillMd("t", "d") },
+              { name: "../evil", data: "x" },
+            ]),
+            format: "tar",
+          }),
+          "path_escape",
+          /'\.\.\/evil'/,
+        ],
         ["tar absolute name", async () => ({ data: await tarOf([{ name: "/etc/cron.d/evil", data: "x" }]), format: "tar" }), "path_escape", /absolute/],
-        ["tar symlink", async () => ({ data: await tarOf([{ name: "SKILL.md", data: skillMd("t", "d") }, { name: "out", type: "symlink", linkname: "/etc" }]), format: "tar" }), "invalid_argument", /'out' is a symlink/],
-        ["tar hard link", async () => ({ data: await tarOf([{ name: "SKILL.md", data: skillMd("t", "d") }, { name: "hl", type: "link", linkname: "/etc/passwd" }]), format: "tar" }), "invalid_argument", /hard link/],
-        ["tar fifo", async () => ({ data: await tarOf([{ name: "SKILL.md", data: skillMd("t", "d") }, { name: "pipe", type: "fifo" }]), format: "tar" }), "invalid_argument", /only files and folders/],
-        ["tar over the limit", async () => ({ data: await tarOf([{ name: "SKILL.md", data: skillMd("t", "d") }, { name: "big", data: "y".repeat(4000) }]), format: "tar", max: 1000 }), "too_large", /over the limit of 1000/],
-        ["tar.gz over the limit", async () => ({ data: await tarOf([{ name: "SKILL.md", data: skillMd("t", "d") }, { name: "big", data: "y".repeat(40000) }], true), format: "tar.gz", max: 10000 }), "too_large", /over the limit of 10000/],
-        ["truncated tar.gz", async () => ({ data: (await tarOf([{ name: "SKILL.md", data: skillMd("t", "d") }], true)).subarray(0, 30), format: "tar.gz" }), "invalid_argument", /not a readable tar/],
-        ["archive without SKILL.md", async () => ({ data: zipOf({ "readme.txt": "hi", "deep/er/SKILL.md": skillMd("deep", "too deep") }), format: "zip" }), "invalid_argument", /no SKILL\.md/],
-        ["archive with an invalid SKILL.md", async () => ({ data: zipOf({ "p/SKILL.md": "---\nname: p\n---\n" }), format: "zip" }), "invalid_argument", /archive folder 'p'.*SKILL\.md is missing 'description'/],
+        [
+          "tar symlink",
+          async () => ({
+            data: await tarOf([
+              { name: "SKILL.md", data: skillMd("t", "d") },
+              { name: "out", type: "symlink", linkname: "/etc" },
+            ]),
+            format: "tar",
+          }),
+          "invalid_argument",
+          /'out' is a symlink/,
+        ],
+        [
+          "tar hard link",
+          async () => ({
+            data: await tarOf([
+              { name: "SKILL.md", data: skillMd("t", "d") },
+              { name: "hl", type: "link", linkname: "/etc/passwd" },
+            ]),
+            format: "tar",
+          }),
+          "invalid_argument",
+          /hard link/,
+        ],
+        [
+          "tar fifo",
+          async () => ({
+            data: await tarOf([
+              { name: "SKILL.md", data: skillMd("t", "d") },
+              { name: "pipe", type: "fifo" },
+            ]),
+            format: "tar",
+          }),
+          "invalid_argument",
+          /only files and folders/,
+        ],
+        [
+          "tar over the limit",
+          async () => ({
+            data: await tarOf([
+              { name: "SKILL.md", data: skillMd("t", "d") },
+              { name: "big", data: "y".repeat(4000) },
+            ]),
+            format: "tar",
+            max: 1000,
+          }),
+          "too_large",
+          /over the limit of 1000/,
+        ],
+        [
+          "tar.gz over the limit",
+          async () => ({
+            data: await tarOf(
+              [
+                { name: "SKILL.md", data: skillMd("t", "d") },
+                { name: "big", data: "y".repeat(40000) },
+              ],
+              true,
+            ),
+            format: "tar.gz",
+            max: 10000,
+          }),
+          "too_large",
+          /over the limit of 10000/,
+        ],
+        [
+          "truncated tar.gz",
+          async () => ({ data: (await tarOf([{ name: "SKILL.md", data: skillMd("t", "d") }], true)).subarray(0, 30), format: "tar.gz" }),
+          "invalid_argument",
+          /not a readable tar/,
+        ],
+        [
+          "archive without SKILL.md",
+          async () => ({ data: zipOf({ "readme.txt": "hi", "deep/er/SKILL.md": skillMd("deep", "too deep") }), format: "zip" }),
+          "invalid_argument",
+          /no SKILL\.md/,
+        ],
+        [
+          "archive with an invalid SKILL.md",
+          async () => ({ data: zipOf({ "p/SKILL.md": "---\nname: p\n---\n" }), format: "zip" }),
+          "invalid_argument",
+          /archive folder 'p'.*SKILL\.md is missing 'description'/,
+        ],
       ];
       for (const [title, make, code, pattern] of bad)
         it(`refuses ${title} and leaves nothing behind`, async () => {

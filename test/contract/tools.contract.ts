@@ -23,8 +23,14 @@ export function toolsContract(fixture: WorkspaceFixture): void {
       const tools = ws.listTools();
       expect(tools.map((t) => t.name)).toEqual(["Bash", "Edit", "Glob", "Grep", "Read", "Write"]);
       const t = byName(tools);
-      expect(t.Read!.jsonSchema).toMatchObject({ type: "object", required: ["file_path"], properties: { offset: { type: "integer" }, limit: { maximum: 2000 } } });
-      expect(t.Grep!.jsonSchema).toMatchObject({ properties: { "-A": { type: "integer" }, output_mode: { enum: ["content", "files_with_matches", "count"] } } });
+      expect(t.Read!.jsonSchema).toMatchObject({
+        type: "object",
+        required: ["file_path"],
+        properties: { offset: { type: "integer" }, limit: { maximum: 2000 } },
+      });
+      expect(t.Grep!.jsonSchema).toMatchObject({
+        properties: { "-A": { type: "integer" }, output_mode: { enum: ["content", "files_with_matches", "count"] } },
+      });
       for (const tool of tools) expect(tool.description.length).toBeGreaterThan(10);
     });
 
@@ -139,7 +145,10 @@ export function toolsContract(fixture: WorkspaceFixture): void {
         await ws.getBackend().mkdir("adir");
         expect(await t.Read!.execute({ file_path: "nope.txt" })).toMatchObject({ ok: false, output: `Error: File does not exist: ${wd}/nope.txt` });
         expect(await t.Read!.execute({ file_path: "adir" })).toMatchObject({ ok: false, output: `Error: Path is a directory, not a file: ${wd}/adir` });
-        expect(await t.Edit!.execute({ file_path: "nope.txt", old_string: "a", new_string: "b" })).toMatchObject({ ok: false, output: `Error: File not found: ${wd}/nope.txt` });
+        expect(await t.Edit!.execute({ file_path: "nope.txt", old_string: "a", new_string: "b" })).toMatchObject({
+          ok: false,
+          output: `Error: File not found: ${wd}/nope.txt`,
+        });
         expect((await t.Write!.execute({ file_path: "adir", content: "x" })).ok).toBe(false);
       });
 
@@ -186,9 +195,13 @@ export function toolsContract(fixture: WorkspaceFixture): void {
         await sb.writeFile("e.txt", "alpha beta\ngamma beta\n");
         const multi = await t.Edit!.execute({ file_path: "e.txt", old_string: "beta", new_string: "B" });
         expect(multi.ok).toBe(false);
-        expect(multi.output).toBe(`Error: old_string appears 2 times in ${wd}/e.txt. Set replace_all=true to replace all occurrences, or make old_string more specific.`);
+        expect(multi.output).toBe(
+          `Error: old_string appears 2 times in ${wd}/e.txt. Set replace_all=true to replace all occurrences, or make old_string more specific.`,
+        );
         expect((await t.Edit!.execute({ file_path: "e.txt", old_string: "zeta", new_string: "B" })).output).toBe(`Error: old_string not found in ${wd}/e.txt`);
-        expect((await t.Edit!.execute({ file_path: "e.txt", old_string: "beta", new_string: "beta" })).output).toBe("Error: old_string and new_string are identical. No changes to make.");
+        expect((await t.Edit!.execute({ file_path: "e.txt", old_string: "beta", new_string: "beta" })).output).toBe(
+          "Error: old_string and new_string are identical. No changes to make.",
+        );
         const one = await t.Edit!.execute({ file_path: `${wd}/e.txt`, old_string: "alpha beta", new_string: "$& $1 $$" });
         expect(one.output).toBe(`Successfully replaced 1 occurrence in ${wd}/e.txt`);
         expect((await sb.readFile("e.txt")).toString()).toBe("$& $1 $$\ngamma beta\n");
@@ -209,7 +222,9 @@ export function toolsContract(fixture: WorkspaceFixture): void {
         await ws.getBackend().exec(["touch", "-d", "2002-01-01", "src/deep/d.ts"]);
         const r = await t.Glob!.execute({ pattern: "**/*.ts" });
         const found = r.output.split("\n");
-        expect(found.slice().sort()).toEqual([`${wd}/.hidden/h.ts`, `${wd}/a.ts`, `${wd}/b.ts`, `${wd}/src/.dot.ts`, `${wd}/src/c.ts`, `${wd}/src/deep/d.ts`].sort());
+        expect(found.slice().sort()).toEqual(
+          [`${wd}/.hidden/h.ts`, `${wd}/a.ts`, `${wd}/b.ts`, `${wd}/src/.dot.ts`, `${wd}/src/c.ts`, `${wd}/src/deep/d.ts`].sort(),
+        );
         expect(found.slice(-2)).toEqual([`${wd}/src/deep/d.ts`, `${wd}/a.ts`]);
         expect((await t.Glob!.execute({ pattern: "x?.md" })).output).toBe(`${wd}/x1.md`);
         expect((await t.Glob!.execute({ pattern: "*.ts", path: "src" })).output.split("\n").sort()).toEqual([`${wd}/src/.dot.ts`, `${wd}/src/c.ts`]);
@@ -245,7 +260,8 @@ export function toolsContract(fixture: WorkspaceFixture): void {
       for (const engine of engines) {
         it(`finds files, lines and counts (${engine} engine)`, async () => {
           const ws = await open();
-          if (engine === "rg" && !(await hasRipgrep(ws.getBackend()))) return void console.log(`[${fixture.name}] rg not in the sandbox; rg engine checks skipped`);
+          if (engine === "rg" && !(await hasRipgrep(ws.getBackend())))
+            return void console.log(`[${fixture.name}] rg not in the sandbox; rg engine checks skipped`);
           const grep = byName(createBuiltinTools(ws.getBackend(), { track: (fn) => fn(), grepEngine: engine })).Grep!;
           const wd = ws.getBackend().workdir;
           await seed(ws);

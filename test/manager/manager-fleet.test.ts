@@ -46,7 +46,9 @@ describe("fleet from stack outputs", () => {
     expect(ws.workspaceId).toBe(alice.workspaceId);
     expect(ws.workdir).toBe(alice.location.hostPath);
     expect(await fs.readFile(path.join(ws.workdir, "seeded.txt"), "utf8")).toBe("for alice");
-    expect(events.filter((e) => e.type !== "error")).toMatchObject([{ type: "reattach", workspaceId: alice.workspaceId, managedBy: "pulumi", userId: "alice" }]);
+    expect(events.filter((e) => e.type !== "error")).toMatchObject([
+      { type: "reattach", workspaceId: alice.workspaceId, managedBy: "pulumi", userId: "alice" },
+    ]);
     // Reattached, not re-created: the stack's metadata is untouched.
     expect(await meta(ws.workdir)).toMatchObject({ managedBy: "pulumi", createdAt });
 
@@ -74,12 +76,16 @@ describe("fleet from stack outputs", () => {
 
   it("refuses malformed outputs naming the field", async () => {
     const a = await declare("u1", "a1");
-    expect(() => parseFleetOutputs({ [a.workspaceId]: { ...a, workspaceId: "other" } })).toThrow(new RegExp(`workspaces\\.${a.workspaceId}\\.workspaceId: must equal its key`));
+    expect(() => parseFleetOutputs({ [a.workspaceId]: { ...a, workspaceId: "other" } })).toThrow(
+      new RegExp(`workspaces\\.${a.workspaceId}\\.workspaceId: must equal its key`),
+    );
     expect(() => parseFleetOutputs({ "../etc": { ...a, workspaceId: "../etc" } })).toThrow(/workspaces/);
     expect(() => parseFleetOutputs({ [a.workspaceId]: { ...a, backend: { kind: "local", bogus: 1 } } })).toThrow(/backend/);
     expect(() => parseFleetOutputs([1, 2])).toThrow(/workspaces: stack outputs must be a JSON object/);
     const docker = { ...a, workspaceId: "d1", backend: { kind: "docker" } } as unknown as FleetEntry;
-    expect(() => LocalWorkspaceManager.fromOutputs({ d1: docker }, { basedir })).toThrow(/workspaces\.d1\.backend\.kind: is 'docker' but this manager serves 'local'/);
+    expect(() => LocalWorkspaceManager.fromOutputs({ d1: docker }, { basedir })).toThrow(
+      /workspaces\.d1\.backend\.kind: is 'docker' but this manager serves 'local'/,
+    );
     await using m = LocalWorkspaceManager.fromOutputs({ d1: docker, [a.workspaceId]: a }, { basedir, ignoreOtherBackends: true });
     expect(m.declared("d1")).toBeUndefined();
     expect(m.declared(a.workspaceId)).toBeDefined();

@@ -131,7 +131,10 @@ describe("warm pool", () => {
     expect(events.filter((e) => e.type === "pool-miss")).toHaveLength(misses);
 
     for (let i = 0; i < 200 && m.stats().pool!.ready < 2; i++) await sleep(10);
-    const unclaimed = events.filter((e) => e.type === "pool-ready").map((e) => e.workspaceId).filter((id) => !more.some((w) => w.workspaceId === id) && id !== first.workspaceId);
+    const unclaimed = events
+      .filter((e) => e.type === "pool-ready")
+      .map((e) => e.workspaceId)
+      .filter((id) => !more.some((w) => w.workspaceId === id) && id !== first.workspaceId);
     expect(unclaimed.length).toBeGreaterThanOrEqual(2);
     await m[Symbol.asyncDispose]();
     const left = await fs.readdir(basedir);

@@ -19,7 +19,10 @@ let entry: FleetEntry;
 const project = "fleet-test";
 
 beforeAll(async () => {
-  const bin = execFileSync("bash", [path.resolve("scripts/pulumi-toolchain.sh")], { encoding: "utf8" }).trim().split("\n").at(-1)!;
+  const bin = execFileSync("bash", [path.resolve("scripts/pulumi-toolchain.sh")], { encoding: "utf8" })
+    .trim()
+    .split("\n")
+    .at(-1)!;
   savedPath = process.env.PATH;
   process.env.PATH = `${bin}:${process.env.PATH}`;
   root = await mkdtemp(path.join(tmpdir(), "mgr-stack-"));
@@ -31,7 +34,14 @@ beforeAll(async () => {
   const driver = new LocalDriver({ kind: "local", basedir: path.join(root, "declared") });
   const description = await driver.create({ workspaceId, userId: "alice", agentId: "coder", managedBy: "pulumi" });
   await fs.writeFile(path.join(driver.folderFor(workspaceId), "from-stack.txt"), "declared");
-  entry = { workspaceId, userId: "alice", agentId: "coder", backend: { kind: "local", basedir: path.join(root, "declared") }, managedBy: "pulumi", location: description.location };
+  entry = {
+    workspaceId,
+    userId: "alice",
+    agentId: "coder",
+    backend: { kind: "local", basedir: path.join(root, "declared") },
+    managedBy: "pulumi",
+    location: description.location,
+  };
 
   await fs.mkdir(path.join(root, "project"), { recursive: true });
   const stack = await PulumiWorkspace.createOrSelectStack(
@@ -39,7 +49,10 @@ beforeAll(async () => {
     { envVars, pulumiHome, workDir: path.join(root, "project") },
   );
   await stack.up();
-  const empty = await PulumiWorkspace.createOrSelectStack({ stackName: "empty", projectName: project, program: async () => ({ nothing: 1 }) }, { envVars, pulumiHome });
+  const empty = await PulumiWorkspace.createOrSelectStack(
+    { stackName: "empty", projectName: project, program: async () => ({ nothing: 1 }) },
+    { envVars, pulumiHome },
+  );
   await empty.up();
 }, 300_000);
 

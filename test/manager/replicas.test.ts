@@ -136,78 +136,94 @@ describe.concurrent("replicas sharing one backend object", () => {
     await fs.rm(basedir, { recursive: true, force: true });
   });
 
-  it.skipIf(!engine)("Docker: an idle replica never pauses the container another replica is using", async () => {
-    const workspaceId = uniqueId("replicas");
-    dockerIds.push(workspaceId);
-    const base = { kind: "docker", basedir: path.join(basedir, "docker"), workspaceId, baseImage: BASE_IMAGE, readOnlyPaths: [ROOT] };
-    // The engine's own record of pauses, whichever replica asked for them.
-    const { pauses, stop } = await watchEnginePauses(workspaceId);
-    let a: Replica | undefined;
-    let b: Replica | undefined;
-    try {
-      const r = await idleAndBusy(base);
-      ({ a, b } = r);
-      const busy = during(r.busyFrom, r.busyDone.lastOpAt!);
-      expectNoFailures(r.a, r.b, r.busyFrom, r.busyDone);
-      // A's sweep ran while B worked and left the container running for B: neither the engine
-      // nor any replica saw a pause then.
-      expect(r.a.keptEvictions().filter((l) => busy(l.t)).length).toBeGreaterThan(0);
-      expect(pauses.filter(busy)).toEqual([]);
-      expect([...r.a.events("pause"), ...r.b.events("pause")].filter((l) => busy(l.t))).toEqual([]);
-      // Once both are idle, the last one's sweep pauses it.
-      await waitUntil(() => pauses.some((t) => t > r.busyDone.lastOpAt!), 30_000, "paused after both replicas went idle");
-    } finally {
-      stop();
-      await Promise.all([a?.stop(), b?.stop()]);
-    }
-  }, BUSY_MS + 240_000);
+  it.skipIf(!engine)(
+    "Docker: an idle replica never pauses the container another replica is using",
+    async () => {
+      const workspaceId = uniqueId("replicas");
+      dockerIds.push(workspaceId);
+      const base = { kind: "docker", basedir: path.join(basedir, "docker"), workspaceId, baseImage: BASE_IMAGE, readOnlyPaths: [ROOT] };
+      // The engine's own record of pauses, whichever replica asked for them.
+      const { pauses, stop } = await watchEnginePauses(workspaceId);
+      let a: Replica | undefined;
+      let b: Replica | undefined;
+      try {
+        const r = await idleAndBusy(base);
+        ({ a, b } = r);
+        const busy = during(r.busyFrom, r.busyDone.lastOpAt!);
+        expectNoFailures(r.a, r.b, r.busyFrom, r.busyDone);
+        // A's sweep ran while B worked and left the container running for B: neither the engine
+        // nor any replica saw a pause then.
+        expect(r.a.keptEvictions().filter((l) => busy(l.t)).length).toBeGreaterThan(0);
+        expect(pauses.filter(busy)).toEqual([]);
+        expect([...r.a.events("pause"), ...r.b.events("pause")].filter((l) => busy(l.t))).toEqual([]);
+        // Once both are idle, the last one's sweep pauses it.
+        await waitUntil(() => pauses.some((t) => t > r.busyDone.lastOpAt!), 30_000, "paused after both replicas went idle");
+      } finally {
+        stop();
+        await Promise.all([a?.stop(), b?.stop()]);
+      }
+    },
+    BUSY_MS + 240_000,
+  );
 
   // Bubblewrap keeps no process between commands: eviction only closes this replica's handle, so
   // there is nothing to pause; what must hold is that A's evictions never break B's operations.
-  it("Bubblewrap: an idle replica's evictions never break another replica's operations", async () => {
-    const workspaceId = uniqueId("replicas");
-    const base = { kind: "bubblewrap", basedir: path.join(basedir, "bwrap"), workspaceId, readOnlyPaths: [ROOT] };
-    let a: Replica | undefined;
-    let b: Replica | undefined;
-    try {
-      const r = await idleAndBusy(base);
-      ({ a, b } = r);
-      expectNoFailures(r.a, r.b, r.busyFrom, r.busyDone);
-      expect([...r.a.events("pause"), ...r.b.events("pause")]).toEqual([]);
-    } finally {
-      await Promise.all([a?.stop(), b?.stop()]);
-    }
-  }, BUSY_MS + 240_000);
+  it(
+    "Bubblewrap: an idle replica's evictions never break another replica's operations",
+    async () => {
+      const workspaceId = uniqueId("replicas");
+      const base = { kind: "bubblewrap", basedir: path.join(basedir, "bwrap"), workspaceId, readOnlyPaths: [ROOT] };
+      let a: Replica | undefined;
+      let b: Replica | undefined;
+      try {
+        const r = await idleAndBusy(base);
+        ({ a, b } = r);
+        expectNoFailures(r.a, r.b, r.busyFrom, r.busyDone);
+        expect([...r.a.events("pause"), ...r.b.events("pause")]).toEqual([]);
+      } finally {
+        await Promise.all([a?.stop(), b?.stop()]);
+      }
+    },
+    BUSY_MS + 240_000,
+  );
 
-  it.skipIf(!engine)("Docker: a replica killed without cleanup stops counting once its lease expires; the survivor's sweep pauses", async () => {
-    const workspaceId = uniqueId("replicas-kill");
-    dockerIds.push(workspaceId);
-    const dockerBase = path.join(basedir, "docker");
-    const base = { kind: "docker", basedir: dockerBase, workspaceId, baseImage: BASE_IMAGE, readOnlyPaths: [ROOT] };
-    const { pauses, stop } = await watchEnginePauses(workspaceId);
-    const doomed = new Replica({ ...base, mode: "busy", ttl: 2, sweepInterval: 0.5, busyMs: 600_000 });
-    let survivor: Replica | undefined;
-    try {
-      const ready = await doomed.waitFor((l) => l.type === "ready", 120_000, "doomed replica ready");
-      survivor = new Replica({ ...base, mode: "idle", ttl: 0.6, sweepInterval: 0.2 });
-      await survivor.waitFor((l) => l.type === "ready", 120_000, "survivor ready");
-      // The survivor went idle while the other worked: it handed the container over, unpaused.
-      await survivor.waitFor((l) => l.type === "event" && l.event?.type === "evict" && (l.event as EvictEvent).keptForReplica === true, 30_000, "a kept eviction");
-      expect(pauses).toEqual([]);
-      doomed.child.kill("SIGKILL");
-      await new Promise((r) => doomed.child.once("exit", r));
-      const killedAt = Date.now();
-      // Nothing released the dead replica's lease: it is still on disk, and it only expires.
-      const leaseFile = path.join(dockerBase, ".agentws", "leases", workspaceId, ready.replicaId!);
-      expect((await fs.stat(leaseFile)).isFile()).toBe(true);
-      await waitUntil(() => pauses.length > 0, 30_000, "paused by the survivor after the dead replica's lease expired");
-      expect(pauses[0]!).toBeGreaterThan(killedAt);
-      // The survivor reports it once its guarded pause has settled (after the engine's event).
-      await survivor.waitFor((l) => l.type === "event" && l.event?.type === "pause", 30_000, "the survivor's pause event");
-      expect(survivor.failures).toEqual([]);
-    } finally {
-      stop();
-      await Promise.all([survivor?.stop(), doomed.stop()]);
-    }
-  }, 300_000);
+  it.skipIf(!engine)(
+    "Docker: a replica killed without cleanup stops counting once its lease expires; the survivor's sweep pauses",
+    async () => {
+      const workspaceId = uniqueId("replicas-kill");
+      dockerIds.push(workspaceId);
+      const dockerBase = path.join(basedir, "docker");
+      const base = { kind: "docker", basedir: dockerBase, workspaceId, baseImage: BASE_IMAGE, readOnlyPaths: [ROOT] };
+      const { pauses, stop } = await watchEnginePauses(workspaceId);
+      const doomed = new Replica({ ...base, mode: "busy", ttl: 2, sweepInterval: 0.5, busyMs: 600_000 });
+      let survivor: Replica | undefined;
+      try {
+        const ready = await doomed.waitFor((l) => l.type === "ready", 120_000, "doomed replica ready");
+        survivor = new Replica({ ...base, mode: "idle", ttl: 0.6, sweepInterval: 0.2 });
+        await survivor.waitFor((l) => l.type === "ready", 120_000, "survivor ready");
+        // The survivor went idle while the other worked: it handed the container over, unpaused.
+        await survivor.waitFor(
+          (l) => l.type === "event" && l.event?.type === "evict" && (l.event as EvictEvent).keptForReplica === true,
+          30_000,
+          "a kept eviction",
+        );
+        expect(pauses).toEqual([]);
+        doomed.child.kill("SIGKILL");
+        await new Promise((r) => doomed.child.once("exit", r));
+        const killedAt = Date.now();
+        // Nothing released the dead replica's lease: it is still on disk, and it only expires.
+        const leaseFile = path.join(dockerBase, ".agentws", "leases", workspaceId, ready.replicaId!);
+        expect((await fs.stat(leaseFile)).isFile()).toBe(true);
+        await waitUntil(() => pauses.length > 0, 30_000, "paused by the survivor after the dead replica's lease expired");
+        expect(pauses[0]!).toBeGreaterThan(killedAt);
+        // The survivor reports it once its guarded pause has settled (after the engine's event).
+        await survivor.waitFor((l) => l.type === "event" && l.event?.type === "pause", 30_000, "the survivor's pause event");
+        expect(survivor.failures).toEqual([]);
+      } finally {
+        stop();
+        await Promise.all([survivor?.stop(), doomed.stop()]);
+      }
+    },
+    300_000,
+  );
 });

@@ -18,12 +18,14 @@ const script = fileURLToPath(new URL("../fixtures/mcp/reference_mcp_ops.py", imp
 
 type Op = { call: "add" | "remove" | "purge" | "list" | "restart"; agent_id?: string; session_id?: string; spec?: unknown; name?: string };
 
-
 describe.skipIf(!ready)(".mcp parity with the reference LocalWorkspace", () => {
   const base = mkdtempSync(path.join(os.tmpdir(), "agentws-mcp-parity-"));
   afterAll(() => rmSync(base, { recursive: true, force: true }));
 
-  async function both(defaults: unknown[], ops: Op[]): Promise<{ ref: { file: string | null; lists: string[][] }; ours: { file: string | null; lists: string[][] } }> {
+  async function both(
+    defaults: unknown[],
+    ops: Op[],
+  ): Promise<{ ref: { file: string | null; lists: string[][] }; ours: { file: string | null; lists: string[][] } }> {
     const refDir = path.join(base, `ref-${Math.random().toString(36).slice(2)}`);
     const r = spawnSync(python, [script, refDir], { input: JSON.stringify({ defaults, ops }), encoding: "utf8", timeout: 120_000 });
     if (r.status !== 0) throw new Error(`reference failed: ${r.stderr}`);
@@ -51,7 +53,12 @@ describe.skipIf(!ready)(".mcp parity with the reference LocalWorkspace", () => {
     return { ref: { file: read(refDir), lists: JSON.parse(r.stdout) }, ours: { file: read(ourDir), lists } };
   }
 
-  const http = (name: string, extra: Record<string, unknown> = {}) => ({ name, is_stateful: false, mcp_config: { type: "http_mcp", url: `http://127.0.0.1:9/${name}` }, ...extra });
+  const http = (name: string, extra: Record<string, unknown> = {}) => ({
+    name,
+    is_stateful: false,
+    mcp_config: { type: "http_mcp", url: `http://127.0.0.1:9/${name}` },
+    ...extra,
+  });
   const [node, echo] = hostEchoServerArgv();
 
   it("writes the same bytes for adds, removes, [] and purges across scopes", async () => {
@@ -59,9 +66,21 @@ describe.skipIf(!ready)(".mcp parity with the reference LocalWorkspace", () => {
       [http("d")],
       [
         { call: "list", agent_id: "a1", session_id: "s0" },
-        { call: "add", agent_id: "a1", session_id: "s1", spec: http("web", { mcp_config: { type: "http_mcp", url: "http://127.0.0.1:9/w", headers: { X: "é中" }, timeout: 2.5 }, execution_timeout: 5, enable_tools: ["t"] }) },
+        {
+          call: "add",
+          agent_id: "a1",
+          session_id: "s1",
+          spec: http("web", {
+            mcp_config: { type: "http_mcp", url: "http://127.0.0.1:9/w", headers: { X: "é中" }, timeout: 2.5 },
+            execution_timeout: 5,
+            enable_tools: ["t"],
+          }),
+        },
         { call: "remove", agent_id: "a1", session_id: "s2", name: "d" },
-        { call: "add", spec: { name: "ech", is_stateful: true, mcp_config: { type: "stdio_mcp", command: node, args: [echo], env: { A: "b" } }, execution_timeout: 0.25 } },
+        {
+          call: "add",
+          spec: { name: "ech", is_stateful: true, mcp_config: { type: "stdio_mcp", command: node, args: [echo], env: { A: "b" } }, execution_timeout: 0.25 },
+        },
         { call: "add", agent_id: "a4", spec: http("streamy", { stream_progress: true }) },
         { call: "add", agent_id: "a2", session_id: "s1", spec: http("h2", { disable_tools: ["x", "y"] }) },
         { call: "add", agent_id: "a3", session_id: "s9", spec: http("gone") },
@@ -91,11 +110,14 @@ describe.skipIf(!ready)(".mcp parity with the reference LocalWorkspace", () => {
     expect((await ws.listMcps({ agentId: "a", sessionId: "s" })).map((h) => h.name)).toEqual(["one"]);
     await ws.addMcp(fromMcpJson(http("two")), { agentId: "a", sessionId: "s" });
     await ws.close();
-    const { ref } = await both([], [
-      { call: "add", agent_id: "a", session_id: "s", spec: http("one") },
-      { call: "restart" },
-      { call: "add", agent_id: "a", session_id: "s", spec: http("two") },
-    ]);
+    const { ref } = await both(
+      [],
+      [
+        { call: "add", agent_id: "a", session_id: "s", spec: http("one") },
+        { call: "restart" },
+        { call: "add", agent_id: "a", session_id: "s", spec: http("two") },
+      ],
+    );
     expect(readFileSync(path.join(dir, ".mcp"), "utf8")).toBe(ref.file!);
   });
 });

@@ -25,7 +25,7 @@ describe.skipIf(!hasPython)("formats against Python", () => {
 
   it(".mcp equals json.dumps(indent=2, ensure_ascii=False) of the reference's model_dump", () => {
     const specs: McpServerSpec[] = [
-      { name: "echo", transport: { type: "stdio", command: "node", args: ["s.mjs", "é中"], env: { K: "v\n\"q\"" }, cwd: "sub" }, executionTimeout: 5 },
+      { name: "echo", transport: { type: "stdio", command: "node", args: ["s.mjs", "é中"], env: { K: 'v\n"q"' }, cwd: "sub" }, executionTimeout: 5 },
       { name: "web", transport: { type: "http", url: "http://h/mcp", headers: { A: "b" } }, enableTools: ["x"], disableTools: [] },
       { name: "web2", stateful: true, transport: { type: "http", url: "http://h/2", timeout: 0.25 }, executionTimeout: 1e-5 },
     ];
@@ -58,7 +58,12 @@ sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False))
       ["agent-ü", "s2", ["web", "web2"]],
       ["", "", []],
     ]);
-    expect(back.scopes[0]!.specs[0]).toEqual({ ...specs[0], stateful: true, streamProgress: false, transport: { ...specs[0]!.transport, encodingErrorHandler: "strict" } });
+    expect(back.scopes[0]!.specs[0]).toEqual({
+      ...specs[0],
+      stateful: true,
+      streamProgress: false,
+      transport: { ...specs[0]!.transport, encodingErrorHandler: "strict" },
+    });
   });
 
   it("unifiedDiff equals difflib.unified_diff (n=3)", () => {

@@ -48,7 +48,9 @@ describe("parity with the Python reference (reduced scenario)", () => {
     expect(report.unexpected).toEqual([]);
     // The scenario really wrote the artefacts it is meant to compare.
     expect(report.filesCompared).toBeGreaterThanOrEqual(15);
-    const index = JSON.parse(await readFile(path.join(report.referenceDir, "skills", "alice", ".index"), "utf8")) as { skills: Record<string, { skill_name: string }> };
+    const index = JSON.parse(await readFile(path.join(report.referenceDir, "skills", "alice", ".index"), "utf8")) as {
+      skills: Record<string, { skill_name: string }>;
+    };
     expect(Object.values(index.skills).map((s) => s.skill_name)).toEqual(["seed-alpha", "seed-beta", "extra-one", "extra-one (1)"]);
   }, 120_000);
 

@@ -114,13 +114,11 @@ describe.skipIf(!ready)("built-in tools parity with the reference", () => {
       const fill = (dir: string) => calls.map(([n, args]) => [n, JSON.parse(JSON.stringify(args).replaceAll("{wd}", dir))] as Call);
       const r = spawnSync(python, [script, refDir], { input: JSON.stringify(fill(refDir)), encoding: "utf8", timeout: 120_000 });
       if (r.status !== 0) throw new Error(`reference failed: ${r.stderr}`);
-      const ref = (JSON.parse(r.stdout) as Array<{ text?: string; state?: string; metadata?: { diff?: string }; error?: string }>).map(
-        (x, i): Outcome => ({
-          text: unordered(calls[i]!, (x.text ?? x.error ?? "").replaceAll(refDir, "<WD>")),
-          error: x.state === "error" || x.error !== undefined,
-          ...(x.metadata?.diff !== undefined ? { diff: x.metadata.diff.replaceAll(refDir, "<WD>") } : {}),
-        }),
-      );
+      const ref = (JSON.parse(r.stdout) as Array<{ text?: string; state?: string; metadata?: { diff?: string }; error?: string }>).map((x, i): Outcome => ({
+        text: unordered(calls[i]!, (x.text ?? x.error ?? "").replaceAll(refDir, "<WD>")),
+        error: x.state === "error" || x.error !== undefined,
+        ...(x.metadata?.diff !== undefined ? { diff: x.metadata.diff.replaceAll(refDir, "<WD>") } : {}),
+      }));
       const tools = Object.fromEntries(createBuiltinTools(new LocalSandbox(ourDir), { track: (fn) => fn(), grepEngine: engine }).map((t) => [t.name, t]));
       const ours: Outcome[] = [];
       for (const [i, [name, args]] of fill(ourDir).entries()) {

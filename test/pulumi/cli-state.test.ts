@@ -57,7 +57,11 @@ describe.sequential("one state backend for every command", () => {
   });
 
   it("a plain `agentws serve` serves the fleet `up` provisioned", async () => {
-    const child = spawn(process.execPath, [join(ROOT, "bin", "agentws.js"), "serve", "--cwd", sb.workDir, "--port", "0", "--store", join(sb.dir, "sessions.db")], { env, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(
+      process.execPath,
+      [join(ROOT, "bin", "agentws.js"), "serve", "--cwd", sb.workDir, "--port", "0", "--store", join(sb.dir, "sessions.db")],
+      { env, stdio: ["ignore", "ignore", "pipe"] },
+    );
     let stderr = "";
     try {
       await new Promise<void>((ok, fail) => {

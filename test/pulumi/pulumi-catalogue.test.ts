@@ -212,7 +212,12 @@ steps.push(
   {
     name: "a symlinked parent",
     entries: [
-      { name: "local basedir reached through a symlinked parent", ws: "loc-a", expect: "none", edit: (s) => withBackend(s, { basedir: join(dir, "link", "parent", "local") }) },
+      {
+        name: "local basedir reached through a symlinked parent",
+        ws: "loc-a",
+        expect: "none",
+        edit: (s) => withBackend(s, { basedir: join(dir, "link", "parent", "local") }),
+      },
       { name: "the same folder through its real path", ws: "loc-p", expect: "none", edit: (s) => withBackend(s, { path: join(dir, "single", "p") }) },
     ],
   },
@@ -230,18 +235,42 @@ steps.push(
   {
     name: "in place, second round",
     entries: [
-      { name: "local: skillPaths added", ws: "loc-a", expect: "update", edit: (s) => ({ ...s, skillPaths: [join(import.meta.dirname, "..", "fixtures", "skills", "alpha")] }) },
-      { name: "local: a default MCP server added", ws: "loc-p", expect: "update", edit: (s) => ({ ...s, defaultMcps: [{ name: "web", transport: { type: "http", url: "http://127.0.0.1:9/mcp", headers: { Authorization: "Bearer not-a-real-token" } } }] }) },
+      {
+        name: "local: skillPaths added",
+        ws: "loc-a",
+        expect: "update",
+        edit: (s) => ({ ...s, skillPaths: [join(import.meta.dirname, "..", "fixtures", "skills", "alpha")] }),
+      },
+      {
+        name: "local: a default MCP server added",
+        ws: "loc-p",
+        expect: "update",
+        edit: (s) => ({
+          ...s,
+          defaultMcps: [{ name: "web", transport: { type: "http", url: "http://127.0.0.1:9/mcp", headers: { Authorization: "Bearer not-a-real-token" } } }],
+        }),
+      },
       { name: "bubblewrap: maxProcesses", ws: "bw-a", expect: "update", edit: (s) => withBackend(s, { maxProcesses: 256 }) },
       { name: "bubblewrap: readOnlyPaths", ws: "bw-e", expect: "update", edit: (s) => withBackend(s, { readOnlyPaths: [join(dir, "ro")] }) },
       { name: "docker: maxProcesses", ws: "dk-a", expect: "update", object: "same", edit: (s) => withBackend(s, { maxProcesses: 256 }) },
-      { name: "docker: memoryBytes on an ephemeral container", ws: "dk-e", expect: "update", object: "same", edit: (s) => withBackend(s, { memoryBytes: 512 * 1024 ** 2 }) },
+      {
+        name: "docker: memoryBytes on an ephemeral container",
+        ws: "dk-e",
+        expect: "update",
+        object: "same",
+        edit: (s) => withBackend(s, { memoryBytes: 512 * 1024 ** 2 }),
+      },
     ],
   },
   {
     name: "re-created containers keep their files",
     entries: [
-      { name: "docker: a tag changes (labels are fixed: new container)", ws: "dk-a", expect: "recreate", edit: (s) => ({ ...s, tags: { stack: "catalogue", team: "b" } }) },
+      {
+        name: "docker: a tag changes (labels are fixed: new container)",
+        ws: "dk-a",
+        expect: "recreate",
+        edit: (s) => ({ ...s, tags: { stack: "catalogue", team: "b" } }),
+      },
       { name: "local: a tag removed", ws: "loc-a", expect: "update", edit: (s) => ({ ...s, tags: { stack: "catalogue" } }) },
       { name: "bubblewrap: cpus", ws: "bw-a", expect: "update", edit: (s) => withBackend(s, { cpus: 1 }) },
       { name: "bubblewrap: memoryBytes", ws: "bw-e", expect: "update", edit: (s) => withBackend(s, { memoryBytes: 512 * 1024 ** 2 }) },
@@ -260,7 +289,14 @@ steps.push(
     name: "re-created, third round",
     entries: [
       { name: "docker: another base image tag", ws: "dk-a", expect: "recreate", edit: (s) => withBackend(s, { baseImage: ALT_IMAGE }) },
-      { name: "local: userId of an explicit id changes (another owner)", ws: "loc-p", expect: "replace", object: "same", files: "kept", edit: (s) => ({ ...s, userId: "ops2" }) },
+      {
+        name: "local: userId of an explicit id changes (another owner)",
+        ws: "loc-p",
+        expect: "replace",
+        object: "same",
+        files: "kept",
+        edit: (s) => ({ ...s, userId: "ops2" }),
+      },
     ],
   },
   {
@@ -280,9 +316,20 @@ steps.push(
     name: "with deleteData on",
     allowDataLoss: true,
     entries: [
-      { name: "local basedir moves: the old folder is deleted", ws: "loc-a", expect: "replace", files: "gone", edit: (s) => withBackend(s, { basedir: join(dir, "local") }) },
+      {
+        name: "local basedir moves: the old folder is deleted",
+        ws: "loc-a",
+        expect: "replace",
+        files: "gone",
+        edit: (s) => withBackend(s, { basedir: join(dir, "local") }),
+      },
       { name: "bubblewrap network back to none keeps the files", ws: "bw-a", expect: "update", edit: (s) => withBackend(s, { network: "none" }) },
-      { name: "docker readOnlyPaths re-creates, keeping the files", ws: "dk-a", expect: "recreate", edit: (s) => withBackend(s, { readOnlyPaths: [join(dir, "ro")] }) },
+      {
+        name: "docker readOnlyPaths re-creates, keeping the files",
+        ws: "dk-a",
+        expect: "recreate",
+        edit: (s) => withBackend(s, { readOnlyPaths: [join(dir, "ro")] }),
+      },
     ],
   },
   {
@@ -294,8 +341,20 @@ steps.push(
     name: "replacements that keep or leave the files",
     allowDataLoss: true,
     entries: [
-      { name: "local path moves: files stay in the old folder", ws: "loc-p", expect: "replace", files: "gone", edit: (s) => withBackend(s, { path: join(dir, "single", "q") }) },
-      { name: "docker basedir moves (delete first: one name per engine)", ws: "dk-a", expect: "replace", files: "gone", edit: (s) => withBackend(s, { basedir: join(dir, "docker2") }) },
+      {
+        name: "local path moves: files stay in the old folder",
+        ws: "loc-p",
+        expect: "replace",
+        files: "gone",
+        edit: (s) => withBackend(s, { path: join(dir, "single", "q") }),
+      },
+      {
+        name: "docker basedir moves (delete first: one name per engine)",
+        ws: "dk-a",
+        expect: "replace",
+        files: "gone",
+        edit: (s) => withBackend(s, { basedir: join(dir, "docker2") }),
+      },
       { name: "bubblewrap basedir moves", ws: "bw-a", expect: "replace", files: "gone", edit: (s) => withBackend(s, { basedir: join(dir, "bwrap2") }) },
       { name: "bubblewrap userId changes on an ephemeral workspace", ws: "bw-e", expect: "replace", files: "gone", edit: (s) => ({ ...s, userId: "ops2" }) },
     ],
@@ -307,7 +366,13 @@ steps.push(
       { name: "a workspace renamed (its id changes)", ws: "loc-a", expect: "rename", files: "gone", edit: (s) => ({ ...s, workspaceId: id("loc-b") }) },
       { name: "a workspace removed", ws: "dk-e", expect: "delete", edit: () => null },
       { name: "a workspace added", ws: "loc-n", expect: "create" },
-      { name: "kind changes local → bubblewrap", ws: "loc-p", expect: "replace", files: "gone", edit: (s) => ({ ...s, backend: bwrap ? { kind: "bubblewrap", basedir: join(dir, "bwrap") } : { kind: "local", basedir: join(dir, "local") } }) },
+      {
+        name: "kind changes local → bubblewrap",
+        ws: "loc-p",
+        expect: "replace",
+        files: "gone",
+        edit: (s) => ({ ...s, backend: bwrap ? { kind: "bubblewrap", basedir: join(dir, "bwrap") } : { kind: "local", basedir: join(dir, "local") } }),
+      },
     ],
   },
   {

@@ -39,7 +39,9 @@ const docker = () => dockerClient();
 const containerOf = async (id: string) => (await docker().listContainers({ all: true, filters: { label: [`agent-workspaces.workspace-id=${id}`] } }))[0];
 /** Workspace images whose recorded inputs name `base`. */
 const imagesFrom = async (base: string) =>
-  (await docker().listImages({ filters: { label: ["agent-workspaces.image-inputs"] } })).filter((i) => JSON.parse(i.Labels?.["agent-workspaces.image-inputs"] ?? "{}").baseImage === base);
+  (await docker().listImages({ filters: { label: ["agent-workspaces.image-inputs"] } })).filter(
+    (i) => JSON.parse(i.Labels?.["agent-workspaces.image-inputs"] ?? "{}").baseImage === base,
+  );
 /** Workspace images from these bases still on the engine, once none is left or after 60 s (a removal on a busy engine may outlast the driver's 30 s bound and finish on the engine's side). */
 async function imagesLeft(...bases: string[]) {
   let left: Awaited<ReturnType<typeof imagesFrom>> = [];
@@ -64,13 +66,43 @@ describe.skipIf(!engine).sequential("docker workspaces on the real Pulumi engine
     sbB = makeSandbox("docker-b");
     const program = (id: string, sb: Sandbox, image: () => string, deleteData: () => boolean, data: () => string) => async () => {
       const fleet = new WorkspaceFleet("fleet", {
-        workspaces: [{ workspaceId: id, userId: "ops", agentId: "builder", backend: { kind: "docker", baseImage: image(), basedir: join(sb.dir, data()) }, tags: { team: "a" } }],
+        workspaces: [
+          {
+            workspaceId: id,
+            userId: "ops",
+            agentId: "builder",
+            backend: { kind: "docker", baseImage: image(), basedir: join(sb.dir, data()) },
+            tags: { team: "a" },
+          },
+        ],
         deleteData: deleteData(),
       });
       return { [FLEET_OUTPUT_NAME]: fleet.workspaces };
     };
-    stackA = await testStack(sbA, "docker", program(A, sbA, () => imageA, () => deleteDataA, () => dataA), bin);
-    stackB = await testStack(sbB, "docker", program(B, sbB, () => BASE_IMAGE, () => false, () => "data"), bin);
+    stackA = await testStack(
+      sbA,
+      "docker",
+      program(
+        A,
+        sbA,
+        () => imageA,
+        () => deleteDataA,
+        () => dataA,
+      ),
+      bin,
+    );
+    stackB = await testStack(
+      sbB,
+      "docker",
+      program(
+        B,
+        sbB,
+        () => BASE_IMAGE,
+        () => false,
+        () => "data",
+      ),
+      bin,
+    );
   });
 
   afterAll(async () => {
@@ -94,7 +126,9 @@ describe.skipIf(!engine).sequential("docker workspaces on the real Pulumi engine
 
     imageA = MISSING_IMAGE;
     const c = new StepCollector();
-    await expect(withPlanEnv(stackA, { preview: true }, () => stackA.preview({ onEvent: c.onEvent, color: "never" }))).rejects.toThrow(/backend\.baseImage: 'agentws-base:missing-\d+' is not on the Docker engine/);
+    await expect(withPlanEnv(stackA, { preview: true }, () => stackA.preview({ onEvent: c.onEvent, color: "never" }))).rejects.toThrow(
+      /backend\.baseImage: 'agentws-base:missing-\d+' is not on the Docker engine/,
+    );
     expect(renderPreviewMarkdown(c.model())).toContain("backend.baseImage");
     await expect(upWithPreview(stackA, { color: "never" })).rejects.toThrow(/backend\.baseImage/);
     // Even without the CLI's preview, the provider checks the new inputs before the old container goes.

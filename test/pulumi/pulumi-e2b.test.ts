@@ -15,7 +15,6 @@ const KEY = `e2b_pulumi_secret_${process.pid}_key`;
 let sb: Sandbox;
 let stack: Stack;
 
-
 describe.skipIf(!emu).sequential("e2b workspace on the real Pulumi engine (emulator)", () => {
   const copies = () => emu!.sandboxes(KEY).filter((s) => s.metadata[REFERENCE_KEY] === ID);
   beforeAll(async () => {

@@ -110,7 +110,16 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     specs[0] = { ...specs[0]!, tags: { team: "b" }, skillPaths: [join(SKILLS, "alpha"), join(SKILLS, "beta")] };
     const p = await preview();
     expect(p.model.changes).toMatchObject([
-      { op: "update", workspaceId: "alpha", kind: "local", data: "kept", fields: [{ path: "skillPaths", replace: false }, { path: "tags.team", replace: false, from: '"a"', to: '"b"' }] },
+      {
+        op: "update",
+        workspaceId: "alpha",
+        kind: "local",
+        data: "kept",
+        fields: [
+          { path: "skillPaths", replace: false },
+          { path: "tags.team", replace: false, from: '"a"', to: '"b"' },
+        ],
+      },
     ]);
     expect(p.stdout).toMatch(/~ pulumi-nodejs:dynamic\/agentws:Workspace: \(update\)/);
     expect(p.stdout).toMatch(/team: "a" => "b"/);
@@ -118,7 +127,7 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     const md = renderPreviewMarkdown(p.model, { stack: "test" });
     expect(md).toContain("**1 to update** · 1 unchanged");
     expect(md).toContain("| `alpha` | — | local | `skillPaths`: ");
-    expect(md).toContain("`tags.team`: `\"a\"` → `\"b\"` | same folder; files kept |");
+    expect(md).toContain('`tags.team`: `"a"` → `"b"` | same folder; files kept |');
     expect(md).not.toContain("replace");
 
     const r = await stack.up({ color: "never" });
@@ -134,7 +143,9 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     const moved = join(sb.dir, "workspaces-2");
     specs[0] = { ...specs[0]!, backend: { kind: "local", basedir: moved } };
     const p = await preview();
-    expect(p.model.changes).toMatchObject([{ op: "replace", workspaceId: "alpha", kind: "local", data: "deleted", fields: [{ path: "backend.basedir", replace: true }] }]);
+    expect(p.model.changes).toMatchObject([
+      { op: "replace", workspaceId: "alpha", kind: "local", data: "deleted", fields: [{ path: "backend.basedir", replace: true }] },
+    ]);
     expect(p.stdout).toMatch(/\+-pulumi-nodejs:dynamic\/agentws:Workspace: \(replace\)/);
     const md = renderPreviewMarkdown(p.model);
     expect(md).toContain("**1 to replace** · 1 unchanged");
@@ -170,7 +181,9 @@ describe.sequential("WorkspaceFleet on the real Pulumi engine", () => {
     specs = [specs[0]!];
     const p = await preview();
     // The preview names the owner and says the files go with it (deleteData is on).
-    expect(p.model.changes).toEqual([{ op: "delete", workspaceId: "4bf1218b645ff727", userId: "u1", agentId: "a1", kind: "local", data: "deleted", fields: [] }]);
+    expect(p.model.changes).toEqual([
+      { op: "delete", workspaceId: "4bf1218b645ff727", userId: "u1", agentId: "a1", kind: "local", data: "deleted", fields: [] },
+    ]);
     await stack.up({ color: "never" });
     expect(existsSync(folderOf(basedir, "4bf1218b645ff727"))).toBe(false);
 

@@ -88,7 +88,9 @@ export function backendText(sb: Sandbox): string {
 
 export function stateResources(sb: Sandbox, projectName: string): { type: string; id?: string; outputs?: Record<string, unknown> }[] {
   const file = join(sb.backendDir, ".pulumi", "stacks", projectName, "test.json");
-  const doc = JSON.parse(readFileSync(file, "utf8")) as { checkpoint: { latest?: { resources?: { type: string; id?: string; outputs?: Record<string, unknown> }[] } } };
+  const doc = JSON.parse(readFileSync(file, "utf8")) as {
+    checkpoint: { latest?: { resources?: { type: string; id?: string; outputs?: Record<string, unknown> }[] } };
+  };
   return doc.checkpoint.latest?.resources ?? [];
 }
 

@@ -64,7 +64,9 @@ describe.skipIf(!cluster).sequential("kubernetes workspace on the real Pulumi en
     let r: Awaited<ReturnType<typeof stack.up>>;
     try {
       await stack.preview({ onEvent: col.onEvent, color: "never" });
-      expect(col.model().changes).toMatchObject([{ op: "replace", workspaceId: ID, kind: "kubernetes", data: "deleted", fields: [{ path: "backend.storageSize", replace: true }] }]);
+      expect(col.model().changes).toMatchObject([
+        { op: "replace", workspaceId: ID, kind: "kubernetes", data: "deleted", fields: [{ path: "backend.storageSize", replace: true }] },
+      ]);
       r = await stack.up({ color: "never" });
     } finally {
       delete process.env.AGENTWS_ALLOW_DATA_LOSS;
@@ -80,7 +82,9 @@ describe.skipIf(!cluster).sequential("kubernetes workspace on the real Pulumi en
     await stack.refresh({ color: "never" });
     // The refreshed state says the Pod is gone (the PVC, and so the workspace, is still there).
     const state = async () =>
-      ((await stack.exportStack()).deployment.resources as { type: string; outputs?: { state?: string } }[]).find((r) => r.type === "pulumi-nodejs:dynamic/agentws:Workspace")?.outputs?.state;
+      ((await stack.exportStack()).deployment.resources as { type: string; outputs?: { state?: string } }[]).find(
+        (r) => r.type === "pulumi-nodejs:dynamic/agentws:Workspace",
+      )?.outputs?.state;
     expect(await state()).toBe("stopped");
     await c.core.deleteNamespacedPersistentVolumeClaim({ name: objectName(ID), namespace: c.namespace });
     for (let i = 0; i < 200 && (await objectsFor(c, ID)).pvcs.length; i++) await new Promise((r) => setTimeout(r, 100));
@@ -91,7 +95,16 @@ describe.skipIf(!cluster).sequential("kubernetes workspace on the real Pulumi en
     const pv = (await pvc()).spec!.volumeName!;
     await stack.destroy({ color: "never" });
     expect(await objectsFor(c, ID)).toEqual({ pods: [], pvcs: [] });
-    for (let i = 0; i < 100 && (await c.core.readPersistentVolume({ name: pv }).then(() => true, () => false)); i++) await new Promise((r) => setTimeout(r, 200));
+    for (
+      let i = 0;
+      i < 100 &&
+      (await c.core.readPersistentVolume({ name: pv }).then(
+        () => true,
+        () => false,
+      ));
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 200));
     await expect(c.core.readPersistentVolume({ name: pv })).rejects.toMatchObject({ code: 404 });
   });
 });

@@ -33,7 +33,11 @@ const firstFolders: Record<string, string> = {};
 
 const dir = (name: string) => join(parent, name);
 const local = (id: string, basedir: string): WorkspaceSpecInput => ({ workspaceId: id, backend: { kind: "local", basedir: dir(basedir) } });
-const bubble = (id: string, userId: string, basedir: string): WorkspaceSpecInput => ({ workspaceId: id, userId, backend: { kind: "bubblewrap", basedir: dir(basedir) } });
+const bubble = (id: string, userId: string, basedir: string): WorkspaceSpecInput => ({
+  workspaceId: id,
+  userId,
+  backend: { kind: "bubblewrap", basedir: dir(basedir) },
+});
 
 /** Every path under `root` (folders end in "/"), relative to it, sorted: what "listing them" means here. */
 function tree(root: string): string[] {
@@ -67,8 +71,18 @@ beforeAll(async () => {
   sbB = makeSandbox("leftovers-b");
   parent = join(sbA.dir, "parent");
   mkdirSync(parent);
-  stackA = await testStack(sbA, "leftovers-a", async () => ({ [FLEET_OUTPUT_NAME]: new WorkspaceFleet("fleet", { workspaces: specsA, deleteData: deleteDataA }).workspaces }), bin);
-  stackB = await testStack(sbB, "leftovers-b", async () => ({ [FLEET_OUTPUT_NAME]: new WorkspaceFleet("fleet", { workspaces: specsB, deleteData: false }).workspaces }), bin);
+  stackA = await testStack(
+    sbA,
+    "leftovers-a",
+    async () => ({ [FLEET_OUTPUT_NAME]: new WorkspaceFleet("fleet", { workspaces: specsA, deleteData: deleteDataA }).workspaces }),
+    bin,
+  );
+  stackB = await testStack(
+    sbB,
+    "leftovers-b",
+    async () => ({ [FLEET_OUTPUT_NAME]: new WorkspaceFleet("fleet", { workspaces: specsB, deleteData: false }).workspaces }),
+    bin,
+  );
 });
 
 afterAll(async () => {
@@ -82,7 +96,14 @@ describe.sequential("destroy with deleteData removes what earlier replaces and r
   it("two stacks share parent folders; stack A starts with deleteData off", async () => {
     specsB = [local("b-one", "loc"), ...(bwrap ? [bubble("b-bw", "user-b", "bw")] : [])];
     expect((await stackB.up({ color: "never" })).summary.result).toBe("succeeded");
-    specsA = [local("stay", "loc"), local("moved", "loc"), local("gone", "loc"), local("back", "loc"), local("lost", "loc3"), ...(bwrap ? [bubble("bw-moved", "user-a", "bw")] : [])];
+    specsA = [
+      local("stay", "loc"),
+      local("moved", "loc"),
+      local("gone", "loc"),
+      local("back", "loc"),
+      local("lost", "loc3"),
+      ...(bwrap ? [bubble("bw-moved", "user-a", "bw")] : []),
+    ];
     const fleet = await upA();
     for (const [id, w] of Object.entries(fleet)) {
       firstFolders[id] = w.location.hostPath!;
@@ -98,7 +119,13 @@ describe.sequential("destroy with deleteData removes what earlier replaces and r
     // deleteData off keeps them: the files are there, the records (the backend objects) are not.
     for (const id of ["moved", "gone", "back", "lost", ...(bwrap ? ["bw-moved"] : [])]) expect(existsSync(join(firstFolders[id]!, "note.txt"))).toBe(true);
     expect(existsSync(metadataRecordPath(firstFolders.moved!))).toBe(false);
-    expect(leftovers()).toEqual([...(bwrap ? ["bubblewrap:bw|user-a|bw-moved"] : []), "local:loc/back", "local:loc/gone", "local:loc/moved", "local:loc3/lost"]);
+    expect(leftovers()).toEqual([
+      ...(bwrap ? ["bubblewrap:bw|user-a|bw-moved"] : []),
+      "local:loc/back",
+      "local:loc/gone",
+      "local:loc/moved",
+      "local:loc3/lost",
+    ]);
   });
 
   it("a workspace moved back takes its old folder again (no longer a leftover); another stack's workspace takes one too", async () => {
@@ -107,7 +134,13 @@ describe.sequential("destroy with deleteData removes what earlier replaces and r
     expect(fleet.back!.location.hostPath).toBe(firstFolders.back);
     expect(existsSync(join(firstFolders.back!, "note.txt"))).toBe(true);
     // Its folder in loc2 is the one left behind now.
-    expect(leftovers()).toEqual([...(bwrap ? ["bubblewrap:bw|user-a|bw-moved"] : []), "local:loc/gone", "local:loc/moved", "local:loc2/back", "local:loc3/lost"]);
+    expect(leftovers()).toEqual([
+      ...(bwrap ? ["bubblewrap:bw|user-a|bw-moved"] : []),
+      "local:loc/gone",
+      "local:loc/moved",
+      "local:loc2/back",
+      "local:loc3/lost",
+    ]);
     // Stack B creates a workspace with the id of A's removed one in the same basedir: it adopts the folder.
     specsB = [...specsB, local("gone", "loc")];
     expect((await stackB.up({ color: "never" })).summary.result).toBe("succeeded");
@@ -131,7 +164,11 @@ describe.sequential("destroy with deleteData removes what earlier replaces and r
     expect(message).toContain("workspace 'lost'");
     expect(existsSync(join(precious, "keep.txt"))).toBe(true);
     // Every workspace is gone; the ledger stays with all it could not finish.
-    expect(stateResources(sbA, "leftovers-a").filter((r) => r.type.startsWith("pulumi-nodejs:dynamic/")).map((r) => r.type)).toEqual([LEDGER]);
+    expect(
+      stateResources(sbA, "leftovers-a")
+        .filter((r) => r.type.startsWith("pulumi-nodejs:dynamic/"))
+        .map((r) => r.type),
+    ).toEqual([LEDGER]);
     expect(leftovers()).toContain("local:loc3/lost");
     rmSync(firstFolders.lost!);
     mkdirSync(firstFolders.lost!);
@@ -140,7 +177,10 @@ describe.sequential("destroy with deleteData removes what earlier replaces and r
   it("destroy with deleteData on then leaves no folder of stack A, and stack B's are untouched", async () => {
     // Stack A's user folder in the shared bubblewrap basedir holds only its left-behind workspace.
     const aUser = bwrap ? `${relative(dir("bw"), dirname(firstFolders["bw-moved"]!))}/` : "\0";
-    const before = { loc: ["b-one", "gone"].flatMap((id) => tree(join(dir("loc"), id)).map((p) => `${id}/${p}`)), bw: tree(dir("bw")).filter((p) => !p.startsWith(aUser)) };
+    const before = {
+      loc: ["b-one", "gone"].flatMap((id) => tree(join(dir("loc"), id)).map((p) => `${id}/${p}`)),
+      bw: tree(dir("bw")).filter((p) => !p.startsWith(aUser)),
+    };
     const r = await stackA.destroy({ color: "never" });
     expect(r.summary.result).toBe("succeeded");
     // The folder stack B took over is kept, and the destroy says so.

@@ -33,7 +33,14 @@ describe.skipIf(!server).sequential("opensandbox stack on the real Pulumi engine
       "opensandbox",
       async () => {
         const fleet = new WorkspaceFleet("fleet", {
-          workspaces: [{ ...entry, workspaceId: ID, backend: { ...entry.backend, kind: "opensandbox", image: OPENSANDBOX_TEST_IMAGE, domain: server!.domain, basedir } as never, tags }],
+          workspaces: [
+            {
+              ...entry,
+              workspaceId: ID,
+              backend: { ...entry.backend, kind: "opensandbox", image: OPENSANDBOX_TEST_IMAGE, domain: server!.domain, basedir } as never,
+              tags,
+            },
+          ],
           deleteData: true,
         });
         return { [FLEET_OUTPUT_NAME]: fleet.workspaces };

@@ -25,7 +25,12 @@ function pulumi(args: string[], input?: string): string {
 }
 
 function agentws(args: string[], input?: string): { stdout: string; stderr: string; status: number | null } {
-  const r = spawnSync(process.execPath, [join(ROOT, "bin", "agentws.js"), ...args, "--cwd", sb.workDir, "--stack", "cli"], { env, encoding: "utf8", input, timeout: 180_000 });
+  const r = spawnSync(process.execPath, [join(ROOT, "bin", "agentws.js"), ...args, "--cwd", sb.workDir, "--stack", "cli"], {
+    env,
+    encoding: "utf8",
+    input,
+    timeout: 180_000,
+  });
   return { stdout: r.stdout, stderr: r.stderr, status: r.status };
 }
 
@@ -66,10 +71,14 @@ describe.sequential("the default local stack", () => {
     const up = pulumi(["up", "--yes"]);
     expect(up).toMatch(/created/);
     const fleet = FleetOutputsSchema.parse(JSON.parse(pulumi(["stack", "output", "--json"])).workspaces);
-    const kinds = Object.values(fleet).map((w) => w.backend.kind).sort();
+    const kinds = Object.values(fleet)
+      .map((w) => w.backend.kind)
+      .sort();
     expect(kinds).toEqual(bwrap ? ["bubblewrap", "local"] : ["local"]);
     for (const w of Object.values(fleet)) expect(existsSync(w.location.hostPath!)).toBe(true);
-    expect(fleet[Object.keys(fleet).find((k) => fleet[k]!.backend.kind === "local")!]!.location.hostPath).toContain(join(sb.dir, "user-home", ".agent-workspaces", "local"));
+    expect(fleet[Object.keys(fleet).find((k) => fleet[k]!.backend.kind === "local")!]!.location.hostPath).toContain(
+      join(sb.dir, "user-home", ".agent-workspaces", "local"),
+    );
 
     const previewJson = pulumi(["preview", "--json"]);
     const md = agentws(["preview", "--markdown", "--from-json", "-"], previewJson);
@@ -84,7 +93,11 @@ describe.sequential("the default local stack", () => {
   it("`agentws up` does the same through the Automation API, with live progress lines", () => {
     execFileSync(join(bin, "pulumi"), ["stack", "init", "cli", "--non-interactive"], { cwd: sb.workDir, env, stdio: "ignore" });
     execFileSync(join(bin, "pulumi"), ["config", "set", "--stack", "cli", "agentws:fleetFile", fleetFile], { cwd: sb.workDir, env, stdio: "ignore" });
-    execFileSync(join(bin, "pulumi"), ["config", "set", "--stack", "cli", "--type", "bool", "agentws:deleteData", "true"], { cwd: sb.workDir, env, stdio: "ignore" });
+    execFileSync(join(bin, "pulumi"), ["config", "set", "--stack", "cli", "--type", "bool", "agentws:deleteData", "true"], {
+      cwd: sb.workDir,
+      env,
+      stdio: "ignore",
+    });
     const up = agentws(["up"]);
     expect(up.status, up.stderr).toBe(0);
     expect(up.stderr).toMatch(/\+ created {2}workspace fleet-[0-9a-f]{16} \(\d+\.\ds\)/);

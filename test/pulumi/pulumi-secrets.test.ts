@@ -81,7 +81,13 @@ describe.sequential("secrets never appear in plain text", () => {
     seen.push(p2.stdout);
     // A rotated secret shows as a change of a masked value on both sides, files kept.
     expect(rotate.model().changes).toEqual([
-      { op: "update", workspaceId: "vault", kind: "local", data: "kept", fields: [{ path: "credentials", replace: false, from: '"[secret]"', to: '"[secret]"' }] },
+      {
+        op: "update",
+        workspaceId: "vault",
+        kind: "local",
+        data: "kept",
+        fields: [{ path: "credentials", replace: false, from: '"[secret]"', to: '"[secret]"' }],
+      },
     ]);
     const md2 = renderPreviewMarkdown(rotate.model());
     expectClean(md2);

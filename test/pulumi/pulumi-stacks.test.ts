@@ -90,9 +90,15 @@ describe("resource registration (mocks: no engine)", () => {
       call: () => ({}),
     });
     new WorkspaceResource("w", { workspaceId: "w", backend: { kind: "local" } });
-    expect(() => new WorkspaceFleet("f", { workspaces: [{ workspaceId: "a", backend: { kind: "local" } }, { workspaceId: "a", backend: { kind: "local" } }] })).toThrow(
-      "fleet 'f': workspaces[1] repeats workspace id 'a'",
-    );
+    expect(
+      () =>
+        new WorkspaceFleet("f", {
+          workspaces: [
+            { workspaceId: "a", backend: { kind: "local" } },
+            { workspaceId: "a", backend: { kind: "local" } },
+          ],
+        }),
+    ).toThrow("fleet 'f': workspaces[1] repeats workspace id 'a'");
     // Registration is asynchronous: wait for it rather than for a fixed time (CI may be loaded).
     await expect.poll(() => registered.some((r) => r.type === "pulumi-nodejs:dynamic/agentws:Workspace"), { timeout: 10_000 }).toBe(true);
     const ws = registered.find((r) => r.type === "pulumi-nodejs:dynamic/agentws:Workspace");

@@ -27,7 +27,13 @@ function tarHeader(name: string, size: number, type = "0"): Buffer {
   h.write("0000000\0", 108, "ascii");
   h.write("0000000\0", 116, "ascii");
   h.write(`${size.toString(8).padStart(11, "0")}\0`, 124, "ascii");
-  h.write(`${Math.floor(Date.now() / 1000).toString(8).padStart(11, "0")}\0`, 136, "ascii");
+  h.write(
+    `${Math.floor(Date.now() / 1000)
+      .toString(8)
+      .padStart(11, "0")}\0`,
+    136,
+    "ascii",
+  );
   h.write("        ", 148, "ascii");
   h.write(type, 156, "ascii");
   h.write("ustar\0", 257, "ascii");

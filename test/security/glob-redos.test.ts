@@ -49,26 +49,30 @@ describe("Glob and tool errors under adversarial input", () => {
     await fs.rm(root, { recursive: true, force: true });
   });
 
-  it("adversarial patterns return the right matches instead of backtracking", async () => {
-    const evil = "*a*a*a*a*a*a*a*ab";
-    const worse = "*a*a*a*a*a*a*a*a*a*a*a*ab";
-    const results = await runIsolated(root, [
-      ["Glob", { pattern: evil }],
-      ["Glob", { pattern: `**/${worse}` }],
-      ["Glob", { pattern: `**/**/**/**/**/**/**/**/${worse}` }],
-      ["Grep", { pattern: "aaa", glob: worse }],
-      ["Grep", { pattern: "aaa", glob: `**/**/**/**/**/**/**/**/**/**/**/**/${worse}` }],
-      ["Grep", { pattern: "aaa", glob: "{a,b}".repeat(24) }],
-    ]);
-    expect(results, "the calls did not finish within the hang guard").not.toBeNull();
-    const [glob, globDeep, globStars, grep, grepStars, braces] = results!;
-    expect(glob).toMatchObject({ ok: true, output: path.join(root, `${long}b`) });
-    expect(globDeep).toMatchObject({ ok: true, output: path.join(root, `${long}b`) });
-    expect(globStars).toMatchObject({ ok: true, output: path.join(root, `${long}b`) });
-    expect(grep).toMatchObject({ ok: true, output: path.join(root, `${long}b`) });
-    expect(grepStars).toMatchObject({ ok: true, output: path.join(root, `${long}b`) });
-    expect(braces).toMatchObject({ ok: false, output: expect.stringMatching(/alternatives/) });
-  }, HANG_GUARD_MS + 20_000);
+  it(
+    "adversarial patterns return the right matches instead of backtracking",
+    async () => {
+      const evil = "*a*a*a*a*a*a*a*ab";
+      const worse = "*a*a*a*a*a*a*a*a*a*a*a*ab";
+      const results = await runIsolated(root, [
+        ["Glob", { pattern: evil }],
+        ["Glob", { pattern: `**/${worse}` }],
+        ["Glob", { pattern: `**/**/**/**/**/**/**/**/${worse}` }],
+        ["Grep", { pattern: "aaa", glob: worse }],
+        ["Grep", { pattern: "aaa", glob: `**/**/**/**/**/**/**/**/**/**/**/**/${worse}` }],
+        ["Grep", { pattern: "aaa", glob: "{a,b}".repeat(24) }],
+      ]);
+      expect(results, "the calls did not finish within the hang guard").not.toBeNull();
+      const [glob, globDeep, globStars, grep, grepStars, braces] = results!;
+      expect(glob).toMatchObject({ ok: true, output: path.join(root, `${long}b`) });
+      expect(globDeep).toMatchObject({ ok: true, output: path.join(root, `${long}b`) });
+      expect(globStars).toMatchObject({ ok: true, output: path.join(root, `${long}b`) });
+      expect(grep).toMatchObject({ ok: true, output: path.join(root, `${long}b`) });
+      expect(grepStars).toMatchObject({ ok: true, output: path.join(root, `${long}b`) });
+      expect(braces).toMatchObject({ ok: false, output: expect.stringMatching(/alternatives/) });
+    },
+    HANG_GUARD_MS + 20_000,
+  );
 
   it("normal patterns still match as before", async () => {
     expect((await tools.get("Glob")!.execute({ pattern: "**/a*" })).output.split("\n").sort()).toEqual(

@@ -28,7 +28,10 @@ describe.each(env.backends.map((b) => [b.name, b] as [string, AttackBackend]))("
     it(`engine ${engine}: a FIFO as the target is refused at once; a folder holding one is searched`, { timeout: 60_000 }, async () => {
       const ws = await backend.open();
       await bash(ws, "mkfifo pipe && mkdir -p d && mkfifo d/p2 && echo 'hello fifo' > d/a.txt && ln -s ../pipe d/link");
-      const grep = engine === "auto" ? ws.listTools().find((t) => t.name === "Grep")! : grepTool({ sandbox: ws.getBackend(), track: (fn: () => Promise<unknown>) => fn() } as never, engine);
+      const grep =
+        engine === "auto"
+          ? ws.listTools().find((t) => t.name === "Grep")!
+          : grepTool({ sandbox: ws.getBackend(), track: (fn: () => Promise<unknown>) => fn() } as never, engine);
 
       const direct = await settleOrHang(grep.execute({ pattern: "hello", path: "pipe" }));
       expect(direct).not.toBe("hung");

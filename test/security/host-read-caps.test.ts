@@ -47,7 +47,10 @@ describe.each(env.backends.map((b) => [b.name, b] as [string, AttackBackend]))("
 
   it("a 5 GiB SKILL.md and a 5 GiB .mcp: reported and skipped, the workspace keeps working", async () => {
     const ws = await backend.open();
-    await bash(ws, `mkdir -p skills/default/huge && printf -- '---\\nname: huge\\ndescription: x\\n---\\n' > skills/default/huge/SKILL.md && truncate -s ${FIVE_GIB} skills/default/huge/SKILL.md`);
+    await bash(
+      ws,
+      `mkdir -p skills/default/huge && printf -- '---\\nname: huge\\ndescription: x\\n---\\n' > skills/default/huge/SKILL.md && truncate -s ${FIVE_GIB} skills/default/huge/SKILL.md`,
+    );
     expect(await ws.listSkills()).toEqual([]);
     await bash(ws, `truncate -s ${FIVE_GIB} .mcp`);
     // A fresh handle reads .mcp again on initialize.
@@ -65,7 +68,10 @@ describe.each(env.backends.map((b) => [b.name, b] as [string, AttackBackend]))("
 describe("sparse 5 GiB file in the seed partition (local: the host copies the partition)", () => {
   it("a new agent's partition is copied without holding the file in memory, and stays sparse", async () => {
     const ws = await env.backends[0]!.open();
-    await bash(ws, `mkdir -p skills/.seed/big && printf -- '---\\nname: big\\ndescription: x\\n---\\nbody\\n' > skills/.seed/big/SKILL.md && truncate -s ${FIVE_GIB} skills/.seed/big/blob`);
+    await bash(
+      ws,
+      `mkdir -p skills/.seed/big && printf -- '---\\nname: big\\ndescription: x\\n---\\nbody\\n' > skills/.seed/big/SKILL.md && truncate -s ${FIVE_GIB} skills/.seed/big/blob`,
+    );
     expect((await ws.listSkills({ agentId: "fresh" })).map((s) => s.name)).toEqual(["big"]);
     const copied = await ws.getBackend().stat("skills/fresh/big/blob");
     expect(copied!.size).toBe(5 * 1024 ** 3);
@@ -87,7 +93,11 @@ describe("the service's MCP endpoint after the agent plants a 5 GiB .index (loca
     const created = await svc.call("alice", "POST", "/sessions", { agentId: "victim" });
     const { sessionId } = (await created.json()) as { sessionId: string };
     const client = new Client({ name: "test", version: "1" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${svc.url}/sessions/${sessionId}/mcp`), { requestInit: { headers: { authorization: `Bearer ${svc.tokens.alice}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${svc.url}/sessions/${sessionId}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${svc.tokens.alice}` } },
+      }),
+    );
     try {
       expect((await client.listTools()).tools.map((t) => t.name)).toContain("Skill");
       const planted = await client.callTool({ name: "Bash", arguments: { command: `truncate -s ${FIVE_GIB} skills/victim/.index && echo planted` } });

@@ -39,7 +39,12 @@ async function waitForPool(m: WorkspaceManager<ManagedWorkspace>, ready: number)
 async function rewriteOwnerRecords(ws: Workspace, user: string): Promise<void> {
   const write = ws.listTools().find((t) => t.name === "Write")!;
   const forged = JSON.stringify({ version: 1, workspaceId: ws.workspaceId, userId: user, managedBy: "runtime", tags: {}, createdAt: new Date().toISOString() });
-  for (const file_path of [".agentws.json", `../.agentws/owners/${ws.workspaceId}.json`, `../.agentws/claims/${ws.workspaceId}.json`, `${ws.workdir}/.agentws.json`])
+  for (const file_path of [
+    ".agentws.json",
+    `../.agentws/owners/${ws.workspaceId}.json`,
+    `../.agentws/claims/${ws.workspaceId}.json`,
+    `${ws.workdir}/.agentws.json`,
+  ])
     await write.execute({ file_path, content: forged }).catch(() => undefined);
 }
 

@@ -71,7 +71,11 @@ describe.each(env.backends.map((b) => [b.name, b] as [string, AttackBackend]))("
     const ws = await backend.open();
     await makeBig(ws);
     const sb = ws.getBackend();
-    const { value: pages, lagMs, wallMs } = await maxLag(async () => {
+    const {
+      value: pages,
+      lagMs,
+      wallMs,
+    } = await maxLag(async () => {
       const sizes: number[] = [];
       const names = new Set<string>();
       let cursor: string | undefined;
@@ -116,38 +120,46 @@ describe("a 200,000-entry folder through the HTTP service (local)", () => {
     await svc?.close();
   });
 
-  it("GET .../workspace/directories pages with cursor and limit; nextCursor reaches every entry; the loop is never held 100 ms", { timeout: 600_000 }, async () => {
-    const created = await svc.call("alice", "POST", "/sessions", { agentId: "lister" });
-    const { sessionId, workspaceId } = (await created.json()) as { sessionId: string; workspaceId: string };
-    // The agent's command, run in its workspace folder (a Local workspace's processes run there).
-    expect((await svc.call("alice", "GET", `/sessions/${sessionId}/workspace/directories`)).status).toBe(200);
-    execFileSync("sh", ["-c", MAKE], { cwd: path.join(svc.basedir, workspaceId), timeout: 900_000 });
-    const route = `/sessions/${sessionId}/workspace/directories?path=big`;
+  it(
+    "GET .../workspace/directories pages with cursor and limit; nextCursor reaches every entry; the loop is never held 100 ms",
+    { timeout: 600_000 },
+    async () => {
+      const created = await svc.call("alice", "POST", "/sessions", { agentId: "lister" });
+      const { sessionId, workspaceId } = (await created.json()) as { sessionId: string; workspaceId: string };
+      // The agent's command, run in its workspace folder (a Local workspace's processes run there).
+      expect((await svc.call("alice", "GET", `/sessions/${sessionId}/workspace/directories`)).status).toBe(200);
+      execFileSync("sh", ["-c", MAKE], { cwd: path.join(svc.basedir, workspaceId), timeout: 900_000 });
+      const route = `/sessions/${sessionId}/workspace/directories?path=big`;
 
-    const { value: total, lagMs, wallMs } = await maxLag(async () => {
-      const names = new Set<string>();
-      let cursor: string | undefined;
-      do {
-        const res = await svc.call("alice", "GET", `${route}&limit=${MAX_LIST_PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
-        expect(res.status).toBe(200);
-        const body = (await res.json()) as { entries: Array<{ name: string }>; nextCursor?: string; truncated: boolean };
-        expect(body.entries.length).toBeLessThanOrEqual(MAX_LIST_PAGE);
-        expect(body.truncated).toBe(body.nextCursor !== undefined);
-        for (const e of body.entries) names.add(e.name);
-        cursor = body.nextCursor;
-      } while (cursor);
-      return names.size;
-    });
-    expect(total).toBe(COUNT);
-    expect(lagMs, `wall-clock gap ${Math.round(wallMs)} ms`).toBeLessThan(LAG_LIMIT_MS);
+      const {
+        value: total,
+        lagMs,
+        wallMs,
+      } = await maxLag(async () => {
+        const names = new Set<string>();
+        let cursor: string | undefined;
+        do {
+          const res = await svc.call("alice", "GET", `${route}&limit=${MAX_LIST_PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+          expect(res.status).toBe(200);
+          const body = (await res.json()) as { entries: Array<{ name: string }>; nextCursor?: string; truncated: boolean };
+          expect(body.entries.length).toBeLessThanOrEqual(MAX_LIST_PAGE);
+          expect(body.truncated).toBe(body.nextCursor !== undefined);
+          for (const e of body.entries) names.add(e.name);
+          cursor = body.nextCursor;
+        } while (cursor);
+        return names.size;
+      });
+      expect(total).toBe(COUNT);
+      expect(lagMs, `wall-clock gap ${Math.round(wallMs)} ms`).toBeLessThan(LAG_LIMIT_MS);
 
-    const first = (await (await svc.call("alice", "GET", route)).json()) as { entries: unknown[]; nextCursor?: string };
-    expect(first.entries.length).toBe(1000);
-    expect(first.nextCursor).toBeDefined();
-    expect((await svc.call("alice", "GET", `${route}&limit=${MAX_LIST_PAGE + 1}`)).status).toBe(400);
-    expect((await svc.call("alice", "GET", `${route}&cursor=bogus`)).status).toBe(400);
-    // Documented in the OpenAPI schema.
-    const spec = JSON.stringify(await (await svc.call(null, "GET", "/openapi.json")).json());
-    expect(spec).toContain("nextCursor");
-  });
+      const first = (await (await svc.call("alice", "GET", route)).json()) as { entries: unknown[]; nextCursor?: string };
+      expect(first.entries.length).toBe(1000);
+      expect(first.nextCursor).toBeDefined();
+      expect((await svc.call("alice", "GET", `${route}&limit=${MAX_LIST_PAGE + 1}`)).status).toBe(400);
+      expect((await svc.call("alice", "GET", `${route}&cursor=bogus`)).status).toBe(400);
+      // Documented in the OpenAPI schema.
+      const spec = JSON.stringify(await (await svc.call(null, "GET", "/openapi.json")).json());
+      expect(spec).toContain("nextCursor");
+    },
+  );
 });

@@ -243,7 +243,11 @@ describe("the service (agentws serve's path): an agent plants .mcp through the M
     });
   const endpoint = async (sessionId: string) => {
     const client = new Client({ name: "agent", version: "1" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${served.service.url}/sessions/${sessionId}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${served.service.url}/sessions/${sessionId}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      }),
+    );
     return client;
   };
 
@@ -269,7 +273,11 @@ describe("the service (agentws serve's path): an agent plants .mcp through the M
     seen.push(tools);
     await again.close();
     // An API caller registering a stateful server on loopback is refused at once (403), nothing recorded.
-    const added = await api("POST", `/sessions/${session.sessionId}/workspace/mcp`, { name: "callers", stateful: true, transport: { type: "http", url: canary.url } });
+    const added = await api("POST", `/sessions/${session.sessionId}/workspace/mcp`, {
+      name: "callers",
+      stateful: true,
+      transport: { type: "http", url: canary.url },
+    });
     const problem = (await added.json().catch(() => ({}))) as { title?: string; detail?: string };
     seen.push(JSON.stringify(problem));
 
@@ -292,14 +300,28 @@ describe("the service (agentws serve's path): an agent plants .mcp through the M
 describe("the service's allowlist (serveFleet's egress, what `agentws serve --egress-allow` sets)", () => {
   it("lets a caller register a listed loopback server, which then answers", async () => {
     const root = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-egress-svc-allow-"));
-    const served = await serveFleet({ backend: "local", basedir: path.join(root, "ws"), store: path.join(root, "sessions.db"), port: 0, egress: { allow: [`127.0.0.1:${canary.port}`] } });
+    const served = await serveFleet({
+      backend: "local",
+      basedir: path.join(root, "ws"),
+      store: path.join(root, "sessions.db"),
+      port: 0,
+      egress: { allow: [`127.0.0.1:${canary.port}`] },
+    });
     try {
       const t = newToken();
       await served.store.addTokenHash("olivia", t.hash);
       const api = (method: string, route: string, body?: unknown) =>
-        fetch(`${served.service.url}${route}`, { method, headers: { authorization: `Bearer ${t.token}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+        fetch(`${served.service.url}${route}`, {
+          method,
+          headers: { authorization: `Bearer ${t.token}`, "content-type": "application/json" },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
       const session = (await (await api("POST", "/sessions", { agentId: AGENT })).json()) as { sessionId: string };
-      const added = await api("POST", `/sessions/${session.sessionId}/workspace/mcp`, { name: "internal", stateful: true, transport: { type: "http", url: canary.url } });
+      const added = await api("POST", `/sessions/${session.sessionId}/workspace/mcp`, {
+        name: "internal",
+        stateful: true,
+        transport: { type: "http", url: canary.url },
+      });
       expect(added.status).toBe(201);
       const servers = (await (await api("GET", `/sessions/${session.sessionId}/workspace/mcp`)).json()) as Array<{ name: string; isHealthy: boolean }>;
       expect(servers).toEqual([expect.objectContaining({ name: "internal", isHealthy: true })]);
@@ -320,7 +342,11 @@ describe("the allowlist", () => {
   });
 
   const open = async (egress: EgressPolicy, url: string) => {
-    const ws = new LocalWorkspace({ workdir: path.join(basedir, uniqueId("allow")), egress, defaultMcps: [{ name: "internal", transport: { type: "http", url } }] });
+    const ws = new LocalWorkspace({
+      workdir: path.join(basedir, uniqueId("allow")),
+      egress,
+      defaultMcps: [{ name: "internal", transport: { type: "http", url } }],
+    });
     await ws.initialize();
     return ws;
   };
@@ -393,7 +419,11 @@ describe("the allowlist", () => {
         expect(target.connections - before, "a redirect reached an unlisted server").toBe(0);
         // The same redirect when its target is listed too: followed (the positive control).
         const both = new EgressGuard({ allow: [`127.0.0.1:${redirector.port}`, `127.0.0.1:${target.port}`] });
-        const r = await both.fetch(redirector.url, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }) });
+        const r = await both.fetch(redirector.url, {
+          method: "POST",
+          headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
+        });
         expect(await r.text()).toContain(CANARY);
         both.close();
       } finally {

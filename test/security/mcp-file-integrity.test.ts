@@ -31,7 +31,10 @@ const badFiles: Array<[string, string | Buffer]> = [
   ["an unknown shape (mcps is a list)", JSON.stringify({ version: 2, mcps: [entry("one")] })],
   ["a JSON string", JSON.stringify("mcps")],
   ["version 99", JSON.stringify({ version: 99, mcps: { a1: { s1: [entry("one")] } } })],
-  ["an entry of an unknown transport type", JSON.stringify({ version: 2, mcps: { a1: { s1: [entry("one"), { ...entry("future"), mcp_config: { type: "ws_mcp", url: "ws://x" } }] } } })],
+  [
+    "an entry of an unknown transport type",
+    JSON.stringify({ version: 2, mcps: { a1: { s1: [entry("one"), { ...entry("future"), mcp_config: { type: "ws_mcp", url: "ws://x" } }] } } }),
+  ],
 ];
 
 let n = 0;
@@ -45,7 +48,12 @@ describe(".mcp that cannot be read is never overwritten", () => {
       await fs.writeFile(file, bytes);
       const original = await fs.readFile(file);
       const warnings: string[] = [];
-      const logger = { debug() {}, info() {}, error() {}, warn: (m: string, f?: Record<string, unknown>) => void warnings.push(`${m} ${JSON.stringify(f ?? {})}`) };
+      const logger = {
+        debug() {},
+        info() {},
+        error() {},
+        warn: (m: string, f?: Record<string, unknown>) => void warnings.push(`${m} ${JSON.stringify(f ?? {})}`),
+      };
       const ws = new LocalWorkspace({ workspaceId: id, workdir, logger });
       await ws.initialize();
       try {

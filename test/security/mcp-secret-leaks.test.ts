@@ -109,7 +109,10 @@ describe("MCP secrets in errors and logs", () => {
   for (const [label, url] of [
     ["user info", (port: number) => `http://${USER}:${PASS}@127.0.0.1:${port}/mcp`],
     ["token query parameters", (port: number) => `http://127.0.0.1:${port}/mcp?token=${TOKEN}&api_key=${KEY}&sig=${SIG}&page=2`],
-    ["both, percent-encoded", (port: number) => `http://${USER}:${encodeURIComponent(PASS + "/")}@127.0.0.1:${port}/mcp?access_token=${encodeURIComponent(TOKEN + " ")}`],
+    [
+      "both, percent-encoded",
+      (port: number) => `http://${USER}:${encodeURIComponent(PASS + "/")}@127.0.0.1:${port}/mcp?access_token=${encodeURIComponent(TOKEN + " ")}`,
+    ],
   ] as const) {
     it(`HTTP MCP URL with ${label} to a refusing port: no credential in the error or the logs`, async () => {
       const port = await closedPort();

@@ -58,7 +58,13 @@ describe("engine events handed to callers", () => {
   it("debug diagnostics carrying config secrets arrive masked", async () => {
     const events: EngineEvent[] = [];
     const lines: string[] = [];
-    const result = await upWithPreview(stack, { onEvent: (e) => events.push(e), onOutput: (s) => lines.push(s), onError: (s) => lines.push(s), debug: true, color: "never" });
+    const result = await upWithPreview(stack, {
+      onEvent: (e) => events.push(e),
+      onOutput: (s) => lines.push(s),
+      onError: (s) => lines.push(s),
+      debug: true,
+      color: "never",
+    });
     const debug = events.flatMap((e) => ((e.diagnosticEvent?.severity as string | undefined) === "debug" ? [e.diagnosticEvent!.message] : []));
     expect(debug.some((m) => m.includes("component connecting with [secret]"))).toBe(true);
     expect(debug.some((m) => m.includes("component credentials [secret]"))).toBe(true);

@@ -138,7 +138,12 @@ describe.sequential("secret-bearing fleet fields never appear in plain text", ()
 
   // The outputs echo what the provider received, so this also shows it got the real values.
   it("a manager reading the stack gets the values it seeds; `agentws outputs` masks them", async () => {
-    const fleet = await readStackOutputs({ stackName: "test", projectName: PROJECT, envVars: { PULUMI_BACKEND_URL: `file://${sb.backendDir}`, PULUMI_CONFIG_PASSPHRASE: "test-passphrase", PATH: env().PATH }, pulumiHome: sb.pulumiHome });
+    const fleet = await readStackOutputs({
+      stackName: "test",
+      projectName: PROJECT,
+      envVars: { PULUMI_BACKEND_URL: `file://${sb.backendDir}`, PULUMI_CONFIG_PASSPHRASE: "test-passphrase", PATH: env().PATH },
+      pulumiHome: sb.pulumiHome,
+    });
     const headerOf = (id: string) => {
       const t = fleet[id]!.defaultMcps![0]!.transport;
       return t.type === "http" ? t.headers?.Authorization : undefined;
@@ -147,7 +152,10 @@ describe.sequential("secret-bearing fleet fields never appear in plain text", ()
     expect(headerOf("from-file")).toBe(S.fileHeader);
     expect(fleet["from-file"]!.backend).toMatchObject({ env: { FILE_ENV: S.fileBackendEnv } });
 
-    const cli = spawnSync(process.execPath, [join(ROOT, "bin", "agentws.js"), "outputs", "--stack", "test", "--cwd", sb.workDir], { env: env(), encoding: "utf8" });
+    const cli = spawnSync(process.execPath, [join(ROOT, "bin", "agentws.js"), "outputs", "--stack", "test", "--cwd", sb.workDir], {
+      env: env(),
+      encoding: "utf8",
+    });
     expect(cli.status, cli.stderr).toBe(0);
     expectClean("agentws outputs", `${cli.stdout}\n${cli.stderr}`);
     const shown = JSON.parse(cli.stdout) as Record<string, Record<string, Record<string, unknown>>>;

@@ -128,7 +128,13 @@ describe("Bubblewrap: agent processes cannot reach their runner", () => {
     await fs.mkdir(path.join(root, "ws"));
     await fs.mkdir(path.join(root, "tmp"));
     // With caps, as the driver opens it: bwrap then starts through the shell that joins the cgroups.
-    sb = await BubblewrapSandbox.open({ hostRoot: path.join(root, "ws"), hostTmp: path.join(root, "tmp"), network: "none", persistent: true, limits: { maxProcesses: 512, memoryBytes: 2 << 30, cpus: 1 } });
+    sb = await BubblewrapSandbox.open({
+      hostRoot: path.join(root, "ws"),
+      hostTmp: path.join(root, "tmp"),
+      network: "none",
+      persistent: true,
+      limits: { maxProcesses: 512, memoryBytes: 2 << 30, cpus: 1 },
+    });
   });
   afterAll(async () => {
     await sb?.close();
@@ -145,7 +151,9 @@ describe("Bubblewrap: agent processes cannot reach their runner", () => {
     const before = sb.runnerPid;
     expect(before).toBeDefined();
     // What a hostile command sends: to every process it may signal, then to each runner by pid.
-    const script = `for s in INT TERM HUP QUIT USR1 KILL; do kill -s $s -1 2>/dev/null; done; ` + `for p in $(${RUNNER_PIDS}); do for s in INT TERM HUP QUIT USR1 STOP KILL; do kill -s $s $p 2>/dev/null; done; done; echo sent`;
+    const script =
+      `for s in INT TERM HUP QUIT USR1 KILL; do kill -s $s -1 2>/dev/null; done; ` +
+      `for p in $(${RUNNER_PIDS}); do for s in INT TERM HUP QUIT USR1 STOP KILL; do kill -s $s $p 2>/dev/null; done; done; echo sent`;
     // On main the runner dies here, taking this exec with it.
     await sb.exec(["sh", "-c", script]).catch(() => undefined);
     const after = await sb.exec(["echo", "served"]);
@@ -154,7 +162,11 @@ describe("Bubblewrap: agent processes cannot reach their runner", () => {
   });
 
   it("the sandbox sees no host working directory, and /tmp is a sized tmpfs", async () => {
-    const r = await sb.exec(["sh", "-c", 'echo "PWD=$PWD OLDPWD=${OLDPWD-unset}"; for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f" 2>/dev/null; done | grep -E "^(OLD)?PWD=" | sort -u; stat -f -c %T /tmp; df -B1 --output=size /tmp | tail -1']);
+    const r = await sb.exec([
+      "sh",
+      "-c",
+      'echo "PWD=$PWD OLDPWD=${OLDPWD-unset}"; for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f" 2>/dev/null; done | grep -E "^(OLD)?PWD=" | sort -u; stat -f -c %T /tmp; df -B1 --output=size /tmp | tail -1',
+    ]);
     const out = r.stdout.toString();
     const pwds = out.split("\n").filter((l) => /^(OLD)?PWD=/.test(l));
     expect(out.startsWith("PWD=/workspace OLDPWD=unset\n"), out).toBe(true);

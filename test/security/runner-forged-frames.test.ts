@@ -162,7 +162,12 @@ describe.skipIf(!engine)("forged runner frames against a real Docker container (
     dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "agentws-forged-dk-")));
     await fs.chmod(dir, 0o777);
     docker = dockerClient();
-    container = await docker.createContainer({ Image: BASE_IMAGE, Cmd: ["sleep", "infinity"], HostConfig: { Binds: [`${dir}:/workspace`] }, Labels: { "agentws.test": "forged-frames" } });
+    container = await docker.createContainer({
+      Image: BASE_IMAGE,
+      Cmd: ["sleep", "infinity"],
+      HostConfig: { Binds: [`${dir}:/workspace`] },
+      Labels: { "agentws.test": "forged-frames" },
+    });
     await container.start();
     device = statSync(dir, { bigint: true }).dev;
   });

@@ -87,7 +87,8 @@ async function normal(sb: Sandbox, name: string): Promise<void> {
       const back = await sb.readFile(file, { maxBytes: MiB });
       if (!back.equals(body)) throw new Error(`${file} read back different bytes`);
       const r = await sb.exec(["sh", "-c", `echo ${name} $((${i} + 1))`], { timeoutMs: 20_000 });
-      if (r.exitCode !== 0 || r.stdout.toString() !== `${name} ${i + 1}\n`) throw new Error(`exec gave ${r.exitCode} '${r.stdout.toString()}' '${r.stderr.toString()}'`);
+      if (r.exitCode !== 0 || r.stdout.toString() !== `${name} ${i + 1}\n`)
+        throw new Error(`exec gave ${r.exitCode} '${r.stdout.toString()}' '${r.stderr.toString()}'`);
       if (!(await sb.list("n")).some((f) => f.name === path.posix.basename(file))) throw new Error(`${file} missing from the listing`);
       stats.normalOps += 4;
     } catch (e) {
@@ -102,7 +103,13 @@ const calm = [await bwrap("calm-1"), await bwrap("calm-2")];
 for (const sb of calm) await sb.mkdir("n");
 const localSb = new LocalSandbox(local);
 const hostiles = [await hostile("hostile-1"), await hostile("hostile-2")];
-const ticker = setInterval(() => console.log(JSON.stringify({ tick: { rss: process.memoryUsage().rss, ...stats, untyped: stats.untyped.length, normalFailures: stats.normalFailures.length } })), 1000);
+const ticker = setInterval(
+  () =>
+    console.log(
+      JSON.stringify({ tick: { rss: process.memoryUsage().rss, ...stats, untyped: stats.untyped.length, normalFailures: stats.normalFailures.length } }),
+    ),
+  1000,
+);
 console.log(JSON.stringify({ ready: { rss: process.memoryUsage().rss } }));
 await Promise.all([...hostiles.map(attacked), normal(calm[0]!, "calm-1"), normal(calm[1]!, "calm-2"), normal(localSb, "local")]);
 clearInterval(ticker);

@@ -17,7 +17,13 @@ async function settleOrHang<T>(p: Promise<T>, ms = 8000): Promise<{ value?: T; e
   let timer: NodeJS.Timeout | undefined;
   const guard = new Promise<{ hung: true }>((resolve) => (timer = setTimeout(() => resolve({ hung: true }), ms)));
   try {
-    return await Promise.race([p.then((value) => ({ value }), (error: unknown) => ({ error })), guard]);
+    return await Promise.race([
+      p.then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      ),
+      guard,
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -93,7 +99,12 @@ describe("special files in a LocalWorkspace", () => {
 
   it("a device (mknod /dev/zero where allowed; a link to it always) is refused", async () => {
     await fs.symlink("/dev/zero", host("zero-link"));
-    const viaLink = await settleOrHang(tools.get("Read")!.execute({ file_path: "zero-link" }).catch((e: unknown) => e));
+    const viaLink = await settleOrHang(
+      tools
+        .get("Read")!
+        .execute({ file_path: "zero-link" })
+        .catch((e: unknown) => e),
+    );
     expect(viaLink.hung).toBeUndefined();
     expect(viaLink.value).toMatchObject({ code: "path_escape" });
     let made = true;
@@ -135,7 +146,9 @@ describe("special files in a LocalWorkspace", () => {
 
   it("a file growing while it is read stops at the cap", async () => {
     await fs.writeFile(host("growing.log"), "");
-    const grower = spawn("python3", ["-c", "import sys\nf=open(sys.argv[1],'ab',0)\nwhile True: f.write(b'y'*65536)", host("growing.log")], { stdio: "ignore" });
+    const grower = spawn("python3", ["-c", "import sys\nf=open(sys.argv[1],'ab',0)\nwhile True: f.write(b'y'*65536)", host("growing.log")], {
+      stdio: "ignore",
+    });
     children.push(grower);
     await new Promise((resolve) => setTimeout(resolve, 100));
     const cap = 256 * 1024;

@@ -98,84 +98,106 @@ describe("symlink swap race against a LocalWorkspace (host process)", () => {
     await fs.rm(base, { recursive: true, force: true });
   });
 
-  it(`reads nothing from and writes nothing into the canary while folders are swapped for ${SWAP_SECONDS} s`, async () => {
-    const before = await snapshot(canary);
-    const hostSkills = path.join(base, "host-skills");
-    const pairs = ["d", "dl", "skills/.seed/s1", "skills/.seed/sl", "skills/default/s2", "skills/default/sl", "skills/pa", "skills/pal", "sessions/s1", "sessions/sl", "data", "datal"];
-    swapper = spawn("python3", ["-c", SWAPPER, root, ...pairs], { stdio: ["ignore", "pipe", "inherit"] });
-    await new Promise<void>((resolve, reject) => {
-      swapper!.stdout!.once("data", () => resolve());
-      swapper!.once("exit", (code) => reject(new Error(`swapper exited with ${code}`)));
-    });
+  it(
+    `reads nothing from and writes nothing into the canary while folders are swapped for ${SWAP_SECONDS} s`,
+    async () => {
+      const before = await snapshot(canary);
+      const hostSkills = path.join(base, "host-skills");
+      const pairs = [
+        "d",
+        "dl",
+        "skills/.seed/s1",
+        "skills/.seed/sl",
+        "skills/default/s2",
+        "skills/default/sl",
+        "skills/pa",
+        "skills/pal",
+        "sessions/s1",
+        "sessions/sl",
+        "data",
+        "datal",
+      ];
+      swapper = spawn("python3", ["-c", SWAPPER, root, ...pairs], { stdio: ["ignore", "pipe", "inherit"] });
+      await new Promise<void>((resolve, reject) => {
+        swapper!.stdout!.once("data", () => resolve());
+        swapper!.once("exit", (code) => reject(new Error(`swapper exited with ${code}`)));
+      });
 
-    const sandbox = ws.getBackend();
-    const tools = new Map<string, WorkspaceTool>(ws.listTools().map((t) => [t.name, t]));
-    const scanGrep = createBuiltinTools(sandbox, { track: (fn) => fn(), grepEngine: "scan" }).find((t) => t.name === "Grep")!;
-    const seen: Array<{ op: string; text: string }> = [];
-    const record = async (op: string, fn: () => Promise<unknown>) => {
-      try {
-        seen.push({ op, text: JSON.stringify((await fn()) ?? null) });
-      } catch (e) {
-        seen.push({ op, text: `error: ${(e as Error).message}` });
+      const sandbox = ws.getBackend();
+      const tools = new Map<string, WorkspaceTool>(ws.listTools().map((t) => [t.name, t]));
+      const scanGrep = createBuiltinTools(sandbox, { track: (fn) => fn(), grepEngine: "scan" }).find((t) => t.name === "Grep")!;
+      const seen: Array<{ op: string; text: string }> = [];
+      const record = async (op: string, fn: () => Promise<unknown>) => {
+        try {
+          seen.push({ op, text: JSON.stringify((await fn()) ?? null) });
+        } catch (e) {
+          seen.push({ op, text: `error: ${(e as Error).message}` });
+        }
+      };
+      const run = (name: string, input: unknown) => record(name, () => tools.get(name)!.execute(input));
+
+      let rounds = 0;
+      const deadline = Date.now() + SWAP_SECONDS * 1000;
+      while (Date.now() < deadline) {
+        const i = rounds++;
+        const skillDir = path.join(hostSkills, `k${i}`);
+        await fs.mkdir(skillDir, { recursive: true });
+        await fs.writeFile(path.join(skillDir, "SKILL.md"), `---\nname: k${i}\ndescription: host skill ${i}\n---\nbody ${i}\n`);
+        await Promise.all([
+          run("Read", { file_path: "d/file.txt" }),
+          run("Read", { file_path: "d/edit.txt" }),
+          run("Write", { file_path: `d/w-${i}.txt`, content: "written" }),
+          run("Write", { file_path: "d/file.txt", content: "inside\n" }),
+          run("Edit", { file_path: "d/edit.txt", old_string: i % 2 ? "beta" : "alpha", new_string: i % 2 ? "alpha" : "beta" }),
+          run("Glob", { pattern: "d/**/*.txt" }),
+          run("Glob", { pattern: "*/*.txt" }),
+          run("Grep", { pattern: "CANARY|inside", path: "d", output_mode: "content" }),
+          record("Grep(scan)", () => scanGrep.execute({ pattern: "CANARY|inside", path: "d", output_mode: "content" })),
+          record("listSkills", () => ws.listSkills()),
+          record("listSkills", () => ws.listSkills({ agentId: `a${i}` })),
+          record("listSkills", () => ws.listSkills({ agentId: "pa" })),
+          record("addSkill", () => ws.addSkill(skillDir, { agentId: "pa" })),
+          record("offloadToolResult", () => ws.offloadToolResult("s1", { id: `t${i}`, output: `result ${i}` } as never)),
+          record("offloadContext", () => ws.offloadContext("s1", [{ name: "u", role: "user", content: `line ${i}` }] as never)),
+          record("offloadData", () =>
+            ws.offloadData({
+              type: "data",
+              id: `b${i}`,
+              source: { type: "base64", data: Buffer.from(`blob ${i}`).toString("base64"), media_type: "image/png" },
+              name: "p.png",
+            } as never),
+          ),
+          record("readFile", () => sandbox.readFile("d/file.txt")),
+          record("list", () => sandbox.list("d")),
+          record("readDirTyped", () => sandbox.readDirTyped!("d")),
+          record("stat", () => sandbox.stat("d/file.txt")),
+          record("copyTree", () => sandbox.copyTree!("d", `copies/c${i}`)),
+          record("createFile", () => sandbox.createFile!(`d/c-${i}.txt`, "created")),
+          record("appendFile", () => sandbox.appendFile("d/app.txt", "appended\n")),
+          record("mkdir", () => sandbox.mkdir(`d/m${i}`)),
+          record("rename", () => sandbox.rename(`d/w-${i}.txt`, `d/r-${i}.txt`)),
+          record("remove", () => sandbox.remove(`d/c-${i - 1}.txt`)),
+          record("remove", () => sandbox.remove(`d/m${i - 1}`)),
+          record("writeFile", () => sandbox.writeFile(`d/x-${i}.txt`, "x", { exclusive: true })),
+        ]);
       }
-    };
-    const run = (name: string, input: unknown) => record(name, () => tools.get(name)!.execute(input));
+      swapper.kill("SIGKILL");
+      await new Promise((resolve) => swapper!.once("exit", resolve));
 
-    let rounds = 0;
-    const deadline = Date.now() + SWAP_SECONDS * 1000;
-    while (Date.now() < deadline) {
-      const i = rounds++;
-      const skillDir = path.join(hostSkills, `k${i}`);
-      await fs.mkdir(skillDir, { recursive: true });
-      await fs.writeFile(path.join(skillDir, "SKILL.md"), `---\nname: k${i}\ndescription: host skill ${i}\n---\nbody ${i}\n`);
-      await Promise.all([
-        run("Read", { file_path: "d/file.txt" }),
-        run("Read", { file_path: "d/edit.txt" }),
-        run("Write", { file_path: `d/w-${i}.txt`, content: "written" }),
-        run("Write", { file_path: "d/file.txt", content: "inside\n" }),
-        run("Edit", { file_path: "d/edit.txt", old_string: i % 2 ? "beta" : "alpha", new_string: i % 2 ? "alpha" : "beta" }),
-        run("Glob", { pattern: "d/**/*.txt" }),
-        run("Glob", { pattern: "*/*.txt" }),
-        run("Grep", { pattern: "CANARY|inside", path: "d", output_mode: "content" }),
-        record("Grep(scan)", () => scanGrep.execute({ pattern: "CANARY|inside", path: "d", output_mode: "content" })),
-        record("listSkills", () => ws.listSkills()),
-        record("listSkills", () => ws.listSkills({ agentId: `a${i}` })),
-        record("listSkills", () => ws.listSkills({ agentId: "pa" })),
-        record("addSkill", () => ws.addSkill(skillDir, { agentId: "pa" })),
-        record("offloadToolResult", () => ws.offloadToolResult("s1", { id: `t${i}`, output: `result ${i}` } as never)),
-        record("offloadContext", () => ws.offloadContext("s1", [{ name: "u", role: "user", content: `line ${i}` }] as never)),
-        record("offloadData", () =>
-          ws.offloadData({ type: "data", id: `b${i}`, source: { type: "base64", data: Buffer.from(`blob ${i}`).toString("base64"), media_type: "image/png" }, name: "p.png" } as never),
-        ),
-        record("readFile", () => sandbox.readFile("d/file.txt")),
-        record("list", () => sandbox.list("d")),
-        record("readDirTyped", () => sandbox.readDirTyped!("d")),
-        record("stat", () => sandbox.stat("d/file.txt")),
-        record("copyTree", () => sandbox.copyTree!("d", `copies/c${i}`)),
-        record("createFile", () => sandbox.createFile!(`d/c-${i}.txt`, "created")),
-        record("appendFile", () => sandbox.appendFile("d/app.txt", "appended\n")),
-        record("mkdir", () => sandbox.mkdir(`d/m${i}`)),
-        record("rename", () => sandbox.rename(`d/w-${i}.txt`, `d/r-${i}.txt`)),
-        record("remove", () => sandbox.remove(`d/c-${i - 1}.txt`)),
-        record("remove", () => sandbox.remove(`d/m${i - 1}`)),
-        record("writeFile", () => sandbox.writeFile(`d/x-${i}.txt`, "x", { exclusive: true })),
-      ]);
-    }
-    swapper.kill("SIGKILL");
-    await new Promise((resolve) => swapper!.once("exit", resolve));
-
-    // The race was real: many rounds ran, operations succeeded inside and were refused when swapped.
-    expect(rounds).toBeGreaterThan(20);
-    expect(seen.some(({ op, text }) => op === "Read" && text.includes("inside"))).toBe(true);
-    expect(seen.some(({ text }) => /outside the workspace|symlink/.test(text))).toBe(true);
-    const leaks: Record<string, number> = {};
-    for (const { op, text } of seen) if (text.includes(SECRET) || text.includes("CANARY-NAME")) leaks[op] = (leaks[op] ?? 0) + 1;
-    expect.soft(leaks).toEqual({});
-    expect.soft(await snapshot(canary)).toEqual(before);
-    // Nothing read from the canary was copied into the workspace either.
-    const copied = [...(await snapshot(root)).entries()].filter(([, content]) => content.includes(SECRET)).map(([p]) => p);
-    expect(copied).toEqual([]);
-  }, (SWAP_SECONDS + 60) * 1000);
+      // The race was real: many rounds ran, operations succeeded inside and were refused when swapped.
+      expect(rounds).toBeGreaterThan(20);
+      expect(seen.some(({ op, text }) => op === "Read" && text.includes("inside"))).toBe(true);
+      expect(seen.some(({ text }) => /outside the workspace|symlink/.test(text))).toBe(true);
+      const leaks: Record<string, number> = {};
+      for (const { op, text } of seen) if (text.includes(SECRET) || text.includes("CANARY-NAME")) leaks[op] = (leaks[op] ?? 0) + 1;
+      expect.soft(leaks).toEqual({});
+      expect.soft(await snapshot(canary)).toEqual(before);
+      // Nothing read from the canary was copied into the workspace either.
+      const copied = [...(await snapshot(root)).entries()].filter(([, content]) => content.includes(SECRET)).map(([p]) => p);
+      expect(copied).toEqual([]);
+    },
+    (SWAP_SECONDS + 60) * 1000,
+  );
 
   it("closes every descriptor it opens, on success and on failure", async () => {
     const sandbox = ws.getBackend();

@@ -17,7 +17,10 @@ afterAll(async () => {
 /** Runs the CLI from source; `onStderr` sees lines as they come. */
 function agentws(args: string[], onStderr?: (line: string, child: ReturnType<typeof spawn>) => void) {
   const code = `import(${JSON.stringify(path.join(root, "sdk/cli/main.ts"))}).then(async (m) => { process.exitCode = await m.main(${JSON.stringify(args)}); })`;
-  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "--eval", code], { cwd: root, env: { ...process.env, AGENTWS_DOWNLOAD_SECRET: "s" } });
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "--eval", code], {
+    cwd: root,
+    env: { ...process.env, AGENTWS_DOWNLOAD_SECRET: "s" },
+  });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -25,7 +28,10 @@ function agentws(args: string[], onStderr?: (line: string, child: ReturnType<typ
     stderr += d.toString();
     for (const line of d.toString().split("\n")) if (line) onStderr?.(line, child);
   });
-  return { child, done: new Promise<{ code: number | null; stdout: string; stderr: string }>((ok) => child.once("exit", (code) => ok({ code, stdout, stderr }))) };
+  return {
+    child,
+    done: new Promise<{ code: number | null; stdout: string; stderr: string }>((ok) => child.once("exit", (code) => ok({ code, stdout, stderr }))),
+  };
 }
 
 describe("agentws serve, token, status, exec", () => {
@@ -73,7 +79,9 @@ describe("agentws serve, token, status, exec", () => {
 
     const status = await agentws(["status", "--kind", "local", "--basedir", basedir, "--json"]).done;
     expect(status.code).toBe(0);
-    expect(JSON.parse(status.stdout)).toEqual([expect.objectContaining({ workspace: workspaceId, backend: "local", owner: "carol", agent: "cli-agent", managed: "runtime" })]);
+    expect(JSON.parse(status.stdout)).toEqual([
+      expect.objectContaining({ workspace: workspaceId, backend: "local", owner: "carol", agent: "cli-agent", managed: "runtime" }),
+    ]);
     const table = await agentws(["status", "--kind", "local", "--basedir", basedir]).done;
     expect(table.stdout).toMatch(/^WORKSPACE\s+BACKEND\s+STATE\s+OWNER\s+AGENT\s+MANAGED\s+IDLE/);
     const exec = await agentws(["exec", workspaceId, "--kind", "local", "--basedir", basedir, "--", "cat", "hello.txt"]).done;

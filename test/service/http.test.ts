@@ -119,11 +119,23 @@ describe("workspace routes", () => {
     const w = `/sessions/${a.sessionId}/workspace`;
     const echo = { name: "echo", transport: { type: "stdio", command: process.execPath, args: [path.resolve("test/fixtures/mcp/echo-server.mjs")] } };
     expect((await svc.call("alice", "POST", `${w}/mcp`, echo)).status).toBe(201);
-    expect((await svc.call("alice", "POST", `${w}/mcp`, { name: "down", transport: { type: "http", url: "http://127.0.0.1:9/mcp", timeout: 2 } })).status).toBe(201);
+    expect((await svc.call("alice", "POST", `${w}/mcp`, { name: "down", transport: { type: "http", url: "http://127.0.0.1:9/mcp", timeout: 2 } })).status).toBe(
+      201,
+    );
     await problem(await svc.call("alice", "POST", `${w}/mcp`, echo), 409, "conflict");
-    await problem(await svc.call("alice", "POST", `${w}/mcp`, { name: "bad name!", transport: { type: "stdio", command: "x" } }), 400, "invalid_argument", "name");
+    await problem(
+      await svc.call("alice", "POST", `${w}/mcp`, { name: "bad name!", transport: { type: "stdio", command: "x" } }),
+      400,
+      "invalid_argument",
+      "name",
+    );
     await problem(await svc.call("alice", "POST", `${w}/mcp`, { name: "x", transport: { type: "ftp" } }), 400, "invalid_argument", "transport");
-    const list = (await (await svc.call("alice", "GET", `${w}/mcp`)).json()) as Array<{ name: string; isHealthy: boolean; tools: Array<{ name: string }>; error?: string }>;
+    const list = (await (await svc.call("alice", "GET", `${w}/mcp`)).json()) as Array<{
+      name: string;
+      isHealthy: boolean;
+      tools: Array<{ name: string }>;
+      error?: string;
+    }>;
     const byName = Object.fromEntries(list.map((m) => [m.name, m]));
     expect(byName.echo!.isHealthy).toBe(true);
     expect(byName.echo!.tools.map((t) => t.name)).toContain("mcp__echo__add");
@@ -156,8 +168,17 @@ describe("workspace routes", () => {
     await problem(await svc.call("alice", "POST", `${w}/skills`, skillForm({ "../evil/SKILL.md": SKILL })), 400, "invalid_argument", "path");
     await problem(await svc.call("alice", "POST", `${w}/skills`, skillForm({ "a/SKILL.md": SKILL, "b/x.txt": "x" })), 400, "invalid_argument", "single folder");
     await problem(await svc.call("alice", "POST", `${w}/skills`, skillForm({ "a/readme.txt": "x" })), 400, "invalid_argument", "SKILL.md");
-    await problem(await svc.call("alice", "POST", `${w}/skills`, skillForm({ "a/SKILL.md": SKILL }, { entries: [{ path: "a/SKILL.md", size: 3 }] })), 400, "invalid_argument", "size");
-    await problem(await svc.call("alice", "POST", `${w}/skills`, skillForm({ "a/SKILL.md": SKILL, "a/big.bin": new Uint8Array(300 * 1024) })), 413, "too_large");
+    await problem(
+      await svc.call("alice", "POST", `${w}/skills`, skillForm({ "a/SKILL.md": SKILL }, { entries: [{ path: "a/SKILL.md", size: 3 }] })),
+      400,
+      "invalid_argument",
+      "size",
+    );
+    await problem(
+      await svc.call("alice", "POST", `${w}/skills`, skillForm({ "a/SKILL.md": SKILL, "a/big.bin": new Uint8Array(300 * 1024) })),
+      413,
+      "too_large",
+    );
     const many = Object.fromEntries([["a/SKILL.md", SKILL], ...Array.from({ length: 6 }, (_, i) => [`a/f${i}`, "x"])]);
     await problem(await svc.call("alice", "POST", `${w}/skills`, skillForm(many)), 413, "too_large");
     const badManifest = new FormData();
@@ -238,7 +259,11 @@ describe("workspace routes", () => {
     await problem(await svc.call("alice", "POST", `${w}/files/download-token`, {}), 400, "invalid_argument", "path");
     // A token forged for bob's user id on alice's session fails the signature; an expired one its expiry.
     const [exp, , sig] = String(minted.token).split(".");
-    await problem(await fetch(`${svc.url}${w}/files?path=docs/report.txt&token=${exp}.${Buffer.from("bob").toString("base64url")}.${sig}`), 401, "unauthenticated");
+    await problem(
+      await fetch(`${svc.url}${w}/files?path=docs/report.txt&token=${exp}.${Buffer.from("bob").toString("base64url")}.${sig}`),
+      401,
+      "unauthenticated",
+    );
     const { DownloadTokens } = await import("../../sdk/service/download-tokens.js");
     const old = new DownloadTokens({ secret: "test-secret" }).sign("alice", a.sessionId, "docs/report.txt", Date.now() - 120_000);
     const expired = await problem(await fetch(`${svc.url}${w}/files?path=docs/report.txt&token=${encodeURIComponent(old.token)}`), 401, "unauthenticated");
@@ -300,11 +325,20 @@ describe("service documents", () => {
   it("serves /openapi.json from the same schemas, /metrics, /healthz and problem bodies for unknown routes", async () => {
     const doc = await json(await fetch(`${svc.url}/openapi.json`));
     const paths = Object.keys(doc.paths as object);
-    for (const p of ["/sessions", "/sessions/{sessionId}", "/sessions/{sessionId}/workspace/mcp", "/sessions/{sessionId}/workspace/skills", "/sessions/{sessionId}/workspace/files", "/sessions/{sessionId}/workspace/files/download-token", "/sessions/{sessionId}/workspace/directories", "/sessions/{sessionId}/workspace/status"])
+    for (const p of [
+      "/sessions",
+      "/sessions/{sessionId}",
+      "/sessions/{sessionId}/workspace/mcp",
+      "/sessions/{sessionId}/workspace/skills",
+      "/sessions/{sessionId}/workspace/files",
+      "/sessions/{sessionId}/workspace/files/download-token",
+      "/sessions/{sessionId}/workspace/directories",
+      "/sessions/{sessionId}/workspace/status",
+    ])
       expect(paths).toContain(p);
     expect(JSON.stringify(doc)).toContain("CreateSession");
     const metrics = await (await fetch(`${svc.url}/metrics`)).text();
-    expect(metrics).toContain("agentws_workspaces{backend=\"local\",state=\"running\"}");
+    expect(metrics).toContain('agentws_workspaces{backend="local",state="running"}');
     expect(metrics).toMatch(/agentws_workspace_provision_seconds_count\{backend="local",outcome="create"\} [1-9]/);
     expect(metrics).toMatch(/agentws_errors_total\{code="not_found"\} [1-9]/);
     expect(metrics).toContain("agentws_workspace_cache_hits_total");

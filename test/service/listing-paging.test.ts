@@ -46,7 +46,11 @@ describe.each(backends)("paging a 200,000-entry folder over HTTP on %s", (_name,
     await store.addTokenHash("alice", t.hash);
     const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, processMetrics: false });
     service = await startService({ app, onClose: async () => (dispose(), await manager[Symbol.asyncDispose](), await store.close()) });
-    const created = await fetch(`${service.url}/sessions`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ agentId: "pager" }) });
+    const created = await fetch(`${service.url}/sessions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ agentId: "pager" }),
+    });
     const s = (await created.json()) as { sessionId: string; workspaceId: string };
     route = `/sessions/${s.sessionId}/workspace/directories`;
     // The agent's own command, in its sandbox.
@@ -63,7 +67,10 @@ describe.each(backends)("paging a 200,000-entry folder over HTTP on %s", (_name,
 
   const list = async (query: string) => {
     const r = await fetch(`${service.url}${route}?${query}`, { headers: { authorization: `Bearer ${token}` } });
-    return { status: r.status, body: (await r.json()) as { entries: Array<{ name: string; type: string }>; nextCursor?: string; truncated: boolean; field?: string } };
+    return {
+      status: r.status,
+      body: (await r.json()) as { entries: Array<{ name: string; type: string }>; nextCursor?: string; truncated: boolean; field?: string },
+    };
   };
 
   it.skipIf(!available)("reaches every entry exactly once through nextCursor, each page within its limit", { timeout: 600_000 }, async () => {

@@ -48,7 +48,17 @@ beforeAll(async () => {
     tokens.push(t.token);
   }
   await store.close();
-  child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", path.join(root, "test/support/service-replica.ts"), JSON.stringify({ basedir: path.join(dir, "ws"), sqlite, secret: "s" })], { cwd: root, stdio: ["pipe", "pipe", "inherit"] });
+  child = spawn(
+    process.execPath,
+    [
+      "--expose-gc",
+      "--import",
+      "tsx",
+      path.join(root, "test/support/service-replica.ts"),
+      JSON.stringify({ basedir: path.join(dir, "ws"), sqlite, secret: "s" }),
+    ],
+    { cwd: root, stdio: ["pipe", "pipe", "inherit"] },
+  );
   lines = createInterface({ input: child.stdout! });
   url = String((await next("ready")).url);
 }, 60_000);
@@ -71,80 +81,107 @@ async function heap(): Promise<number> {
 }
 
 describe("load: 200 sessions, 50 users, mixed operations", () => {
-  it(`keeps every request and every offloaded file intact for ${SECONDS} s`, async () => {
-    const failures: string[] = [];
-    const offloaded: Array<{ token: string; sessionId: string; rel: string; sha: string; abs: string }> = [];
-    const counts: Record<string, number> = {};
-    const req = async (token: string, method: string, route: string, body?: unknown, want = 200): Promise<Response | undefined> => {
-      const r = await fetch(`${url}${route}`, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-      const op = `${method} ${route.replace(/[0-9a-f]{32}/g, ":id").split("?")[0]}`;
-      counts[op] = (counts[op] ?? 0) + 1;
-      if (r.status !== want) {
-        failures.push(`${op} → ${r.status} ${(await r.text()).slice(0, 200)}`);
-        return undefined;
-      }
-      return r;
-    };
-    const sessions = await Promise.all(
-      Array.from({ length: SESSIONS }, async (_, i) => {
-        const token = tokens[i % USERS]!;
-        const r = await req(token, "POST", "/sessions", { agentId: `agent${i % 3}` }, 201);
-        const s = (await r!.json()) as { sessionId: string; workspaceId: string };
-        return { token, ...s, root: path.join(dir, "ws", s.workspaceId) };
-      }),
-    );
-    const round = async (s: (typeof sessions)[number], i: number) => {
-      const w = `/sessions/${s.sessionId}/workspace`;
-      switch (i % 6) {
-        case 0:
-        case 3: {
-          const output = `${s.sessionId} ${i} `.repeat(50 + (i % 400));
-          const r = await req(s.token, "POST", `${w}/offload/tool-result`, { id: `call-${i}`, output }, 201);
-          if (r) {
-            const rel = ((await r.json()) as { path: string }).path; // workspace-relative
-            offloaded.push({ token: s.token, sessionId: s.sessionId, abs: path.join(s.root, rel), rel, sha: createHash("sha256").update(output).digest("hex") });
+  it(
+    `keeps every request and every offloaded file intact for ${SECONDS} s`,
+    async () => {
+      const failures: string[] = [];
+      const offloaded: Array<{ token: string; sessionId: string; rel: string; sha: string; abs: string }> = [];
+      const counts: Record<string, number> = {};
+      const req = async (token: string, method: string, route: string, body?: unknown, want = 200): Promise<Response | undefined> => {
+        const r = await fetch(`${url}${route}`, {
+          method,
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        });
+        const op = `${method} ${route.replace(/[0-9a-f]{32}/g, ":id").split("?")[0]}`;
+        counts[op] = (counts[op] ?? 0) + 1;
+        if (r.status !== want) {
+          failures.push(`${op} → ${r.status} ${(await r.text()).slice(0, 200)}`);
+          return undefined;
+        }
+        return r;
+      };
+      const sessions = await Promise.all(
+        Array.from({ length: SESSIONS }, async (_, i) => {
+          const token = tokens[i % USERS]!;
+          const r = await req(token, "POST", "/sessions", { agentId: `agent${i % 3}` }, 201);
+          const s = (await r!.json()) as { sessionId: string; workspaceId: string };
+          return { token, ...s, root: path.join(dir, "ws", s.workspaceId) };
+        }),
+      );
+      const round = async (s: (typeof sessions)[number], i: number) => {
+        const w = `/sessions/${s.sessionId}/workspace`;
+        switch (i % 6) {
+          case 0:
+          case 3: {
+            const output = `${s.sessionId} ${i} `.repeat(50 + (i % 400));
+            const r = await req(s.token, "POST", `${w}/offload/tool-result`, { id: `call-${i}`, output }, 201);
+            if (r) {
+              const rel = ((await r.json()) as { path: string }).path; // workspace-relative
+              offloaded.push({
+                token: s.token,
+                sessionId: s.sessionId,
+                abs: path.join(s.root, rel),
+                rel,
+                sha: createHash("sha256").update(output).digest("hex"),
+              });
+            }
+            break;
           }
-          break;
-        }
-        case 1:
-          await (await req(s.token, "GET", `${w}/directories?path=sessions`))?.arrayBuffer();
-          break;
-        case 2: {
-          const last = offloaded.findLast((o) => o.sessionId === s.sessionId);
-          if (last) {
-            const r = await req(s.token, "GET", `${w}/files?path=${encodeURIComponent(last.rel)}`);
-            if (r && createHash("sha256").update(Buffer.from(await r.arrayBuffer())).digest("hex") !== last.sha) failures.push(`read back ${last.rel}: wrong bytes`);
+          case 1:
+            await (await req(s.token, "GET", `${w}/directories?path=sessions`))?.arrayBuffer();
+            break;
+          case 2: {
+            const last = offloaded.findLast((o) => o.sessionId === s.sessionId);
+            if (last) {
+              const r = await req(s.token, "GET", `${w}/files?path=${encodeURIComponent(last.rel)}`);
+              if (
+                r &&
+                createHash("sha256")
+                  .update(Buffer.from(await r.arrayBuffer()))
+                  .digest("hex") !== last.sha
+              )
+                failures.push(`read back ${last.rel}: wrong bytes`);
+            }
+            break;
           }
-          break;
+          case 4:
+            await (await req(s.token, "PATCH", `/sessions/${s.sessionId}`, { name: `round ${i}` }))?.arrayBuffer();
+            break;
+          case 5: {
+            // Another user's session, on purpose: must stay refused under load.
+            const other = sessions[(sessions.indexOf(s) + 1) % sessions.length]!;
+            if (other.token !== s.token) await (await req(s.token, "GET", `/sessions/${other.sessionId}`, undefined, 404))?.arrayBuffer();
+            break;
+          }
         }
-        case 4:
-          await (await req(s.token, "PATCH", `/sessions/${s.sessionId}`, { name: `round ${i}` }))?.arrayBuffer();
-          break;
-        case 5: {
-          // Another user's session, on purpose: must stay refused under load.
-          const other = sessions[(sessions.indexOf(s) + 1) % sessions.length]!;
-          if (other.token !== s.token) await (await req(s.token, "GET", `/sessions/${other.sessionId}`, undefined, 404))?.arrayBuffer();
-          break;
-        }
-      }
-    };
-    // Warm-up: one of each operation per session, then the baseline heap.
-    for (let i = 0; i < 6; i++) await Promise.all(sessions.map((s) => round(s, i)));
-    const baseline = await heap();
-    const until = Date.now() + SECONDS * 1000;
-    await Promise.all(
-      sessions.map(async (s, k) => {
-        for (let i = 6 + k; Date.now() < until; i++) await round(s, i);
-      }),
-    );
-    const after = await heap();
-    expect(failures).toEqual([]);
-    expect(offloaded.length).toBeGreaterThan(SESSIONS);
-    for (const o of offloaded) expect(createHash("sha256").update(await fs.readFile(o.abs)).digest("hex")).toBe(o.sha);
-    const names = new Set(offloaded.map((o) => o.abs));
-    expect(names.size).toBe(offloaded.length); // no two acknowledged offloads share a file
-    // Back near the start: the caches hold the same 150 workspaces; what grew with the load must be gone.
-    expect(after).toBeLessThan(baseline + 16 * 1024 * 1024);
-    console.log(`load: ${Object.values(counts).reduce((a, b) => a + b, 0)} requests in ${SECONDS} s, ${offloaded.length} offloads verified, heap ${(baseline / 2 ** 20).toFixed(1)} → ${(after / 2 ** 20).toFixed(1)} MiB`);
-  }, (SECONDS + 240) * 1000);
+      };
+      // Warm-up: one of each operation per session, then the baseline heap.
+      for (let i = 0; i < 6; i++) await Promise.all(sessions.map((s) => round(s, i)));
+      const baseline = await heap();
+      const until = Date.now() + SECONDS * 1000;
+      await Promise.all(
+        sessions.map(async (s, k) => {
+          for (let i = 6 + k; Date.now() < until; i++) await round(s, i);
+        }),
+      );
+      const after = await heap();
+      expect(failures).toEqual([]);
+      expect(offloaded.length).toBeGreaterThan(SESSIONS);
+      for (const o of offloaded)
+        expect(
+          createHash("sha256")
+            .update(await fs.readFile(o.abs))
+            .digest("hex"),
+        ).toBe(o.sha);
+      const names = new Set(offloaded.map((o) => o.abs));
+      expect(names.size).toBe(offloaded.length); // no two acknowledged offloads share a file
+      // Back near the start: the caches hold the same 150 workspaces; what grew with the load must be gone.
+      expect(after).toBeLessThan(baseline + 16 * 1024 * 1024);
+      console.log(
+        `load: ${Object.values(counts).reduce((a, b) => a + b, 0)} requests in ${SECONDS} s, ${offloaded.length} offloads verified, heap ${(baseline / 2 ** 20).toFixed(1)} → ${(after / 2 ** 20).toFixed(1)} MiB`,
+      );
+    },
+    (SECONDS + 240) * 1000,
+  );
 });

@@ -51,7 +51,9 @@ const working: http.RequestListener = async (req, res) => {
   for await (const c of req) chunks.push(c as Buffer);
   const text = Buffer.concat(chunks).toString("utf8");
   const mcp = new McpServer({ name: "working", version: "1.0.0" });
-  mcp.registerTool("shout", { description: "Upper-cases text", inputSchema: { text: z.string() } }, async ({ text }) => ({ content: [{ type: "text", text: text.toUpperCase() }] }));
+  mcp.registerTool("shout", { description: "Upper-cases text", inputSchema: { text: z.string() } }, async ({ text }) => ({
+    content: [{ type: "text", text: text.toUpperCase() }],
+  }));
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await mcp.connect(transport);
   await transport.handleRequest(req, res, text ? JSON.parse(text) : undefined);
@@ -89,11 +91,28 @@ describe("a dead MCP server beside a working one", () => {
     await fs.writeFile(path.join(svc.basedir, workspaceId, "notes.txt"), "kept notes\n");
 
     const client = new Client({ name: "test", version: "1" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${svc.url}/sessions/${sessionId}/mcp`), { requestInit: { headers: { authorization: `Bearer ${svc.tokens.alice}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${svc.url}/sessions/${sessionId}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${svc.tokens.alice}` } },
+      }),
+    );
     try {
       const listed = await client.listTools();
       const names = listed.tools.map((t) => t.name);
-      expect(names).toEqual(expect.arrayContaining(["Bash", "Read", "Write", "Edit", "Glob", "Grep", "mcp__good__shout", "Skill", "mcp__dead__unavailable", "mcp__hung__unavailable"]));
+      expect(names).toEqual(
+        expect.arrayContaining([
+          "Bash",
+          "Read",
+          "Write",
+          "Edit",
+          "Glob",
+          "Grep",
+          "mcp__good__shout",
+          "Skill",
+          "mcp__dead__unavailable",
+          "mcp__hung__unavailable",
+        ]),
+      );
       expect(names.filter((n) => n.startsWith("mcp__dead__") || n.startsWith("mcp__hung__"))).toEqual(["mcp__dead__unavailable", "mcp__hung__unavailable"]);
       const dead = listed.tools.find((t) => t.name === "mcp__dead__unavailable")!;
       expect(dead.description).toMatch(/MCP server 'dead' is unavailable.*failed during initialize/);

@@ -46,7 +46,12 @@ async function session(s: Running): Promise<string> {
 const MCP_HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
 
 function rpc(s: Running, sessionId: string, method: string, params: unknown, headers: Record<string, string> = {}): Promise<Answer> {
-  return send(`${s.url}/sessions/${sessionId}/mcp`, "POST", { ...MCP_HEADERS, authorization: `Bearer ${s.tokens.alice}`, ...headers }, JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }));
+  return send(
+    `${s.url}/sessions/${sessionId}/mcp`,
+    "POST",
+    { ...MCP_HEADERS, authorization: `Bearer ${s.tokens.alice}`, ...headers },
+    JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+  );
 }
 
 describe("MCP endpoint conformance (2025-11-25)", () => {
@@ -60,7 +65,9 @@ describe("MCP endpoint conformance (2025-11-25)", () => {
       expect(msg.result?.isError).toBe(true);
       expect(msg.result?.content[0]?.text).toMatch(/^Error: .*(file_path|path)/);
     }
-    const skill = JSON.parse((await rpc(svc, id, "tools/call", { name: "Skill", arguments: { name: "no-such-skill" } })).body) as { result?: { isError?: boolean } };
+    const skill = JSON.parse((await rpc(svc, id, "tools/call", { name: "Skill", arguments: { name: "no-such-skill" } })).body) as {
+      result?: { isError?: boolean };
+    };
     expect(skill.result?.isError).toBe(true);
   });
 

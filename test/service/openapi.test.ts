@@ -16,7 +16,9 @@ const ROOT = path.resolve(import.meta.dirname, "../..");
 const require = createRequire(import.meta.url);
 
 let svc: Running;
-let doc: { paths: Record<string, Record<string, { operationId?: string; summary?: string; responses: Record<string, { content?: Record<string, unknown> }> }>> };
+let doc: {
+  paths: Record<string, Record<string, { operationId?: string; summary?: string; responses: Record<string, { content?: Record<string, unknown> }> }>>;
+};
 let dir: string;
 
 beforeAll(async () => {
@@ -42,8 +44,16 @@ describe("the OpenAPI document", () => {
     // The devDependency's own entry point: nothing is downloaded, no telemetry or update check is sent.
     const cli = path.join(path.dirname(require.resolve("@redocly/cli/package.json")), "bin/cli.js");
     const env = { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true", REDOCLY_SUPPRESS_NOTIFICATIONS: "true" };
-    const run = spawnSync(process.execPath, [cli, "lint", file, "--config", path.join(ROOT, "redocly.yaml"), "--format", "json"], { cwd: ROOT, env, encoding: "utf8", timeout: 120_000 });
-    const report = JSON.parse(run.stdout) as { totals: { errors: number; warnings: number }; problems: Array<{ ruleId: string; message: string; location: Array<{ pointer: string }> }> };
+    const run = spawnSync(process.execPath, [cli, "lint", file, "--config", path.join(ROOT, "redocly.yaml"), "--format", "json"], {
+      cwd: ROOT,
+      env,
+      encoding: "utf8",
+      timeout: 120_000,
+    });
+    const report = JSON.parse(run.stdout) as {
+      totals: { errors: number; warnings: number };
+      problems: Array<{ ruleId: string; message: string; location: Array<{ pointer: string }> }>;
+    };
     const problems = report.problems.map((p) => `${p.ruleId} ${p.location[0]?.pointer}: ${p.message}`);
     expect(problems).toEqual([]);
     expect(report.totals).toMatchObject({ errors: 0, warnings: 0 });
@@ -59,10 +69,16 @@ describe("the OpenAPI document", () => {
         ids.add(op.operationId!);
         expect(op.summary, `${method} ${p}`).toBeTruthy();
         if (p.startsWith("/sessions"))
-          for (const status of ["400", "401"]) expect(Object.keys(op.responses[status]?.content ?? {}), `${method} ${p} ${status}`).toContain("application/problem+json");
+          for (const status of ["400", "401"])
+            expect(Object.keys(op.responses[status]?.content ?? {}), `${method} ${p} ${status}`).toContain("application/problem+json");
       }
-    expect([...ids]).toEqual(expect.arrayContaining(["createSession", "listSessions", "getSession", "updateSession", "deleteSession", "uploadSkill", "readFile", "sendMcpMessage"]));
-    const upload = doc.paths["/sessions/{sessionId}/workspace/skills"]!.post as unknown as { requestBody: { content: Record<string, unknown> }; responses: Record<string, unknown> };
+    expect([...ids]).toEqual(
+      expect.arrayContaining(["createSession", "listSessions", "getSession", "updateSession", "deleteSession", "uploadSkill", "readFile", "sendMcpMessage"]),
+    );
+    const upload = doc.paths["/sessions/{sessionId}/workspace/skills"]!.post as unknown as {
+      requestBody: { content: Record<string, unknown> };
+      responses: Record<string, unknown>;
+    };
     expect(Object.keys(upload.requestBody.content)).toEqual(["multipart/form-data"]);
     expect(Object.keys(upload.responses)).toEqual(expect.arrayContaining(["413", "502", "503"]));
     expect(Object.keys(doc.paths["/sessions"]!.post!.responses)).toEqual(expect.arrayContaining(["409", "413", "415", "502"]));
@@ -92,7 +108,9 @@ describe("a client generated from it (openapi-typescript + openapi-fetch)", () =
     const js = ts.transpileModule(README_CALLS, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } }).outputText;
     const file = path.join(dir, "readme-calls.mjs");
     await writeFile(file, js);
-    const { readmeCalls } = (await import(pathToFileURL(file).href)) as { readmeCalls: (url: string, token: string, echo: string) => Promise<Record<string, unknown>> };
+    const { readmeCalls } = (await import(pathToFileURL(file).href)) as {
+      readmeCalls: (url: string, token: string, echo: string) => Promise<Record<string, unknown>>;
+    };
     const seen = await readmeCalls(svc.url, svc.tokens.alice!, path.join(ROOT, "test/fixtures/mcp/echo-server.mjs"));
     expect(seen).toMatchObject({
       created: { agentId: "readme-agent", name: "tour" },

@@ -17,7 +17,13 @@ afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
 });
 
-const OFF: Partial<ServiceLimits> = { userRequestsPerSecond: 0, globalRequestsPerSecond: 0, maxSessionsPerUser: 0, maxLiveWorkspacesPerUser: 0, maxLiveWorkspaces: 0 };
+const OFF: Partial<ServiceLimits> = {
+  userRequestsPerSecond: 0,
+  globalRequestsPerSecond: 0,
+  maxSessionsPerUser: 0,
+  maxLiveWorkspacesPerUser: 0,
+  maxLiveWorkspaces: 0,
+};
 
 async function service(limits: Partial<ServiceLimits>, options: { store?: SessionStore; basedir?: string; users?: string[] } = {}): Promise<Running> {
   const svc = await startTestService({ limits: { ...OFF, ...limits }, ...options });
@@ -97,7 +103,10 @@ describe("sessions per user", () => {
     const store = new SqliteSessionStore(path.join(dir, "s.db"));
     const a = await service({ maxSessionsPerUser: 5 }, { store, basedir: path.join(dir, "ws"), users: ["alice", "bob"] });
     // A second replica: its own manager and process-local state, the same store and tokens.
-    const b = await service({ maxSessionsPerUser: 5 }, { store: new SqliteSessionStore(path.join(dir, "s.db")), basedir: path.join(dir, "ws"), users: ["carol"] });
+    const b = await service(
+      { maxSessionsPerUser: 5 },
+      { store: new SqliteSessionStore(path.join(dir, "s.db")), basedir: path.join(dir, "ws"), users: ["carol"] },
+    );
     b.tokens.alice = a.tokens.alice!;
     for (let i = 0; i < 4; i++) expect((await create(a, "alice", `agent${i}`)).status).toBe(201);
     // New agents: each replica reserves its slot, then provisions; only the store's check stops the second insert.
@@ -158,8 +167,20 @@ describe.skipIf(!pgAdmin)("PostgreSQL session quota", () => {
     const db = await freshDatabase(pgAdmin!);
     cleanups.push(db.drop);
     const [one, two] = await Promise.all([PostgresSessionStore.open(db.url), PostgresSessionStore.open(db.url)]);
-    cleanups.push(() => one.close(), () => two.close());
-    const record = (i: number): SessionRecord => ({ sessionId: `s${i}`, userId: "u", agentId: "a", workspaceId: "w", name: "n", cwd: null, createdAt: i, updatedAt: i });
+    cleanups.push(
+      () => one.close(),
+      () => two.close(),
+    );
+    const record = (i: number): SessionRecord => ({
+      sessionId: `s${i}`,
+      userId: "u",
+      agentId: "a",
+      workspaceId: "w",
+      name: "n",
+      cwd: null,
+      createdAt: i,
+      updatedAt: i,
+    });
     const results = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => (i % 2 ? one : two).createSession(record(i), { maxPerUser: 5 })));
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(5);
     for (const r of results) if (r.status === "rejected") expect((r.reason as { code?: string }).code).toBe("rate_limited");
@@ -171,7 +192,11 @@ describe.skipIf(!pgAdmin)("PostgreSQL session quota", () => {
 
 describe("agentws serve limit flags", () => {
   it("maps flags and environment variables to ServiceLimits, a flag winning, and refuses bad values", () => {
-    expect(serviceLimits({ "rate-limit": "5", "max-live-workspaces": "0" }, { AGENTWS_RATE_LIMIT: "9", AGENTWS_MAX_SESSIONS_PER_USER: "50" })).toEqual({ userRequestsPerSecond: 5, maxLiveWorkspaces: 0, maxSessionsPerUser: 50 });
+    expect(serviceLimits({ "rate-limit": "5", "max-live-workspaces": "0" }, { AGENTWS_RATE_LIMIT: "9", AGENTWS_MAX_SESSIONS_PER_USER: "50" })).toEqual({
+      userRequestsPerSecond: 5,
+      maxLiveWorkspaces: 0,
+      maxSessionsPerUser: 50,
+    });
     expect(() => serviceLimits({ "rate-burst": "-1" }, {})).toThrow(/--rate-burst/);
     expect(() => serviceLimits({}, { AGENTWS_MAX_LIVE_WORKSPACES: "lots" })).toThrow(/--max-live-workspaces/);
     expect(Object.keys(LIMIT_FLAGS)).toHaveLength(7);
@@ -184,7 +209,13 @@ describe("/metrics names", () => {
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     const manager = new LocalWorkspaceManager({ basedir: path.join(dir, "ws") });
     const store = new SqliteSessionStore(":memory:");
-    const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, backend: "local", processMetrics: true, auth: { authenticate: async (t) => (t === "t" ? "alice" : undefined) } });
+    const { app, dispose } = createApp({
+      workspaceManager: manager,
+      sessionStore: store,
+      backend: "local",
+      processMetrics: true,
+      auth: { authenticate: async (t) => (t === "t" ? "alice" : undefined) },
+    });
     cleanups.push(async () => {
       dispose();
       await manager[Symbol.asyncDispose]();

@@ -50,7 +50,11 @@ describe.each(backends)("HTTP Range reads on %s", (_name, available, makeManager
     await store.addTokenHash("alice", t.hash);
     const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, processMetrics: false, limits: { maxReadBytes: MAX_READ } });
     service = await startService({ app, onClose: async () => (dispose(), await manager[Symbol.asyncDispose](), await store.close()) });
-    const created = await fetch(`${service.url}/sessions`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ agentId: "r" }) });
+    const created = await fetch(`${service.url}/sessions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ agentId: "r" }),
+    });
     const s = (await created.json()) as { sessionId: string; workspaceId: string };
     files = `/sessions/${s.sessionId}/workspace/files`;
     // A sparse 200 MiB file with markers, made inside the workspace by its own sandbox.
@@ -118,7 +122,11 @@ describe.each(backends)("HTTP Range reads on %s", (_name, available, makeManager
   });
 
   it.skipIf(!available)("ranges work with a signed download link too", async () => {
-    const minted = await fetch(`${service.url}${files}/download-token`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ path: "big.bin" }) });
+    const minted = await fetch(`${service.url}${files}/download-token`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ path: "big.bin" }),
+    });
     const { url } = (await minted.json()) as { url: string };
     const r = await fetch(`${service.url}${url}`, { headers: { range: `bytes=${MID}-${MID + 5}` } });
     expect(r.status).toBe(206);
@@ -134,6 +142,7 @@ describe("parseRange", () => {
     expect(parseRange("bytes=-500", 100)).toEqual({ start: 0, end: 99 });
     expect(parseRange("bytes=100-", 100)).toBe("unsatisfiable");
     expect(parseRange("bytes=-1", 0)).toBe("unsatisfiable");
-    for (const bad of [undefined, "", "bytes=-", "bytes=5-1", "items=0-1", "bytes=0-1,3-4", "bytes=99999999999999999-"]) expect(parseRange(bad, 100)).toBeUndefined();
+    for (const bad of [undefined, "", "bytes=-", "bytes=5-1", "items=0-1", "bytes=0-1,3-4", "bytes=99999999999999999-"])
+      expect(parseRange(bad, 100)).toBeUndefined();
   });
 });

@@ -24,7 +24,10 @@ interface Replica {
 }
 
 function startReplica(cfg: Record<string, unknown>): Promise<Replica> {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "test/support/service-replica.ts"), JSON.stringify(cfg)], { cwd: root, stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "test/support/service-replica.ts"), JSON.stringify(cfg)], {
+    cwd: root,
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   return new Promise((ok, fail) => {
     const lines = createInterface({ input: child.stdout! });
     lines.on("line", (line) => {
@@ -57,17 +60,22 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const r of replicas) if (r.child.exitCode === null && r.child.signalCode === null) {
-    const exited = new Promise((ok) => r.child.once("exit", ok));
-    r.child.stdin!.end();
-    await exited;
-  }
+  for (const r of replicas)
+    if (r.child.exitCode === null && r.child.signalCode === null) {
+      const exited = new Promise((ok) => r.child.once("exit", ok));
+      r.child.stdin!.end();
+      await exited;
+    }
   await db?.drop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 const call = (r: Replica, user: string, method: string, route: string, body?: unknown) =>
-  fetch(`${r.url}${route}`, { method, headers: { authorization: `Bearer ${tokens[user]}`, "content-type": "application/json" }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  fetch(`${r.url}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${tokens[user]}`, "content-type": "application/json" },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
 
 /** Sends to `first`, and on a connection error (a dead replica) to the other one. */
 async function balanced(first: number, user: string, method: string, route: string, body?: unknown): Promise<Response> {
@@ -83,7 +91,9 @@ describe.skipIf(!admin)("two service replicas on one PostgreSQL store and one ba
     const [a, b] = replicas as [Replica, Replica];
     // Every user opens a session for the same agent on both replicas at once: one workspace id per user.
     const created = await Promise.all(
-      USERS.flatMap((u) => [a, b].map(async (r) => ((await (await call(r, u, "POST", "/sessions", { agentId: "shared" })).json()) as { sessionId: string; workspaceId: string }))),
+      USERS.flatMap((u) =>
+        [a, b].map(async (r) => (await (await call(r, u, "POST", "/sessions", { agentId: "shared" })).json()) as { sessionId: string; workspaceId: string }),
+      ),
     );
     for (let i = 0; i < USERS.length; i++) expect(created[2 * i]!.workspaceId).toBe(created[2 * i + 1]!.workspaceId);
     const folders = (await fs.readdir(path.join(dir, "workspaces"))).filter((n) => !n.startsWith("."));
@@ -96,7 +106,9 @@ describe.skipIf(!admin)("two service replicas on one PostgreSQL store and one ba
     const read = await call(b, USERS[0]!, "GET", `/sessions/${s.sessionId}/workspace/files?path=${encodeURIComponent(rel)}`);
     expect(await read.text()).toBe("written via A");
     // A download token minted by A opens the file on B (one shared secret).
-    const minted = (await (await call(a, USERS[0]!, "POST", `/sessions/${s.sessionId}/workspace/files/download-token`, { path: rel })).json()) as { url: string };
+    const minted = (await (await call(a, USERS[0]!, "POST", `/sessions/${s.sessionId}/workspace/files/download-token`, { path: rel })).json()) as {
+      url: string;
+    };
     expect(await (await fetch(`${b.url}${minted.url}`)).text()).toBe("written via A");
     // And another user is refused on both.
     for (const r of [a, b]) expect((await call(r, USERS[1]!, "GET", `/sessions/${s.sessionId}`)).status).toBe(404);
@@ -123,7 +135,13 @@ describe.skipIf(!admin)("two service replicas on one PostgreSQL store and one ba
           failures.push(`offload ${off.status} ${await off.text()}`);
           continue;
         }
-        acknowledged.push({ user, sessionId: s.sessionId, workspaceId: s.workspaceId, path: ((await off.json()) as { path: string }).path, sha: createHash("sha256").update(output).digest("hex") });
+        acknowledged.push({
+          user,
+          sessionId: s.sessionId,
+          workspaceId: s.workspaceId,
+          path: ((await off.json()) as { path: string }).path,
+          sha: createHash("sha256").update(output).digest("hex"),
+        });
       }
     };
     const workers = Array.from({ length: 16 }, (_, w) => worker(w));
@@ -139,7 +157,11 @@ describe.skipIf(!admin)("two service replicas on one PostgreSQL store and one ba
     for (const f of acknowledged) {
       const r = await call(survivor, f.user, "GET", `/sessions/${f.sessionId}/workspace/files?path=${encodeURIComponent(f.path)}`);
       expect(r.status).toBe(200);
-      expect(createHash("sha256").update(Buffer.from(await r.arrayBuffer())).digest("hex")).toBe(f.sha);
+      expect(
+        createHash("sha256")
+          .update(Buffer.from(await r.arrayBuffer()))
+          .digest("hex"),
+      ).toBe(f.sha);
     }
   }, 120_000);
 });

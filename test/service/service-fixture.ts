@@ -3,7 +3,15 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { LocalWorkspaceManager } from "../../sdk/backends/local/index.js";
 import type { Logger } from "../../sdk/logger.js";
-import { createApp, newToken, startService, SqliteSessionStore, type CreateAppOptions, type ServiceLimits, type SessionStore } from "../../sdk/service/index.js";
+import {
+  createApp,
+  newToken,
+  startService,
+  SqliteSessionStore,
+  type CreateAppOptions,
+  type ServiceLimits,
+  type SessionStore,
+} from "../../sdk/service/index.js";
 import type { EgressPolicy } from "../../sdk/util/egress.js";
 
 export interface Running {
@@ -21,7 +29,15 @@ export interface Running {
 
 /** A real service on loopback: a Local manager in a temp basedir, SQLite in a temp file, users with hashed tokens. */
 export async function startTestService(
-  options: { users?: string[]; limits?: Partial<ServiceLimits>; logger?: Logger; store?: SessionStore; basedir?: string; egress?: EgressPolicy; app?: Pick<CreateAppOptions, "allowedHosts" | "allowedOrigins"> } = {},
+  options: {
+    users?: string[];
+    limits?: Partial<ServiceLimits>;
+    logger?: Logger;
+    store?: SessionStore;
+    basedir?: string;
+    egress?: EgressPolicy;
+    app?: Pick<CreateAppOptions, "allowedHosts" | "allowedOrigins">;
+  } = {},
 ): Promise<Running> {
   const root = await mkdtemp(path.join(tmpdir(), "svc-"));
   const basedir = options.basedir ?? path.join(root, "workspaces");
@@ -33,7 +49,16 @@ export async function startTestService(
     await store.addTokenHash(user, t.hash);
     tokens[user] = t.token;
   }
-  const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, backend: "local", processMetrics: false, downloadSecret: "test-secret", ...(options.limits ? { limits: options.limits } : {}), ...(options.logger ? { logger: options.logger } : {}), ...options.app });
+  const { app, dispose } = createApp({
+    workspaceManager: manager,
+    sessionStore: store,
+    backend: "local",
+    processMetrics: false,
+    downloadSecret: "test-secret",
+    ...(options.limits ? { limits: options.limits } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+    ...options.app,
+  });
   const running = await startService({
     app,
     onClose: async () => {

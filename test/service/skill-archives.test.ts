@@ -26,7 +26,8 @@ describe("skill archives over HTTP", () => {
     form.append("archive", new Blob([zipOf(files)]), filename);
     return svc.call("alice", "POST", w, form);
   };
-  const names = async () => ((await (await svc.call("alice", "GET", w)).json()) as Array<{ name: string; dir: string }>).map((s) => `${s.name}@${s.dir.split("/").pop()}`).sort();
+  const names = async () =>
+    ((await (await svc.call("alice", "GET", w)).json()) as Array<{ name: string; dir: string }>).map((s) => `${s.name}@${s.dir.split("/").pop()}`).sort();
 
   it("installs an archive's one top-level folder under that folder's name (zip metadata ignored)", async () => {
     const r = await post({ "release-notes/SKILL.md": skillMd("Release Notes"), "release-notes/tmpl/a.md": "A", "__MACOSX/release-notes/._SKILL.md": "junk" });
@@ -41,7 +42,11 @@ describe("skill archives over HTTP", () => {
     const before = await names();
     const r = await post({ "alpha/SKILL.md": skillMd("alpha"), "beta/SKILL.md": skillMd("beta") });
     expect(r.status).toBe(400);
-    expect(await r.json()).toMatchObject({ title: "invalid_argument", field: "archive", detail: expect.stringMatching(/2 skill folders \('alpha', 'beta'\); upload one skill per archive/) });
+    expect(await r.json()).toMatchObject({
+      title: "invalid_argument",
+      field: "archive",
+      detail: expect.stringMatching(/2 skill folders \('alpha', 'beta'\); upload one skill per archive/),
+    });
     expect(await names()).toEqual(before);
   });
 

@@ -103,7 +103,8 @@ describe("slow clients", () => {
   it("cuts a request body slower than the minimum rate; an honest slow body goes through", { timeout: 30_000 }, async () => {
     const { service, token } = await serve({ minBodyBytesPerSecond: 2000, bodyRateWindowMs: 400 });
     const body = (n: number) => JSON.stringify({ agentId: "slow" }) + " ".repeat(n);
-    const post = (length: number) => `POST /sessions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+    const post = (length: number) =>
+      `POST /sessions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
 
     const drip = await connect(service.port);
     const dripped = body(5000);
@@ -136,7 +137,12 @@ describe("slow clients", () => {
   });
 
   it("takes the limits from `agentws serve` flags", () => {
-    expect(connectionFlags({ "max-connections": "200", "headers-timeout": "2.5", "keep-alive-timeout": "30", "min-body-rate": "4096" })).toEqual({ maxConnections: 200, headersTimeoutMs: 2500, keepAliveTimeoutMs: 30_000, minBodyBytesPerSecond: 4096 });
+    expect(connectionFlags({ "max-connections": "200", "headers-timeout": "2.5", "keep-alive-timeout": "30", "min-body-rate": "4096" })).toEqual({
+      maxConnections: 200,
+      headersTimeoutMs: 2500,
+      keepAliveTimeoutMs: 30_000,
+      minBodyBytesPerSecond: 4096,
+    });
     expect(connectionFlags({})).toEqual({});
     expect(() => connectionFlags({ "max-connections": "-1" })).toThrow(/--max-connections/);
   });

@@ -77,7 +77,16 @@ describe("workspace ids cannot be squatted or probed (item 1)", () => {
     const stackDir = path.join(svc.root, "declared");
     const driver = new LocalDriver({ kind: "local", basedir: stackDir });
     const description = await driver.create({ workspaceId: "bob-team", userId: "bob", agentId: "coder", managedBy: "pulumi" });
-    svc.manager.loadFleet({ "bob-team": { workspaceId: "bob-team", userId: "bob", agentId: "coder", backend: { kind: "local", basedir: stackDir }, managedBy: "pulumi", location: description.location } });
+    svc.manager.loadFleet({
+      "bob-team": {
+        workspaceId: "bob-team",
+        userId: "bob",
+        agentId: "coder",
+        backend: { kind: "local", basedir: stackDir },
+        managedBy: "pulumi",
+        location: description.location,
+      },
+    });
     expect((await created(await svc.call("bob", "POST", "/sessions", { agentId: "coder", workspaceId: "bob-team" }))).workspaceId).toBe("bob-team");
 
     // Not alice's: her answers are the not-found of a made-up id.
@@ -134,7 +143,13 @@ describe.each(STORES)("ids validated once, at the edge (item 2, %s)", (kind, ava
     const agentId = "é".repeat(100); // 200 bytes
     const s = await created(await svc.call("alice", "POST", "/sessions", { agentId }));
     expect((await svc.call("alice", "GET", `/sessions/${s.sessionId}/workspace/skills`)).status).toBe(200);
-    const list = await svc.call("alice", "POST", `/sessions/${s.sessionId}/mcp`, { jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }, { accept: "application/json, text/event-stream" });
+    const list = await svc.call(
+      "alice",
+      "POST",
+      `/sessions/${s.sessionId}/mcp`,
+      { jsonrpc: "2.0", id: 1, method: "tools/list", params: {} },
+      { accept: "application/json, text/event-stream" },
+    );
     const text = await list.text();
     expect(list.status).toBe(200);
     expect(text).toContain('"Bash"');
@@ -179,7 +194,11 @@ describe("agentws token refuses user ids the service refuses (item 2)", () => {
 
   it("' ' and 'a::b' are refused with a clear message and nothing stored; a good id still gets its token", async () => {
     const store = path.join(dir, "s.db");
-    for (const [user, why] of [[" ", /empty or blank/], ["a::b", /'::'/], ["../x", /'\/'/]] as const) {
+    for (const [user, why] of [
+      [" ", /empty or blank/],
+      ["a::b", /'::'/],
+      ["../x", /'\/'/],
+    ] as const) {
       const r = await agentws([user, "--store", store]);
       expect(r.code, r.stderr).toBe(1);
       expect(r.stdout).toBe("");
@@ -239,7 +258,10 @@ describe("problem bodies name fields, never values; answers carry no host paths 
 
   it("a record key the caller chose is not echoed into `field`", async () => {
     const s = await created(await svc.call("alice", "POST", "/sessions", { agentId: "mcp" }));
-    const r = await svc.call("alice", "POST", `/sessions/${s.sessionId}/workspace/mcp`, { name: "x", transport: { type: "stdio", command: "x", env: { "../../../../etc/passwd": 5 } } });
+    const r = await svc.call("alice", "POST", `/sessions/${s.sessionId}/workspace/mcp`, {
+      name: "x",
+      transport: { type: "stdio", command: "x", env: { "../../../../etc/passwd": 5 } },
+    });
     const body = await json(r);
     expect(r.status).toBe(400);
     expect(body.title).toBe("invalid_argument");
@@ -259,7 +281,9 @@ describe("problem bodies name fields, never values; answers carry no host paths 
     answers.push(await ctx.clone().text());
     expect(await json(ctx)).toEqual({ path: `sessions/${s.sessionId}/context.jsonl` });
     // Reading the answered path back through the files route gives the offloaded bytes.
-    expect(await (await svc.call("alice", "GET", `${w}/files?path=${encodeURIComponent(`sessions/${s.sessionId}/tool_result-call-1.txt`)}`)).text()).toBe("big");
+    expect(await (await svc.call("alice", "GET", `${w}/files?path=${encodeURIComponent(`sessions/${s.sessionId}/tool_result-call-1.txt`)}`)).text()).toBe(
+      "big",
+    );
 
     const status = await svc.call("alice", "GET", `${w}/status`);
     answers.push(await status.clone().text());

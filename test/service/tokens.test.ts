@@ -6,7 +6,18 @@ import pg from "pg";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { LocalWorkspaceManager } from "../../sdk/backends/local/index.js";
 import { main } from "../../sdk/cli/main.js";
-import { PostgresSessionStore, SqliteSessionStore, anyTokenAuth, createApp, hashToken, newToken, startService, storeTokenAuth, tokenFileAuth, type SessionStore } from "../../sdk/service/index.js";
+import {
+  PostgresSessionStore,
+  SqliteSessionStore,
+  anyTokenAuth,
+  createApp,
+  hashToken,
+  newToken,
+  startService,
+  storeTokenAuth,
+  tokenFileAuth,
+  type SessionStore,
+} from "../../sdk/service/index.js";
 import { freshDatabase, postgresUrl } from "../support/postgres.js";
 import { startTestService, type Running } from "./service-fixture.js";
 
@@ -187,10 +198,16 @@ for (const [kind, backend, available] of backends) {
         expect(((await r.json()) as { detail: string }).detail).toContain("'admin' scope");
       }
       expect((await call(s, s.tokens.alice!, "DELETE", "/admin/users/bob/sessions/x")).status).toBe(403);
-      const all = (await (await call(s, admin.token, "GET", "/admin/sessions")).json()) as { sessions: Array<{ userId: string; sessionId: string }>; total: number };
+      const all = (await (await call(s, admin.token, "GET", "/admin/sessions")).json()) as {
+        sessions: Array<{ userId: string; sessionId: string }>;
+        total: number;
+      };
       expect(all.total).toBe(2);
       expect(all.sessions.map((x) => x.userId).sort()).toEqual(["alice", "bob"]);
-      const bobs = (await (await call(s, admin.token, "GET", "/admin/sessions?userId=bob")).json()) as { sessions: Array<{ sessionId: string }>; total: number };
+      const bobs = (await (await call(s, admin.token, "GET", "/admin/sessions?userId=bob")).json()) as {
+        sessions: Array<{ sessionId: string }>;
+        total: number;
+      };
       expect(bobs.total).toBe(1);
       // An admin-only token is no read token of its own sessions.
       expect((await call(s, admin.token, "GET", "/sessions")).status).toBe(403);
@@ -227,7 +244,8 @@ for (const [kind, backend, available] of backends) {
       const { tokens } = JSON.parse(listed) as { tokens: Array<Record<string, unknown>> };
       expect(tokens.map((t) => t.name)).toEqual([null, "ci"]);
       for (const t of tokens) expect(Object.keys(t).sort()).toEqual(["createdAt", "expiresAt", "lastUsedAt", "name", "scopes", "tokenId", "userId"]);
-      for (const secret of [created.token, s.tokens.alice!, hashToken(created.token), hashToken(s.tokens.alice!).slice(7), "sha256:"]) expect(listed).not.toContain(secret);
+      for (const secret of [created.token, s.tokens.alice!, hashToken(created.token), hashToken(s.tokens.alice!).slice(7), "sha256:"])
+        expect(listed).not.toContain(secret);
       // Bob's tokens are not alice's business.
       expect(((await (await call(s, s.tokens.bob!, "GET", "/tokens")).json()) as { tokens: unknown[] }).tokens).toHaveLength(1);
 
@@ -296,7 +314,12 @@ describe("token files and the CLI", () => {
     const file = path.join(dir, "tokens.json");
     await writeFile(file, JSON.stringify({ users: { ops: [{ hash: admin.hash, scopes: ["read", "admin"] }], carol: [plain.hash] } }));
     const manager = new LocalWorkspaceManager({ basedir: path.join(dir, "ws"), ttl: 600 });
-    const { app, dispose } = createApp({ workspaceManager: manager, sessionStore: store, auth: anyTokenAuth(tokenFileAuth(file), storeTokenAuth(store)), processMetrics: false });
+    const { app, dispose } = createApp({
+      workspaceManager: manager,
+      sessionStore: store,
+      auth: anyTokenAuth(tokenFileAuth(file), storeTokenAuth(store)),
+      processMetrics: false,
+    });
     const s = await startService({
       app,
       onClose: async () => {
@@ -332,7 +355,9 @@ describe("token files and the CLI", () => {
     expect(listed.code).toBe(0);
     expect(listed.stdout).not.toContain(token);
     expect(listed.stdout).not.toContain("sha256:");
-    const { tokens } = JSON.parse(listed.stdout) as { tokens: Array<{ tokenId: string; userId: string; scopes: string[]; name: string | null; expiresAt: string | null }> };
+    const { tokens } = JSON.parse(listed.stdout) as {
+      tokens: Array<{ tokenId: string; userId: string; scopes: string[]; name: string | null; expiresAt: string | null }>;
+    };
     const dana = tokens.find((t) => t.userId === "dana")!;
     expect(dana).toMatchObject({ scopes: ["read"], name: "laptop" });
     expect(Date.parse(dana.expiresAt!)).toBeGreaterThan(Date.now() + 29 * 86_400_000);

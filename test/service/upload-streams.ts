@@ -55,7 +55,9 @@ export function multipart(parts: Part[]): { contentType: string; body: AsyncGene
   async function* body(): AsyncGenerator<Uint8Array> {
     for (const p of parts) {
       const disposition = `form-data; name="${p.name}"${p.filename !== undefined ? `; filename="${p.filename}"` : ""}`;
-      yield enc.encode(`--${boundary}\r\nContent-Disposition: ${disposition}\r\n${p.filename !== undefined ? "Content-Type: application/octet-stream\r\n" : ""}\r\n`);
+      yield enc.encode(
+        `--${boundary}\r\nContent-Disposition: ${disposition}\r\n${p.filename !== undefined ? "Content-Type: application/octet-stream\r\n" : ""}\r\n`,
+      );
       if (typeof p.body === "string") yield enc.encode(p.body);
       else yield* p.body;
       yield enc.encode("\r\n");

@@ -55,7 +55,10 @@ async function upload(url: string, token: string, sessionId: string, parts: Part
 
 /** A raw upload over node:http, so a test can stop mid-body or read an early answer while still sending. */
 function rawUpload(url: string, token: string, sessionId: string, contentType: string, headers: Record<string, string> = {}) {
-  const req = http.request(`${url}/sessions/${sessionId}/workspace/skills`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": contentType, ...headers } });
+  const req = http.request(`${url}/sessions/${sessionId}/workspace/skills`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": contentType, ...headers },
+  });
   const answer = new Promise<{ status: number; body: string }>((ok, fail) => {
     req.on("response", (res) => {
       let body = "";
@@ -75,7 +78,10 @@ describe("skill uploads in a service process: four parallel 450 MiB uploads", ()
   beforeAll(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-uploads-"));
     await fs.mkdir(path.join(dir, "tmp"));
-    child = spawn(process.execPath, ["--import", "tsx", CHILD, dir], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, TMPDIR: path.join(dir, "tmp") } });
+    child = spawn(process.execPath, ["--import", "tsx", CHILD, dir], {
+      stdio: ["ignore", "pipe", "inherit"],
+      env: { ...process.env, TMPDIR: path.join(dir, "tmp") },
+    });
     const [line] = (await once(child.stdout!, "data")) as [Buffer];
     svc = JSON.parse(line.toString()) as typeof svc;
   });
@@ -88,7 +94,11 @@ describe("skill uploads in a service process: four parallel 450 MiB uploads", ()
   });
 
   it(`installs all four with peak RSS growth under ${MAX_RSS_GROWTH / MiB} MiB, and leaves no temp file`, { timeout: 300_000 }, async () => {
-    const created = await fetch(`${svc.url}/sessions`, { method: "POST", headers: { authorization: `Bearer ${svc.token}`, "content-type": "application/json" }, body: JSON.stringify({ agentId: "up" }) });
+    const created = await fetch(`${svc.url}/sessions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${svc.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ agentId: "up" }),
+    });
     expect(created.status).toBe(201);
     const { sessionId, workspaceId } = (await created.json()) as { sessionId: string; workspaceId: string };
     // Warm-up: every module of the upload path loaded, then the peak reset.
@@ -100,12 +110,17 @@ describe("skill uploads in a service process: four parallel 450 MiB uploads", ()
 
     const started = performance.now();
     const folders = ["one", "two", "three", "four"];
-    const answers = await Promise.all(folders.map((f) => upload(svc.url, svc.token, sessionId, [{ name: "archive", filename: `${f}.tar`, body: skillTar(f, UPLOAD_BYTES) }])));
+    const answers = await Promise.all(
+      folders.map((f) => upload(svc.url, svc.token, sessionId, [{ name: "archive", filename: `${f}.tar`, body: skillTar(f, UPLOAD_BYTES) }])),
+    );
     const seconds = (performance.now() - started) / 1000;
     const peak = procStatus(pid, "VmHWM");
-    console.log(`[uploads] 4 x ${UPLOAD_BYTES / MiB} MiB in ${seconds.toFixed(1)} s; service RSS ${(before / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB (growth bound ${MAX_RSS_GROWTH / MiB} MiB)`);
+    console.log(
+      `[uploads] 4 x ${UPLOAD_BYTES / MiB} MiB in ${seconds.toFixed(1)} s; service RSS ${(before / MiB).toFixed(0)} MiB before, peak ${(peak / MiB).toFixed(0)} MiB (growth bound ${MAX_RSS_GROWTH / MiB} MiB)`,
+    );
 
-    for (const [i, r] of answers.entries()) expect({ status: r.status, body: (await r.json()) as unknown }).toMatchObject({ status: 201, body: { name: folders[i] } });
+    for (const [i, r] of answers.entries())
+      expect({ status: r.status, body: (await r.json()) as unknown }).toMatchObject({ status: 201, body: { name: folders[i] } });
     for (const f of folders) expect((await fs.stat(path.join(svc.basedir, workspaceId, "skills", "up", f, "big.bin"))).size).toBe(UPLOAD_BYTES);
     expect(peak - before).toBeLessThan(MAX_RSS_GROWTH);
     expect(await leftovers(path.join(dir, "tmp"))).toEqual([]);
@@ -135,7 +150,10 @@ describe("skill uploads: limits while streaming, the number read at once, temp f
     const { req, answer } = rawUpload(svc.url, svc.tokens.alice!, sessionId, contentType);
     let sent = 0;
     let answered = false;
-    void answer.then(() => (answered = true), () => (answered = true));
+    void answer.then(
+      () => (answered = true),
+      () => (answered = true),
+    );
     // Send until the answer comes (or the server stops reading): a 200 MiB body is never sent whole.
     for await (const chunk of body) {
       if (answered || req.destroyed) break;
@@ -160,7 +178,12 @@ describe("skill uploads: limits while streaming, the number read at once, temp f
   });
 
   it("refuses a files part over the per-file limit and an unexpected file part, and removes what it had stored", async () => {
-    const manifest = JSON.stringify({ entries: [{ path: "s/SKILL.md", size: 10 }, { path: "s/big.bin", size: 3 * MiB }] });
+    const manifest = JSON.stringify({
+      entries: [
+        { path: "s/SKILL.md", size: 10 },
+        { path: "s/big.bin", size: 3 * MiB },
+      ],
+    });
     const over = await upload(svc.url, svc.tokens.alice!, sessionId, [
       { name: "manifest", body: manifest },
       { name: "files", filename: "SKILL.md", body: "0123456789" },
@@ -176,7 +199,12 @@ describe("skill uploads: limits while streaming, the number read at once, temp f
 
   it("installs a folder upload streamed from disk, keeps the folder name, and removes its temp files", async () => {
     const md = skillMd("notes");
-    const manifest = JSON.stringify({ entries: [{ path: "my-notes/SKILL.md", size: md.length }, { path: "my-notes/data.bin", size: MiB + 7 }] });
+    const manifest = JSON.stringify({
+      entries: [
+        { path: "my-notes/SKILL.md", size: md.length },
+        { path: "my-notes/data.bin", size: MiB + 7 },
+      ],
+    });
     const r = await upload(svc.url, svc.tokens.alice!, sessionId, [
       { name: "manifest", body: manifest },
       { name: "files", filename: "SKILL.md", body: md },

@@ -25,8 +25,11 @@ export async function dockerEngine(): Promise<{ host: string } | null> {
     if (m) process.env.DOCKER_HOST = m[1];
   } catch (e) {
     // In CI an engine that cannot start is a failure, not a silent skip.
-    if (process.env.CI) throw new Error(`no Docker engine at DOCKER_HOST and scripts/dockerd.sh could not start one: ${String((e as Error).message).slice(0, 400)}`);
-    console.warn(`[docker tests] skipped: no Docker engine at DOCKER_HOST and scripts/dockerd.sh could not start one: ${String((e as Error).message).slice(0, 400)}`);
+    if (process.env.CI)
+      throw new Error(`no Docker engine at DOCKER_HOST and scripts/dockerd.sh could not start one: ${String((e as Error).message).slice(0, 400)}`);
+    console.warn(
+      `[docker tests] skipped: no Docker engine at DOCKER_HOST and scripts/dockerd.sh could not start one: ${String((e as Error).message).slice(0, 400)}`,
+    );
     return null;
   }
   if (!(await answers())) {

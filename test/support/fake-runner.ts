@@ -88,7 +88,10 @@ export function fakeRunner(script: (r: FakeRunner, q: FakeRequest) => void, opts
       const hl = inbuf.readUInt32BE(0);
       const pl = inbuf.readUInt32BE(4);
       if (inbuf.length < 8 + hl + pl) break;
-      const fields = inbuf.subarray(8, 8 + hl).toString().split("\0");
+      const fields = inbuf
+        .subarray(8, 8 + hl)
+        .toString()
+        .split("\0");
       const payload = inbuf.subarray(8 + hl, 8 + hl + pl);
       inbuf = inbuf.subarray(8 + hl + pl);
       const q = { op: fields[0]!, id: Number(fields[1]), fields, payload };

@@ -32,7 +32,10 @@ export async function attackBackends(tag: string): Promise<{ backends: AttackBac
   ];
   if (process.env.AGENTWS_SKIP_DOCKER !== "1" && (await dockerEngine())) {
     backends.push(
-      { name: "docker (host folder)", open: () => track(new DockerWorkspace({ workspaceId: uniqueId("dk"), basedir: base, baseImage: BASE_IMAGE, teardown: "destroy" })) },
+      {
+        name: "docker (host folder)",
+        open: () => track(new DockerWorkspace({ workspaceId: uniqueId("dk"), basedir: base, baseImage: BASE_IMAGE, teardown: "destroy" })),
+      },
       { name: "docker (no host folder)", open: () => track(new DockerWorkspace({ workspaceId: uniqueId("dk"), baseImage: BASE_IMAGE, teardown: "destroy" })) },
     );
   }

@@ -26,7 +26,10 @@ try {
   const sb = ws.getBackend();
   for (const [p, content] of Object.entries(cfg.write ?? {})) await sb.writeFile(p, content);
   const files: Record<string, string> = {};
-  for (const p of Object.keys(cfg.write ?? {})) files[p] = createHash("sha256").update(await sb.readFile(p)).digest("hex");
+  for (const p of Object.keys(cfg.write ?? {}))
+    files[p] = createHash("sha256")
+      .update(await sb.readFile(p))
+      .digest("hex");
   process.stdout.write(`${JSON.stringify({ pod: (sb as unknown as K8sSandbox).podName, outcome: ws.ensureOutcome, files })}\n`);
 } catch (e) {
   process.stdout.write(`${JSON.stringify({ error: String((e as Error).message ?? e) })}\n`);

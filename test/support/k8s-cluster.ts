@@ -78,12 +78,23 @@ async function find(): Promise<K8sCluster | null> {
 async function ownCluster(): Promise<Record<string, string>> {
   const sh = async (...args: string[]) => (await run(SCRIPT, args, { maxBuffer: 1 << 20 })).stdout;
   let out: string;
-  if (await sh("status").then(() => true, () => false)) out = await sh("env");
+  if (
+    await sh("status").then(
+      () => true,
+      () => false,
+    )
+  )
+    out = await sh("env");
   else {
     // A start under way (scripts/test) is waited for; otherwise a cached build starts in seconds.
     out = await sh("wait", String(STALL_SECONDS)).catch(async (e: unknown) => {
       if (!/no cluster is starting/.test(String((e as { stderr?: string }).stderr ?? e))) throw e;
-      if (!(await sh("cached").then(() => true, () => false)))
+      if (
+        !(await sh("cached").then(
+          () => true,
+          () => false,
+        ))
+      )
         throw new Error("the project's cluster is not built (run scripts/k8s-cluster.sh up once: about 15 min on 2 cores), and KUBECONFIG is not set");
       return sh("up");
     });
@@ -124,7 +135,12 @@ export async function objectsFor(cluster: K8sCluster, workspaceId: string, names
 
 /** kubectl from the project's cluster build (for baselines and out-of-band actions), or the one on PATH. */
 export async function kubectl(cluster: K8sCluster, args: string[], input?: string): Promise<string> {
-  const bin = process.env.AGENTWS_KUBECTL ?? (await run(SCRIPT, ["kubectl-path"]).then((r) => r.stdout.trim(), () => "kubectl"));
+  const bin =
+    process.env.AGENTWS_KUBECTL ??
+    (await run(SCRIPT, ["kubectl-path"]).then(
+      (r) => r.stdout.trim(),
+      () => "kubectl",
+    ));
   const child = run(bin, ["--kubeconfig", cluster.kubeconfig, ...args], { maxBuffer: 64 << 20 });
   if (input !== undefined) child.child.stdin?.end(input);
   return (await child).stdout;

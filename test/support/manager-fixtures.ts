@@ -43,7 +43,10 @@ export class FolderWorkspace implements ManagedWorkspace {
   async initialize(): Promise<void> {
     this.initializeCalls++;
     await this.hooks.beforeInitialize?.();
-    const existed = await fs.stat(this.sandbox.workdir).then(() => true, () => false);
+    const existed = await fs.stat(this.sandbox.workdir).then(
+      () => true,
+      () => false,
+    );
     await this.sandbox.mkdir("");
     this.ensureOutcome = existed ? "resumed" : "created";
     this.alive = true;
@@ -79,7 +82,10 @@ export async function checksums(root: string): Promise<Record<string, string>> {
     for (const e of await fs.readdir(dir, { withFileTypes: true })) {
       const full = path.join(dir, e.name);
       if (e.isDirectory()) await walk(full);
-      else if (e.isFile()) out[path.relative(root, full)] = createHash("sha256").update(await fs.readFile(full)).digest("hex");
+      else if (e.isFile())
+        out[path.relative(root, full)] = createHash("sha256")
+          .update(await fs.readFile(full))
+          .digest("hex");
     }
   }
   await walk(root);

@@ -32,9 +32,17 @@ const emit = (line: Record<string, unknown>): void => void process.stdout.write(
 const onEvent = (event: ManagerEvent): void => {
   if (event.type === "pause" || event.type === "evict" || event.type === "error") emit({ type: "event", event });
 };
-const common = { basedir: cfg.basedir, ttl: cfg.ttl, sweepInterval: cfg.sweepInterval, onEvent, ...(cfg.readOnlyPaths ? { readOnlyPaths: cfg.readOnlyPaths } : {}) };
+const common = {
+  basedir: cfg.basedir,
+  ttl: cfg.ttl,
+  sweepInterval: cfg.sweepInterval,
+  onEvent,
+  ...(cfg.readOnlyPaths ? { readOnlyPaths: cfg.readOnlyPaths } : {}),
+};
 const manager =
-  cfg.kind === "docker" ? new DockerWorkspaceManager({ ...common, ...(cfg.baseImage ? { baseImage: cfg.baseImage } : {}) }) : new BubblewrapWorkspaceManager(common);
+  cfg.kind === "docker"
+    ? new DockerWorkspaceManager({ ...common, ...(cfg.baseImage ? { baseImage: cfg.baseImage } : {}) })
+    : new BubblewrapWorkspaceManager(common);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const get = () => manager.getWorkspace("replica-user", "replica-agent", undefined, cfg.workspaceId);
 

@@ -19,7 +19,9 @@ export async function expectEveryByteAndABigFile(client: RunnerClient, files: Ru
 /** Twelve concurrent commands whose stdout and stderr must come back apart and whole. */
 export async function expectConcurrentCallsApart(pick: (i: number) => RunnerClient): Promise<void> {
   const rs = await Promise.all(
-    Array.from({ length: 12 }, (_, i) => pick(i).exec({ argv: ["sh", "-c", `printf 'out${i}\\377'; printf err${i} >&2`], cwd: "", env: {}, maxOutputBytes: 1024 })),
+    Array.from({ length: 12 }, (_, i) =>
+      pick(i).exec({ argv: ["sh", "-c", `printf 'out${i}\\377'; printf err${i} >&2`], cwd: "", env: {}, maxOutputBytes: 1024 }),
+    ),
   );
   for (const [i, r] of rs.entries()) expect([r.stdout.toString("latin1"), r.stderr.toString()]).toEqual([`out${i}\xff`, `err${i}`]);
 }

@@ -57,7 +57,17 @@ export async function fingerprint(dir: string): Promise<string[]> {
   const out: string[] = [];
   for (const e of await fs.readdir(dir, { withFileTypes: true, recursive: true })) {
     const p = path.join(e.parentPath, e.name);
-    out.push(`${path.relative(dir, p)}:${e.isFile() ? createHash("sha256").update(await fs.readFile(p)).digest("hex") : e.isDirectory() ? "dir" : "other"}`);
+    out.push(
+      `${path.relative(dir, p)}:${
+        e.isFile()
+          ? createHash("sha256")
+              .update(await fs.readFile(p))
+              .digest("hex")
+          : e.isDirectory()
+            ? "dir"
+            : "other"
+      }`,
+    );
   }
   return out.sort();
 }

@@ -22,7 +22,12 @@ const home = (id: string, basedir: string): DataHome => dataHomeOf({ workspaceId
 
 describe("the data ledger's records", () => {
   it("keep only the plain fields saying where the files are, host paths normalised", () => {
-    expect(dataHomeOf({ workspaceId: "w", userId: "u", backend: { kind: "local", basedir: "/srv/ws/" } })).toEqual({ key: "local:/srv/ws/w", workspaceId: "w", userId: "u", backend: { kind: "local", basedir: "/srv/ws" } });
+    expect(dataHomeOf({ workspaceId: "w", userId: "u", backend: { kind: "local", basedir: "/srv/ws/" } })).toEqual({
+      key: "local:/srv/ws/w",
+      workspaceId: "w",
+      userId: "u",
+      backend: { kind: "local", basedir: "/srv/ws" },
+    });
     const docker = dataHomeOf({ workspaceId: "w", backend: { kind: "docker", basedir: "/srv/d", env: { TOKEN: "s3cret" }, baseImage: "x:1" } });
     expect(docker).toEqual({ key: "docker:/srv/d/w", workspaceId: "w", backend: { kind: "docker", basedir: "/srv/d" } });
     expect(JSON.stringify(docker)).not.toContain("s3cret");
@@ -49,9 +54,21 @@ describe("the data ledger's records", () => {
 
   it("the provider diffs on homes and deleteData only, and update returns full outputs", async () => {
     const a = home("a", "/srv/1");
-    expect((await ledgerProviderImpl.diff("x", { deleteData: false, homes: [a], leftovers: [], __provider: "old" }, { deleteData: false, homes: [a], __provider: "new" })).changes).toBe(false);
+    expect(
+      (
+        await ledgerProviderImpl.diff(
+          "x",
+          { deleteData: false, homes: [a], leftovers: [], __provider: "old" },
+          { deleteData: false, homes: [a], __provider: "new" },
+        )
+      ).changes,
+    ).toBe(false);
     expect((await ledgerProviderImpl.diff("x", { deleteData: false, homes: [a] }, { deleteData: true, homes: [a] })).changes).toBe(true);
-    expect((await ledgerProviderImpl.update("x", { deleteData: false, homes: [a], leftovers: [] }, { deleteData: true, homes: [] })).outs).toEqual({ deleteData: true, homes: [], leftovers: [a] });
+    expect((await ledgerProviderImpl.update("x", { deleteData: false, homes: [a], leftovers: [] }, { deleteData: true, homes: [] })).outs).toEqual({
+      deleteData: true,
+      homes: [],
+      leftovers: [a],
+    });
   });
 });
 
@@ -82,20 +99,23 @@ describe("destroy of a leftover (deleteData, leftover)", () => {
     expect(existsSync(join(elsewhere, "keep.txt"))).toBe(true);
   });
 
-  it.skipIf(spawnSync("sh", ["-c", "command -v bwrap"]).status !== 0)("bubblewrap: removes a kept folder and its empty user folder, refuses a live one", async () => {
-    const basedir = tmp();
-    const d = new BubblewrapDriver({ basedir });
-    const made = await d.create(ident("kept", "u1"));
-    writeFileSync(join(made.location.hostPath!, "f.txt"), "x");
-    await d.destroy("kept");
-    expect(existsSync(join(made.location.hostPath!, "f.txt"))).toBe(true);
-    await d.create(ident("kept", "u1"));
-    await expect(d.destroy("kept", { deleteData: true, leftover: true })).rejects.toMatchObject({ code: "conflict" });
-    expect(existsSync(join(made.location.hostPath!, "f.txt"))).toBe(true);
-    await d.destroy("kept");
-    await d.destroy("kept", { deleteData: true, leftover: true });
-    expect(readdirSync(basedir)).toEqual([]);
-  });
+  it.skipIf(spawnSync("sh", ["-c", "command -v bwrap"]).status !== 0)(
+    "bubblewrap: removes a kept folder and its empty user folder, refuses a live one",
+    async () => {
+      const basedir = tmp();
+      const d = new BubblewrapDriver({ basedir });
+      const made = await d.create(ident("kept", "u1"));
+      writeFileSync(join(made.location.hostPath!, "f.txt"), "x");
+      await d.destroy("kept");
+      expect(existsSync(join(made.location.hostPath!, "f.txt"))).toBe(true);
+      await d.create(ident("kept", "u1"));
+      await expect(d.destroy("kept", { deleteData: true, leftover: true })).rejects.toMatchObject({ code: "conflict" });
+      expect(existsSync(join(made.location.hostPath!, "f.txt"))).toBe(true);
+      await d.destroy("kept");
+      await d.destroy("kept", { deleteData: true, leftover: true });
+      expect(readdirSync(basedir)).toEqual([]);
+    },
+  );
 
   it("the ledger's delete removes leftovers with deleteData on, keeps one in use and reports what it could not remove", async () => {
     const basedir = tmp();
@@ -113,7 +133,9 @@ describe("destroy of a leftover (deleteData, leftover)", () => {
     rmSync(join(basedir, "c"), { recursive: true });
     mkdirSync(join(basedir, "elsewhere"));
     symlinkSync(join(basedir, "elsewhere"), join(basedir, "c"));
-    await expect(ledgerProviderImpl.delete("x", { deleteData: true, leftovers })).rejects.toThrow(new RegExp(`workspace 'c' \\(local, basedir ${basedir}\\).*${join(basedir, "c")}`));
+    await expect(ledgerProviderImpl.delete("x", { deleteData: true, leftovers })).rejects.toThrow(
+      new RegExp(`workspace 'c' \\(local, basedir ${basedir}\\).*${join(basedir, "c")}`),
+    );
     expect(readdirSync(basedir).sort()).toEqual([".agentws", "b", "c", "elsewhere"]);
   });
 });

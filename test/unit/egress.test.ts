@@ -1,7 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { egressPolicy } from "../../sdk/cli/serve.js";
 import { WorkspaceOptionsSchema } from "../../sdk/workspace/workspace.js";
-import { EgressGuard, EgressPolicySchema, canonicalAddress, classifyAddress, parseAllowEntry, type AddressClass, type EgressLookup } from "../../sdk/util/egress.js";
+import {
+  EgressGuard,
+  EgressPolicySchema,
+  canonicalAddress,
+  classifyAddress,
+  parseAllowEntry,
+  type AddressClass,
+  type EgressLookup,
+} from "../../sdk/util/egress.js";
 
 /** A resolver from a table; unknown names fail as the system resolver would. */
 function table(names: Record<string, string[]>): EgressLookup & { calls: string[] } {
@@ -91,12 +99,38 @@ describe("allowlist entries", () => {
     expect(parseAllowEntry("MCP.Example.com")).toMatchObject({ kind: "name", name: "mcp.example.com", wildcard: false, port: undefined });
     expect(parseAllowEntry("*.internal.example.com:8443")).toMatchObject({ kind: "name", name: "internal.example.com", wildcard: true, port: 8443 });
     expect(parseAllowEntry("localhost.")).toMatchObject({ kind: "name", name: "localhost" });
-    for (const e of ["127.0.0.1", "127.0.0.1:8080", "10.0.0.0/8", "10.1.0.0/16:443", "::1", "[::1]", "[::1]:8080", "fd00::/8", "[fd00::/8]:443", "2130706433:80"])
+    for (const e of [
+      "127.0.0.1",
+      "127.0.0.1:8080",
+      "10.0.0.0/8",
+      "10.1.0.0/16:443",
+      "::1",
+      "[::1]",
+      "[::1]:8080",
+      "fd00::/8",
+      "[fd00::/8]:443",
+      "2130706433:80",
+    ])
       expect(parseAllowEntry(e).kind, e).toBe("net");
   });
 
   it("refuses what is none of them, saying which entry", () => {
-    for (const bad of ["", "*", "*.", "http://x", "a b", "host:0", "host:70000", "host:x", "10.0.0.0/33", "[::1]/129", "fd00::/200", "[example.com]:80", "*.127.0.0.1", "a/b"]) {
+    for (const bad of [
+      "",
+      "*",
+      "*.",
+      "http://x",
+      "a b",
+      "host:0",
+      "host:70000",
+      "host:x",
+      "10.0.0.0/33",
+      "[::1]/129",
+      "fd00::/200",
+      "[example.com]:80",
+      "*.127.0.0.1",
+      "a/b",
+    ]) {
       const r = EgressPolicySchema.safeParse({ allow: [bad] });
       expect(r.success, bad).toBe(false);
     }
@@ -177,7 +211,11 @@ describe("egress guard decisions", () => {
       "zero.corp.example": ["0.0.0.0"],
     });
     const guard = new EgressGuard({ allow: ["*.corp.example", "localhost:8080", "192.168.0.0/16:443", "[fd00::/8]", "127.0.0.1:9000"] }, { lookup });
-    const ok = (url: string) => guard.check(url).then(() => "ok", (e: Error & { code?: string }) => e.code);
+    const ok = (url: string) =>
+      guard.check(url).then(
+        () => "ok",
+        (e: Error & { code?: string }) => e.code,
+      );
     expect(await ok("http://mcp.corp.example/")).toBe("ok");
     expect(await ok("http://a.b.corp.example:1234/")).toBe("ok");
     expect(await ok("http://corp.example/")).toBe("forbidden"); // a wildcard covers subdomains, not the domain
@@ -200,9 +238,20 @@ describe("egress guard decisions", () => {
 
   it("allowPrivate opens loopback and private ranges only", async () => {
     const guard = new EgressGuard({ allowPrivate: true }, { lookup: table({ localhost: ["127.0.0.1"] }) });
-    const ok = (url: string) => guard.check(url).then(() => "ok", (e: Error & { code?: string }) => e.code);
+    const ok = (url: string) =>
+      guard.check(url).then(
+        () => "ok",
+        (e: Error & { code?: string }) => e.code,
+      );
     for (const url of ["http://localhost:1/", "http://10.0.0.1/", "http://[fd12::1]/", "http://100.64.0.1/"]) expect(await ok(url), url).toBe("ok");
-    for (const url of ["http://169.254.169.254/", "http://[fd00:ec2::254]/", "http://169.254.1.1/", "http://0.0.0.0/", "http://224.0.0.1/", "http://100.100.100.200/"])
+    for (const url of [
+      "http://169.254.169.254/",
+      "http://[fd00:ec2::254]/",
+      "http://169.254.1.1/",
+      "http://0.0.0.0/",
+      "http://224.0.0.1/",
+      "http://100.100.100.200/",
+    ])
       expect(await ok(url), url).toBe("forbidden");
   });
 });

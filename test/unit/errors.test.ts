@@ -56,7 +56,10 @@ describe("error family", () => {
   });
 
   it("marks unavailable, timeout and rate_limited retryable and nothing else, unless told", () => {
-    const retryable = Object.values(one).filter((e) => e.retryable).map((e) => e.code).sort();
+    const retryable = Object.values(one)
+      .filter((e) => e.retryable)
+      .map((e) => e.code)
+      .sort();
     expect(retryable).toEqual(["rate_limited", "timeout", "unavailable"]);
     expect(new UnavailableError("gone for good", { retryable: false }).retryable).toBe(false);
   });
@@ -89,7 +92,13 @@ describe("boundary mappings", () => {
     expect(toProblem(secret)).toMatchObject({ status: 400, title: "invalid_argument", field: "backend.env.TOKEN", retryable: false });
     expect(toProblem(one.rate_limited)).toMatchObject({ status: 429, retryable: true, retryAfterMs: 1500 });
     expect(retryAfterHeader(one.rate_limited)).toBe("2");
-    expect(toProblem(new Error("internal secret"))).toEqual({ type: "about:blank", title: "internal", status: 500, detail: "internal error", retryable: false });
+    expect(toProblem(new Error("internal secret"))).toEqual({
+      type: "about:blank",
+      title: "internal",
+      status: 500,
+      detail: "internal error",
+      retryable: false,
+    });
     expect(JSON.stringify(toMcpError(new Error("internal secret")))).not.toContain("secret");
   });
 });
@@ -201,7 +210,8 @@ describe("uniform constructors: (message, { field, cause, details, ... })", () =
 });
 
 describe("docker error table", () => {
-  const api = (statusCode: number, message: string, headers?: Record<string, string>) => Object.assign(new Error(`(HTTP code ${statusCode}) ${message}`), { statusCode, json: { message }, ...(headers ? { headers } : {}) });
+  const api = (statusCode: number, message: string, headers?: Record<string, string>) =>
+    Object.assign(new Error(`(HTTP code ${statusCode}) ${message}`), { statusCode, json: { message }, ...(headers ? { headers } : {}) });
 
   it("maps engine statuses to codes, container states to recovery hints, sockets to unavailable", () => {
     expect((dockerError(api(401, "auth required"), "pull", "engine") as WorkspaceError).code).toBe("unauthenticated");

@@ -16,7 +16,8 @@ function fleetFile(text: string): string {
   return p;
 }
 
-const MCP = (headers: string) => `    defaultMcps: [{ name: m, transport: { type: http, url: "http://127.0.0.1:9/mcp", headers: { Authorization: ${headers} } } }]`;
+const MCP = (headers: string) =>
+  `    defaultMcps: [{ name: m, transport: { type: http, url: "http://127.0.0.1:9/mcp", headers: { Authorization: ${headers} } } }]`;
 
 describe("secret-bearing fleet fields", () => {
   it("names every secret-bearing path", () => {
@@ -43,7 +44,9 @@ describe("secret-bearing fleet fields", () => {
     expect(() => loadFleetFile(fleetFile(`workspaces:\n  - workspaceId: w\n    backend: { kind: local }\n${MCP('{ secret: "a b" }')}`))).toThrow(
       /workspaces\[0\]\.defaultMcps\[0\]\.transport\.headers\.Authorization\.secret/,
     );
-    expect(() => loadFleetFile(fleetFile(`workspaces:\n  - workspaceId: w\n    backend: { kind: local }\n${MCP("{ secret: tok, extra: 1 }")}`))).toThrow(/Authorization/);
+    expect(() => loadFleetFile(fleetFile(`workspaces:\n  - workspaceId: w\n    backend: { kind: local }\n${MCP("{ secret: tok, extra: 1 }")}`))).toThrow(
+      /Authorization/,
+    );
     expect(() => loadFleetFile(fleetFile(`workspaces:\n  - workspaceId: w\n    backend: { kind: local }\n${MCP("{ other: 1 }")}`))).toThrow(/Authorization/);
   });
 
@@ -56,7 +59,14 @@ describe("secret-bearing fleet fields", () => {
     const e = { sequence: 1, timestamp: 1, diagnosticEvent: { message: 'x sentinel-1234 y \\"sentinel-1234\\"', color: "never", severity: "debug" as const } };
     const masked = maskEvent(e as never, ["sentinel-1234"]);
     expect(JSON.stringify(masked)).not.toContain("sentinel-1234");
-    const wire = maskEvent({ sequence: 2, timestamp: 1, resOutputsEvent: { metadata: { new: { outputs: { k: { "4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", value: "plain" } } } } } } as never, []);
+    const wire = maskEvent(
+      {
+        sequence: 2,
+        timestamp: 1,
+        resOutputsEvent: { metadata: { new: { outputs: { k: { "4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", value: "plain" } } } } },
+      } as never,
+      [],
+    );
     expect(JSON.stringify(wire)).not.toContain("plain");
   });
 });

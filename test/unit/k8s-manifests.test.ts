@@ -5,7 +5,14 @@ import { labelValue, objectName, readTags } from "../../sdk/backends/kubernetes/
 import { KubernetesBackendSchema } from "../../sdk/backends/kubernetes/schema.js";
 
 const DNS1123 = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const spec = KubernetesBackendSchema.parse({ kind: "kubernetes", image: "img:1", namespace: "agents", env: { A: "1" }, nodeSelector: { pool: "ws" }, tolerations: [{ key: "k", operator: "Exists" }] });
+const spec = KubernetesBackendSchema.parse({
+  kind: "kubernetes",
+  image: "img:1",
+  namespace: "agents",
+  env: { A: "1" },
+  nodeSelector: { pool: "ws" },
+  tolerations: [{ key: "k", operator: "Exists" }],
+});
 
 describe("Kubernetes names and manifests (no cluster)", () => {
   it("derives a stable DNS-1123 name from any valid workspace id", () => {
@@ -33,7 +40,13 @@ describe("Kubernetes names and manifests (no cluster)", () => {
     expect(p.automountServiceAccountToken).toBe(false);
     expect(p.enableServiceLinks).toBe(false);
     expect(p.securityContext).toMatchObject({ runAsUser: 1000, runAsGroup: 1000, seccompProfile: { type: "RuntimeDefault" } });
-    expect(p.containers[0]!.securityContext).toEqual({ allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ["ALL"] }, readOnlyRootFilesystem: false, runAsNonRoot: true });
+    expect(p.containers[0]!.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      capabilities: { drop: ["ALL"] },
+      readOnlyRootFilesystem: false,
+      runAsNonRoot: true,
+    });
     expect(p.initContainers).toBeUndefined();
     expect(p.nodeSelector).toEqual({ pool: "ws" });
     expect(p.tolerations).toEqual([{ key: "k", operator: "Exists" }]);
@@ -44,15 +57,26 @@ describe("Kubernetes names and manifests (no cluster)", () => {
     expect(fresh).toHaveLength(1);
     expect(fresh[0]!.securityContext!.capabilities).toEqual({ drop: ["ALL"], add: ["CHOWN", "FOWNER"] });
     // runAsUser null keeps the image's user, and needs no init container.
-    const asImage = podManifest(KubernetesBackendSchema.parse({ kind: "kubernetes", image: "i:1", runAsUser: null }), { workspaceId: "w", managedBy: "runtime" }, false).spec!;
+    const asImage = podManifest(
+      KubernetesBackendSchema.parse({ kind: "kubernetes", image: "i:1", runAsUser: null }),
+      { workspaceId: "w", managedBy: "runtime" },
+      false,
+    ).spec!;
     expect(asImage.initContainers).toBeUndefined();
     expect(asImage.securityContext!.runAsUser).toBeUndefined();
   });
 
   it("puts size, class and identity on the PVC", () => {
-    const pvc = pvcManifest({ ...spec, storageSize: "5Gi", storageClassName: "fast" }, { workspaceId: "w1", userId: "a@b", managedBy: "pulumi", tags: { t: "v" } });
+    const pvc = pvcManifest(
+      { ...spec, storageSize: "5Gi", storageClassName: "fast" },
+      { workspaceId: "w1", userId: "a@b", managedBy: "pulumi", tags: { t: "v" } },
+    );
     expect(pvc.spec).toMatchObject({ accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "5Gi" } }, storageClassName: "fast" });
-    expect(pvc.metadata!.annotations).toMatchObject({ "agent-workspaces/workspace-id": "w1", "agent-workspaces/user-id": "a@b", "agent-workspaces/managed-by": "pulumi" });
+    expect(pvc.metadata!.annotations).toMatchObject({
+      "agent-workspaces/workspace-id": "w1",
+      "agent-workspaces/user-id": "a@b",
+      "agent-workspaces/managed-by": "pulumi",
+    });
     expect(pvc.metadata!.labels).toMatchObject({ "agent-workspaces.managed": "true", "tag.agent-workspaces/t": "v" });
   });
 

@@ -15,7 +15,16 @@ afterEach(async () => {
 });
 
 /** A manager over FolderWorkspace that records every workspace it built. */
-function folderManager(options: { ttl?: number; sweepInterval?: number; eviction?: "pause" | "close"; sweep?: "background" | "lazy"; hooks?: FolderWorkspace["hooks"]; failInit?: (identity: ManagedIdentity) => Error | undefined } = {}) {
+function folderManager(
+  options: {
+    ttl?: number;
+    sweepInterval?: number;
+    eviction?: "pause" | "close";
+    sweep?: "background" | "lazy";
+    hooks?: FolderWorkspace["hooks"];
+    failInit?: (identity: ManagedIdentity) => Error | undefined;
+  } = {},
+) {
   const built: FolderWorkspace[] = [];
   const events: ManagerEvent[] = [];
   const manager = new WorkspaceManager<FolderWorkspace>({

@@ -46,7 +46,14 @@ describe("assignWorkspaceId", () => {
     const id = sessionWorkspaceId(base);
     expect(sessionWorkspaceId(base)).toBe(id);
     expect(id).toBe(blake2bHex("session::u1::a1::s1", 8));
-    expect(new Set([id, sessionWorkspaceId({ ...base, userId: "u2" }), sessionWorkspaceId({ ...base, agentId: "a2" }), sessionWorkspaceId({ ...base, sessionId: "s2" })]).size).toBe(4);
+    expect(
+      new Set([
+        id,
+        sessionWorkspaceId({ ...base, userId: "u2" }),
+        sessionWorkspaceId({ ...base, agentId: "a2" }),
+        sessionWorkspaceId({ ...base, sessionId: "s2" }),
+      ]).size,
+    ).toBe(4);
     expect(() => sessionWorkspaceId({ userId: "u1", agentId: "a1" })).toThrow(/sessionId: is required/);
   });
 });
@@ -98,7 +105,13 @@ describe("WorkspaceManager id resolution", () => {
 
   it("never confuses two users whose ids differ only around separators", async () => {
     await using m = manager(IsolationPolicy.PER_AGENT);
-    const pairs: Array<[string, string]> = [["a\u0000b", "c"], ["a", "b\u0000c"], ["a|1", "b"], ["a", "1|b"], ["a", "::b"]];
+    const pairs: Array<[string, string]> = [
+      ["a\u0000b", "c"],
+      ["a", "b\u0000c"],
+      ["a|1", "b"],
+      ["a", "1|b"],
+      ["a", "::b"],
+    ];
     const ids = await Promise.all(pairs.map(([u, a]) => m.getWorkspace(u, a).then((w) => w.workspaceId)));
     expect(ids).toEqual(pairs.map(([userId, agentId]) => assignWorkspaceId({ userId, agentId })));
     expect(new Set(ids).size).toBe(pairs.length);

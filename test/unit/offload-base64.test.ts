@@ -18,7 +18,31 @@ const fast = (text: string): string | "invalid" => {
 
 describe("checkBase64", () => {
   it("agrees with the regex rule on hand-picked edge cases", () => {
-    const cases = ["", "=", "==", "===", "A", "AB", "ABC", "ABCD", "AB==", "ABC=", "A===", "AB=C", "AB= =", " AB\n==\t", "AB==\n", "A\u00a0B\u2028C\uFEFFD", "AB-_", "AB\u0000", "ABCD€", "ABCDE", "ABCDEF=", "+/+/", "\n\r\t\v\f "];
+    const cases = [
+      "",
+      "=",
+      "==",
+      "===",
+      "A",
+      "AB",
+      "ABC",
+      "ABCD",
+      "AB==",
+      "ABC=",
+      "A===",
+      "AB=C",
+      "AB= =",
+      " AB\n==\t",
+      "AB==\n",
+      "A\u00a0B\u2028C\uFEFFD",
+      "AB-_",
+      "AB\u0000",
+      "ABCD€",
+      "ABCDE",
+      "ABCDEF=",
+      "+/+/",
+      "\n\r\t\v\f ",
+    ];
     for (const c of cases) expect(fast(c), JSON.stringify(c)).toBe(regexRule(c));
   });
 

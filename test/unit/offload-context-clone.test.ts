@@ -33,7 +33,10 @@ describe("offloadContext copies", () => {
     const before = JSON.stringify(messages);
     await off.offloadContext("s", messages);
     expect(JSON.stringify(messages)).toBe(before);
-    const lines = (await fs.readFile(path.join(root, "sessions/s/context.jsonl"), "utf8")).trimEnd().split("\n").map((l) => JSON.parse(l));
+    const lines = (await fs.readFile(path.join(root, "sessions/s/context.jsonl"), "utf8"))
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines).toHaveLength(3);
     expect(lines[0].content[1].source.type).toBe("url");
     expect(lines[1].content[0].output[0].source.type).toBe("url");
@@ -68,14 +71,19 @@ describe("offloadContext copies", () => {
     const cyclic: Record<string, unknown> = { role: "user", content: "x" };
     cyclic.metadata = { self: cyclic };
     await expect(off.offloadContext("s", [withData, cyclic] as unknown as Message[])).rejects.toThrow(/messages\[1\]: must be plain JSON data.*cycle/);
-    await expect(off.offloadContext("s", [{ role: "user", content: "x", metadata: { n: 1n } }] as unknown as Message[])).rejects.toThrow(/messages\[0\].*bigint/);
+    await expect(off.offloadContext("s", [{ role: "user", content: "x", metadata: { n: 1n } }] as unknown as Message[])).rejects.toThrow(
+      /messages\[0\].*bigint/,
+    );
     // The payload of messages[0] is not stored either: every message is checked before any work.
     await expect(fs.stat(path.join(root, "data"))).rejects.toThrow();
     await expect(fs.stat(path.join(root, "sessions/s/context.jsonl"))).rejects.toThrow();
     const when = new Date(Date.UTC(2026, 0, 2, 3, 4, 5));
     const shared = { k: "v" };
     await off.offloadContext("s", [{ role: "user", content: "x", metadata: { when, a: shared, b: shared } }] as unknown as Message[]);
-    const [line] = (await fs.readFile(path.join(root, "sessions/s/context.jsonl"), "utf8")).trimEnd().split("\n").map((l) => JSON.parse(l));
+    const [line] = (await fs.readFile(path.join(root, "sessions/s/context.jsonl"), "utf8"))
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     // A shared (not cyclic) object is fine; a Date is written through its toJSON.
     expect(line.metadata).toEqual({ when: "2026-01-02T03:04:05.000Z", a: { k: "v" }, b: { k: "v" } });
   });

@@ -9,7 +9,15 @@ import { buildModel, stepsFromPreviewJson } from "../../sdk/cli/preview-model.js
 import { GITHUB_COMMENT_LIMIT, renderPreviewMarkdown } from "../../sdk/cli/preview-markdown.js";
 
 const base = { workspaceId: "w1", backend: { kind: "local", basedir: "/srv/ws" }, tags: { team: "a" }, ttlSeconds: 60 };
-const outs = { ...base, __provider: "exports.handler = old", kind: "local", state: "running", managedBy: "pulumi", location: { hostPath: "/srv/ws/w1" }, schemaVersion: 1 };
+const outs = {
+  ...base,
+  __provider: "exports.handler = old",
+  kind: "local",
+  state: "running",
+  managedBy: "pulumi",
+  location: { hostPath: "/srv/ws/w1" },
+  schemaVersion: 1,
+};
 
 const paths = (d: { fields: { path: string; effect: string }[] }) => d.fields.map((f) => `${f.path}:${f.effect}`);
 
@@ -38,7 +46,8 @@ describe("diffWorkspace", () => {
   });
 
   it("the same folder spelled differently is no change", () => {
-    for (const spelled of ["/srv/ws/", "/srv/./ws", "/srv/x/../ws", "/srv//ws"]) expect(diffWorkspace(outs, { ...base, backend: { kind: "local", basedir: spelled } }).changes).toBe(false);
+    for (const spelled of ["/srv/ws/", "/srv/./ws", "/srv/x/../ws", "/srv//ws"])
+      expect(diffWorkspace(outs, { ...base, backend: { kind: "local", basedir: spelled } }).changes).toBe(false);
   });
 
   it("reports a backend kind change once, as backend.kind, old → new", () => {
@@ -50,12 +59,18 @@ describe("diffWorkspace", () => {
 
   it("classifies Docker changes by what the driver can do: caps in place, image/env/network/tags re-create, folder replaces", () => {
     const docker = { ...base, backend: { kind: "docker", basedir: "/srv/d", baseImage: "img:1" } };
-    const change = (backend: Record<string, unknown>, extra: Record<string, unknown> = {}) => diffWorkspace(docker, { ...docker, ...extra, backend: { ...docker.backend, ...backend } });
+    const change = (backend: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+      diffWorkspace(docker, { ...docker, ...extra, backend: { ...docker.backend, ...backend } });
     expect(change({ memoryBytes: 256 * 1024 ** 2 })).toMatchObject({ effect: "update", replaces: [], data: "kept" });
     for (const b of [{ baseImage: "img:2" }, { env: { A: "1" } }, { network: "internet" }, { pythonPackages: ["x"] }, { user: "1000" }])
       expect(change(b)).toMatchObject({ effect: "recreate", replaces: [], data: "kept" });
     expect(change({}, { tags: { team: "z" } })).toMatchObject({ effect: "recreate", data: "kept" });
-    expect(change({ basedir: "/srv/other" })).toMatchObject({ effect: "replace", replaces: ["backend.basedir"], deleteBeforeReplace: true, data: "left-behind" });
+    expect(change({ basedir: "/srv/other" })).toMatchObject({
+      effect: "replace",
+      replaces: ["backend.basedir"],
+      deleteBeforeReplace: true,
+      data: "left-behind",
+    });
     // An ephemeral container holds its files: re-creating it deletes them.
     const eph = { ...base, backend: { kind: "docker", baseImage: "img:1" } };
     expect(diffWorkspace(eph, { ...eph, tags: { team: "z" } })).toMatchObject({ effect: "recreate", data: "deleted" });
@@ -63,7 +78,14 @@ describe("diffWorkspace", () => {
 
   it("applies every bubblewrap option in place (each command is a fresh sandbox over the same folder)", () => {
     const ws = { ...base, deleteData: true, backend: { kind: "bubblewrap", basedir: "/b" } };
-    for (const b of [{ network: "host" }, { maxProcesses: 64 }, { memoryBytes: 256 * 1024 ** 2 }, { cpus: 0.5 }, { env: { A: "1" } }, { readOnlyPaths: ["/usr"] }])
+    for (const b of [
+      { network: "host" },
+      { maxProcesses: 64 },
+      { memoryBytes: 256 * 1024 ** 2 },
+      { cpus: 0.5 },
+      { env: { A: "1" } },
+      { readOnlyPaths: ["/usr"] },
+    ])
       expect(diffWorkspace(ws, { ...ws, backend: { ...ws.backend, ...b } })).toMatchObject({ effect: "update", data: "kept" });
     const spelled = { kind: "bubblewrap", basedir: "/b", maxProcesses: DEFAULT_MAX_PROCESSES, memoryBytes: DEFAULT_MEMORY_BYTES, cpus: DEFAULT_CPUS };
     expect(diffWorkspace(ws, { ...ws, backend: spelled }).changes).toBe(false);
@@ -74,7 +96,12 @@ describe("diffWorkspace", () => {
     const d = diffWorkspace(outs, { ...base, workspaceId: "w2" });
     expect(d.replaces).toEqual(["workspaceId"]);
     expect(d.deleteBeforeReplace).toBe(false);
-    expect(diffWorkspace(outs, base, { forceReplace: true })).toMatchObject({ effect: "replace", replaces: [FORCED_REPLACE], deleteBeforeReplace: true, data: "kept" });
+    expect(diffWorkspace(outs, base, { forceReplace: true })).toMatchObject({
+      effect: "replace",
+      replaces: [FORCED_REPLACE],
+      deleteBeforeReplace: true,
+      data: "kept",
+    });
   });
 
   it("a container found stopped is started by the next up", () => {
@@ -85,7 +112,10 @@ describe("diffWorkspace", () => {
   it("never descends into credentials and masks secret-bearing values", () => {
     const d = diffWorkspace({ ...outs, credentials: { apiKey: "old-secret" } }, { ...base, credentials: { apiKey: "new-secret" } });
     expect(d.fields).toEqual([{ path: "credentials", kind: "update", replace: false, effect: "update", from: '"[secret]"', to: '"[secret]"' }]);
-    const env = diffWorkspace({ ...outs, backend: { kind: "docker", env: { TOKEN: "old-secret" } } }, { ...base, backend: { kind: "docker", env: { TOKEN: "new-secret" } } });
+    const env = diffWorkspace(
+      { ...outs, backend: { kind: "docker", env: { TOKEN: "old-secret" } } },
+      { ...base, backend: { kind: "docker", env: { TOKEN: "new-secret" } } },
+    );
     expect(env.fields).toMatchObject([{ path: "backend.env.TOKEN", from: '"[secret]"', to: '"[secret]"' }]);
     expect(JSON.stringify([d, env])).not.toMatch(/old-secret|new-secret/);
   });
@@ -125,10 +155,17 @@ describe("checkInputs", () => {
   });
 
   it("names every bad field", () => {
-    expect(failuresOf({ workspaceId: "w", backend: { kind: "nimbus" } })[0]).toMatchObject({ property: "backend.kind", reason: expect.stringContaining("unknown backend kind") });
+    expect(failuresOf({ workspaceId: "w", backend: { kind: "nimbus" } })[0]).toMatchObject({
+      property: "backend.kind",
+      reason: expect.stringContaining("unknown backend kind"),
+    });
     expect(failuresOf({ workspaceId: "w", backend: { kind: "local" }, ttlSeconds: -1 })[0]!.property).toBe("ttlSeconds");
-    expect(failuresOf({ workspaceId: "w", backend: { kind: "local" }, defaultMcps: [{ name: "a b", transport: { type: "stdio", command: "x" } }] })[0]!.property).toBe("defaultMcps[0].name");
-    expect(failuresOf({ workspaceId: "w", backend: { kind: "local" }, defaultMcps: [{ name: "web", transport: { type: "http" } }] })[0]!.property).toBe("defaultMcps[0].transport.url");
+    expect(
+      failuresOf({ workspaceId: "w", backend: { kind: "local" }, defaultMcps: [{ name: "a b", transport: { type: "stdio", command: "x" } }] })[0]!.property,
+    ).toBe("defaultMcps[0].name");
+    expect(failuresOf({ workspaceId: "w", backend: { kind: "local" }, defaultMcps: [{ name: "web", transport: { type: "http" } }] })[0]!.property).toBe(
+      "defaultMcps[0].transport.url",
+    );
     expect(failuresOf({ workspaceId: "../x", backend: { kind: "local" } })[0]!.property).toBe("workspaceId");
     expect(failuresOf({ backend: { kind: "local" } })[0]!.property).toBe("workspaceId");
     expect(failuresOf({ workspaceId: "w", backend: { kind: "local", colour: 1 } })[0]!.property).toBe("backend.colour");
@@ -146,18 +183,25 @@ describe("checkInputs", () => {
     const root = mkdtempSync(join(tmpdir(), "paths-"));
     mkdirSync(join(root, "real", "ws"), { recursive: true });
     symlinkSync(join(root, "real"), join(root, "link"));
-    const basedirOf = (basedir: string, kind = "local") => (checkInputs({ workspaceId: "w", backend: { kind, basedir } }).inputs.backend as { basedir: string }).basedir;
+    const basedirOf = (basedir: string, kind = "local") =>
+      (checkInputs({ workspaceId: "w", backend: { kind, basedir } }).inputs.backend as { basedir: string }).basedir;
     const real = realpathSync(join(root, "real", "ws"));
-    for (const spelled of [`${root}/real/ws/`, `${root}/real/./ws`, `${root}/real/x/../ws`, `${root}/link/ws`, `${root}//link/ws/`]) expect(basedirOf(spelled)).toBe(real);
+    for (const spelled of [`${root}/real/ws/`, `${root}/real/./ws`, `${root}/real/x/../ws`, `${root}/link/ws`, `${root}//link/ws/`])
+      expect(basedirOf(spelled)).toBe(real);
     // A folder that does not exist yet: its existing parent is still resolved.
     expect(basedirOf(`${root}/link/new/`)).toBe(join(realpathSync(join(root, "real")), "new"));
     expect(basedirOf("~/agent-ws/", "docker")).toBe(join(realpathSync(homedir()), "agent-ws"));
-    const docker = checkInputs({ workspaceId: "w", backend: { kind: "docker", readOnlyPaths: [`${root}/link/ws/`] } }).inputs.backend as { readOnlyPaths: string[] };
+    const docker = checkInputs({ workspaceId: "w", backend: { kind: "docker", readOnlyPaths: [`${root}/link/ws/`] } }).inputs.backend as {
+      readOnlyPaths: string[];
+    };
     expect(docker.readOnlyPaths).toEqual([real]);
   });
 
   it("passes unknown preview values through without failing", () => {
-    expect(checkInputs({ workspaceId: UNKNOWN, backend: { kind: "local" } })).toEqual({ inputs: { workspaceId: UNKNOWN, backend: { kind: "local" } }, failures: [] });
+    expect(checkInputs({ workspaceId: UNKNOWN, backend: { kind: "local" } })).toEqual({
+      inputs: { workspaceId: UNKNOWN, backend: { kind: "local" } },
+      failures: [],
+    });
   });
 });
 
@@ -186,11 +230,16 @@ describe("preview markdown", () => {
     };
     const { steps, diagnostics } = stepsFromPreviewJson(doc);
     const model = buildModel(steps, diagnostics);
-    expect(model.changes.map((c) => [c.op, c.workspaceId])).toEqual([["create", "new"], ["update", "w1"], ["replace", "w2"], ["delete", "old"]]);
+    expect(model.changes.map((c) => [c.op, c.workspaceId])).toEqual([
+      ["create", "new"],
+      ["update", "w1"],
+      ["replace", "w2"],
+      ["delete", "old"],
+    ]);
     const md = renderPreviewMarkdown(model, { stack: "dev" });
     expect(md).toContain("**1 to create, 1 to update, 1 to replace, 1 to delete** · 1 unchanged");
-    expect(md).toContain("| `w1` | — | local | `tags.team`: `\"a\"` → `\"b\"` | same folder; files kept |");
-    expect(md).toContain("| `w2` | — | local | `backend.basedir`: `\"/srv/ws\"` → `\"/b\"` (forces replacement) | new folder; files stay in the old folder");
+    expect(md).toContain('| `w1` | — | local | `tags.team`: `"a"` → `"b"` | same folder; files kept |');
+    expect(md).toContain('| `w2` | — | local | `backend.basedir`: `"/srv/ws"` → `"/b"` (forces replacement) | new folder; files stay in the old folder');
   });
 
   it("folds long sections and stays under GitHub's limit with a note", () => {
@@ -207,7 +256,11 @@ describe("preview markdown", () => {
 
   it("masks secret values and given secret strings", () => {
     const secret = { "4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", value: "hunter2-token" };
-    const model = buildModel(stepsFromPreviewJson({ steps: [step("update", "w1", { ...base, credentials: secret }, { ...base, credentials: "[secret]", tags: { team: "hunter2-token" } })] }).steps);
+    const model = buildModel(
+      stepsFromPreviewJson({
+        steps: [step("update", "w1", { ...base, credentials: secret }, { ...base, credentials: "[secret]", tags: { team: "hunter2-token" } })],
+      }).steps,
+    );
     const md = renderPreviewMarkdown(model, { redact: ["hunter2-token"] });
     expect(md).not.toContain("hunter2-token");
     expect(md).toContain("`tags.team`");

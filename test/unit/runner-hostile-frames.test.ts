@@ -250,11 +250,14 @@ describe("a hostile runner ends itself, never the host", () => {
 
   it("a runner that never says hello: `ready` fails at the deadline instead of waiting for ever", async () => {
     const runners: FakeRunner[] = [];
-    const sup = new RunnerSupervisor(() => {
-      const r = fakeRunner(honest, { hello: runners.length > 0 });
-      runners.push(r);
-      return r;
-    }, { callTimeoutMs: 500 });
+    const sup = new RunnerSupervisor(
+      () => {
+        const r = fakeRunner(honest, { hello: runners.length > 0 });
+        runners.push(r);
+        return r;
+      },
+      { callTimeoutMs: 500 },
+    );
     sups.push(sup);
     const first = sup.get();
     expectUnavailable(await rejection(first.ready), /did not start.*hello/);

@@ -34,7 +34,11 @@ describe("runner Python", () => {
     expect(readFileSync(GENERATED, "utf8")).toBe(renderGenerated());
     expect(RUNNER_SOURCE).toBe(readFileSync(path.join(PYTHON_DIR, "runner.py"), "utf8"));
     // Every shipped .py file has its constant, and tests/ ships nothing.
-    expect(PYTHON_SOURCES.map((s) => s.file).sort()).toEqual(pyFiles(PYTHON_DIR).map((f) => path.basename(f)).sort());
+    expect(PYTHON_SOURCES.map((s) => s.file).sort()).toEqual(
+      pyFiles(PYTHON_DIR)
+        .map((f) => path.basename(f))
+        .sort(),
+    );
   });
 
   it("keeps the runner's version a hash of its text, and the source small enough to travel as one argument", () => {
@@ -49,7 +53,8 @@ describe("runner Python", () => {
   });
 
   it("compiles every file (py_compile)", () => {
-    const script = "import os, py_compile, sys\nfor i, f in enumerate(sys.argv[2:]):\n    py_compile.compile(f, cfile=os.path.join(sys.argv[1], '%d.pyc' % i), doraise=True)\n";
+    const script =
+      "import os, py_compile, sys\nfor i, f in enumerate(sys.argv[2:]):\n    py_compile.compile(f, cfile=os.path.join(sys.argv[1], '%d.pyc' % i), doraise=True)\n";
     const r = run("python3", ["-c", script, scratch, ...allPy]);
     expect(r.out).toBe("");
     expect(r.code).toBe(0);

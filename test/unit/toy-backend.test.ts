@@ -58,7 +58,11 @@ describe("a toy backend built from exactly the files README lists", () => {
     await ws.getBackend().writeFile("f.txt", "x");
     expect(await fs.readFile(path.join(base, "managed", ws.workspaceId, "f.txt"), "utf8")).toBe("x");
     expect(await m.getWorkspace("u1", "a1")).toBe(ws);
-    expect(await new ToyDriver({ kind: "toy", basedir: path.join(base, "managed") }).find(ws.workspaceId)).toMatchObject({ userId: "u1", agentId: "a1", managedBy: "runtime" });
+    expect(await new ToyDriver({ kind: "toy", basedir: path.join(base, "managed") }).find(ws.workspaceId)).toMatchObject({
+      userId: "u1",
+      agentId: "a1",
+      managedBy: "runtime",
+    });
   });
 
   it("keeps the descriptor's fields on what defineBackend returns", () => {

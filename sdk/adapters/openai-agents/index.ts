@@ -95,7 +95,8 @@ class WorkspaceMcpServer implements MCPServer {
 export function toReferenceMessage(item: AgentInputItem): Message {
   const i = item as Record<string, unknown> & { type?: string };
   if (i.type === "function_call") return { content: [{ type: "tool_use", id: String(i.callId), name: String(i.name), input: i.arguments }], role: "assistant" };
-  if (i.type === "function_call_result") return { content: [{ type: "tool_result", id: String(i.callId), name: String(i.name), output: i.output }], role: "tool" };
+  if (i.type === "function_call_result")
+    return { content: [{ type: "tool_result", id: String(i.callId), name: String(i.name), output: i.output }], role: "tool" };
   if (i.type === "message" || (i.type === undefined && "role" in i)) {
     const content = i.content;
     if (typeof content === "string") return { content, role: String(i.role) };

@@ -63,7 +63,8 @@ export class Toolkit {
   }
 
   static async create(workspace: Workspace, options: ToolkitOptions): Promise<Toolkit> {
-    if (typeof options?.sessionId !== "string" || options.sessionId === "") throw new InvalidArgumentError("must be a non-empty string", { field: "sessionId" });
+    if (typeof options?.sessionId !== "string" || options.sessionId === "")
+      throw new InvalidArgumentError("must be a non-empty string", { field: "sessionId" });
     const kit = new Toolkit(workspace, options);
     const groupOf = groupMatcher(options.groups ?? {});
     for (const [name, spec] of Object.entries(options.groups ?? {})) {
@@ -77,8 +78,10 @@ export class Toolkit {
       kit.#byName.set(tool.name, tool);
       kit.#groups.get(group)?.tools.push(tool.name);
     };
-    for (const t of [...workspace.listTools(), ...(options.extraTools ?? [])]) add({ name: t.name, description: t.description, zodSchema: t.inputSchema, jsonSchema: t.jsonSchema }, (input) => runWorkspaceTool(t, input));
-    for (const t of await kit.#mcpTools()) add({ name: t.name, description: t.description, zodSchema: undefined, jsonSchema: t.inputSchema }, (input) => kit.#callMcp(t, input));
+    for (const t of [...workspace.listTools(), ...(options.extraTools ?? [])])
+      add({ name: t.name, description: t.description, zodSchema: t.inputSchema, jsonSchema: t.jsonSchema }, (input) => runWorkspaceTool(t, input));
+    for (const t of await kit.#mcpTools())
+      add({ name: t.name, description: t.description, zodSchema: undefined, jsonSchema: t.inputSchema }, (input) => kit.#callMcp(t, input));
     const skills = await workspace.listSkills({ agentId: options.agentId });
     add(
       {
@@ -191,8 +194,7 @@ async function runWorkspaceTool(tool: WorkspaceTool, input: unknown): Promise<st
 function groupMatcher(groups: Record<string, ToolGroupSpec | string[]>): (name: string) => string {
   const entries = Object.entries(groups).map(([g, s]) => [g, Array.isArray(s) ? s : s.tools] as const);
   return (name) => {
-    for (const [group, tools] of entries)
-      if (tools.some((p) => (p.endsWith("*") ? name.startsWith(p.slice(0, -1)) : p === name))) return group;
+    for (const [group, tools] of entries) if (tools.some((p) => (p.endsWith("*") ? name.startsWith(p.slice(0, -1)) : p === name))) return group;
     return BASIC_GROUP;
   };
 }

@@ -79,7 +79,11 @@ function unescapeMount(s: string): string {
 }
 
 /** Makes the child cgroup and writes its cap; null (and the folder removed) when the machine refuses. */
-export function makeCgroup(controller: Controller, name: string, limits: SandboxLimits): { dir: string; error?: undefined } | { dir?: undefined; error: string } {
+export function makeCgroup(
+  controller: Controller,
+  name: string,
+  limits: SandboxLimits,
+): { dir: string; error?: undefined } | { dir?: undefined; error: string } {
   const own = ownCgroupDir(controller);
   if (!own) return { error: `no ${controller} cgroup hierarchy this process may use` };
   const dir = path.join(own.dir, name);

@@ -1,10 +1,21 @@
+// Size: a bwrap workspace's whole lifecycle on the host (hashed folders, index records with the identity
+// labels, owner claims, per-workspace package installs run in bwrap), one driver like the other kinds'.
 import { spawn as spawnChild } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { ConflictError, NotFoundError, UnavailableError, fromZodError, InternalError, ProvisionFailedError } from "../../errors.js";
-import { matchesSelector, type BackendDescription, type DestroyOptions, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
+import {
+  matchesSelector,
+  type BackendDescription,
+  type DestroyOptions,
+  type Driver,
+  type DriverContext,
+  type ListSelector,
+  type ManagedBy,
+  type WorkspaceIdentity,
+} from "../../contract/driver.js";
 import { recordNames } from "../../kit/list.js";
 import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../../kit/owner-store.js";
 import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../../contract/schema.js";
@@ -152,10 +163,13 @@ export class BubblewrapDriver implements Driver {
   async #destroyLeftover(id: string, record: IndexRecord | null, options: DestroyOptions): Promise<void> {
     if (!options.deleteData || !this.persistent) return;
     if (record)
-      throw new ConflictError(`bubblewrap workspace '${id}' is live again in ${this.#basedir} (record ${this.#indexPath(id)}); its folder ${path.join(this.#basedir, record.folder)} is not deleted`, {
-        field: "backend.basedir",
-        details: { folder: path.join(this.#basedir, record.folder) },
-      });
+      throw new ConflictError(
+        `bubblewrap workspace '${id}' is live again in ${this.#basedir} (record ${this.#indexPath(id)}); its folder ${path.join(this.#basedir, record.folder)} is not deleted`,
+        {
+          field: "backend.basedir",
+          details: { folder: path.join(this.#basedir, record.folder) },
+        },
+      );
     const users = await fs.readdir(this.#basedir, { withFileTypes: true }).catch(() => []);
     for (const user of users) {
       if (!user.isDirectory() || user.name.startsWith(".")) continue;
@@ -252,7 +266,13 @@ export class BubblewrapDriver implements Driver {
     if (json === null) return null;
     try {
       const r = json as IndexRecord;
-      if (r === null || typeof r !== "object" || r.workspaceId !== id || typeof r.folder !== "string" || (r.userId !== undefined && typeof r.userId !== "string"))
+      if (
+        r === null ||
+        typeof r !== "object" ||
+        r.workspaceId !== id ||
+        typeof r.folder !== "string" ||
+        (r.userId !== undefined && typeof r.userId !== "string")
+      )
         throw new InternalError("identity mismatch");
       return r;
     } catch (e) {
@@ -291,16 +311,20 @@ export class BubblewrapDriver implements Driver {
     const tmp = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-bwrap-install-"));
     try {
       const steps: string[][] = [];
-      if (py.length) steps.push(["python3", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--target", `${BWRAP_ENV_MOUNT}/python`, ...py]);
+      if (py.length)
+        steps.push(["python3", "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--target", `${BWRAP_ENV_MOUNT}/python`, ...py]);
       if (npm.length) steps.push(["npm", "install", "--no-audit", "--no-fund", "--prefix", `${BWRAP_ENV_MOUNT}/npm`, ...npm]);
       for (const [i, step] of steps.entries()) {
         ctx.onProgress?.({ phase: "packages", message: `installing ${step[0] === "npm" ? "npm" : "Python"} packages`, fraction: i / steps.length });
         const argv = installArgv(staging, tmp, step);
         const res = await run("bwrap", argv, 15 * 60_000, ctx.signal);
         if (res.code !== 0)
-          throw new ProvisionFailedError(`installing extra packages failed (exit ${res.code}) for: ${step.slice(-(step[0] === "npm" ? npm.length : py.length)).join(" ")}\n${res.output.slice(-2000)}`, {
-            field: step[0] === "npm" ? "npmPackages" : "pythonPackages",
-          });
+          throw new ProvisionFailedError(
+            `installing extra packages failed (exit ${res.code}) for: ${step.slice(-(step[0] === "npm" ? npm.length : py.length)).join(" ")}\n${res.output.slice(-2000)}`,
+            {
+              field: step[0] === "npm" ? "npmPackages" : "pythonPackages",
+            },
+          );
       }
       await fs.writeFile(path.join(staging, ".stamp"), stamp);
       await fs.rm(envDir, { recursive: true, force: true });
@@ -312,7 +336,6 @@ export class BubblewrapDriver implements Driver {
     }
   }
 }
-
 
 async function writeAtomic(file: string, text: string): Promise<void> {
   await mkdirPrivate(path.dirname(file));
@@ -334,7 +357,17 @@ function installArgv(envDir: string, tmp: string, step: string[]): string[] {
     PIP_CACHE_DIR: "/tmp/pip-cache",
   };
   // Registry settings and CA bundles of the host carry over (a proxy with its own CA, a mirror).
-  for (const k of ["PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CERT", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "npm_config_registry", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"])
+  for (const k of [
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_CERT",
+    "SSL_CERT_FILE",
+    "NODE_EXTRA_CA_CERTS",
+    "npm_config_registry",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+  ])
     if (process.env[k]) env[k] = process.env[k]!;
   for (const [k, v] of Object.entries(env)) a.push("--setenv", k, v);
   a.push("--chdir", "/tmp", "--", ...step);

@@ -15,7 +15,10 @@ export type { SandboxLimits } from "./cgroups.js";
  */
 
 /** What bwrap itself runs with: a fixed PATH, nothing from the service. */
-export const BWRAP_HOST_ENV: Readonly<Record<string, string>> = Object.freeze({ PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" });
+export const BWRAP_HOST_ENV: Readonly<Record<string, string>> = Object.freeze({
+  PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  LANG: "C.UTF-8",
+});
 
 /** The bwrap binary as an absolute path, looked up on the service's PATH once (the child's PATH is fixed). */
 export function resolveBwrap(bwrap: string): string {
@@ -106,7 +109,9 @@ export class BwrapLauncher {
   /** bwrap with `args`, pipes on all three streams, in its own process group. */
   spawn(args: string[]): ChildProcessWithoutNullStreams {
     const dirs = Object.values(this.#cgroups());
-    const [cmd, argv] = dirs.length ? [HOST_SH, ["-c", JOIN_SCRIPT, "agentws-cgroup-join", String(dirs.length), ...dirs, this.#bwrap, ...args]] : [this.#bwrap, args];
+    const [cmd, argv] = dirs.length
+      ? [HOST_SH, ["-c", JOIN_SCRIPT, "agentws-cgroup-join", String(dirs.length), ...dirs, this.#bwrap, ...args]]
+      : [this.#bwrap, args];
     // cwd "/": the shell that joins the cgroups would put the service's working directory in bwrap's PWD.
     const child = spawnChild(cmd, argv, { stdio: ["pipe", "pipe", "pipe"], detached: true, cwd: "/", env: { ...BWRAP_HOST_ENV } });
     if (dirs.length) {
@@ -147,9 +152,14 @@ export class BwrapLauncher {
       const made = makeCgroup(controller, name, this.#limits);
       if (made.dir) dirs[controller] = made.dir;
       else
-        warnOnce(this.#logger, controller, `bubblewrap: ${option} is not enforced on this machine (${made.error}); run the service as root or in a cgroup v2 subtree delegated to it with the ${controller} controller`, {
-          option,
-        });
+        warnOnce(
+          this.#logger,
+          controller,
+          `bubblewrap: ${option} is not enforced on this machine (${made.error}); run the service as root or in a cgroup v2 subtree delegated to it with the ${controller} controller`,
+          {
+            option,
+          },
+        );
     }
     if (!existsSync(HOST_SH)) {
       warnOnce(this.#logger, "sh", `bubblewrap: maxProcesses, memoryBytes and cpus are not enforced: ${HOST_SH} is missing`, {});
@@ -171,4 +181,3 @@ export class BwrapLauncher {
     return this.#sweeping;
   }
 }
-

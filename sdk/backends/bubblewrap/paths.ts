@@ -37,6 +37,7 @@ export async function mkdirPrivate(dir: string): Promise<void> {
 export async function assertInside(root: string, child: string, what: string): Promise<string> {
   const realRoot = await fs.realpath(root);
   const real = await fs.realpath(child);
-  if (real !== realRoot && !real.startsWith(realRoot + path.sep)) throw new PathEscapeError(`path '${child}' (${what}) resolves to '${real}', outside basedir '${realRoot}'`);
+  if (real !== realRoot && !real.startsWith(realRoot + path.sep))
+    throw new PathEscapeError(`path '${child}' (${what}) resolves to '${real}', outside basedir '${realRoot}'`);
   return real;
 }

@@ -169,7 +169,13 @@ export class BubblewrapSandbox extends RunnerSandbox {
   /** Without python3 on the host: files on the host side of the mount (LocalSandbox's descriptor walk), a bwrap per command. */
   protected plain(): PlainTransport {
     const local = new LocalSandbox(this.#opts.hostRoot);
-    return { exec: (argv, options) => this.exec(argv, options), spawn: (argv, _cwd, options) => this.spawn(argv, options), copyIn: (hostPath, to) => local.copyIn(hostPath, to), files: local, capabilities: local };
+    return {
+      exec: (argv, options) => this.exec(argv, options),
+      spawn: (argv, _cwd, options) => this.spawn(argv, options),
+      copyIn: (hostPath, to) => local.copyIn(hostPath, to),
+      files: local,
+      capabilities: local,
+    };
   }
 
   /** Kills every process this handle started (MCP servers included). */
@@ -265,7 +271,9 @@ export class BubblewrapSandbox extends RunnerSandbox {
   }
   #assertSame(st: { dev: number; ino: number } | null): void {
     if (!st || st.dev !== this.#identity.dev || st.ino !== this.#identity.ino)
-      throw new UnavailableError(`workspace folder '${this.#opts.hostRoot}' was removed or replaced since the sandbox was opened; initialize the workspace again`);
+      throw new UnavailableError(
+        `workspace folder '${this.#opts.hostRoot}' was removed or replaced since the sandbox was opened; initialize the workspace again`,
+      );
   }
 }
 

@@ -2,7 +2,17 @@
 import { createHash } from "node:crypto";
 import type { Daytona, Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
 import { ConflictError, InvalidArgumentError, NotFoundError, ProvisionFailedError, TooLargeError, UnavailableError, fromZodError } from "../../errors.js";
-import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
+import {
+  LABELS,
+  matchesSelector,
+  type BackendDescription,
+  type BackendState,
+  type Driver,
+  type DriverContext,
+  type ListSelector,
+  type ManagedBy,
+  type WorkspaceIdentity,
+} from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { parseWorkspaceId } from "../../contract/schema.js";
 import { daytonaClient } from "./client.js";
@@ -21,8 +31,38 @@ const PIP_LABEL = "agent-workspaces.extra-pip";
 export const WORKSPACE_FOLDER = "workspace";
 
 /** States a sandbox can come back from; the rest (destroying, destroyed, build failures) count as gone. */
-const USABLE = new Set(["started", "starting", "creating", "restoring", "pulling_snapshot", "pending_build", "building_snapshot", "stopped", "stopping", "archived", "archiving", "paused", "pausing", "resuming", "resizing", "snapshotting", "forking", "error"]);
-const STARTING = new Set(["starting", "creating", "restoring", "resuming", "pulling_snapshot", "pending_build", "building_snapshot", "resizing", "snapshotting", "forking"]);
+const USABLE = new Set([
+  "started",
+  "starting",
+  "creating",
+  "restoring",
+  "pulling_snapshot",
+  "pending_build",
+  "building_snapshot",
+  "stopped",
+  "stopping",
+  "archived",
+  "archiving",
+  "paused",
+  "pausing",
+  "resuming",
+  "resizing",
+  "snapshotting",
+  "forking",
+  "error",
+]);
+const STARTING = new Set([
+  "starting",
+  "creating",
+  "restoring",
+  "resuming",
+  "pulling_snapshot",
+  "pending_build",
+  "building_snapshot",
+  "resizing",
+  "snapshotting",
+  "forking",
+]);
 const STOPPING = new Set(["stopping", "pausing", "archiving"]);
 const PAUSED = new Set(["stopped", "stopping", "paused", "pausing"]);
 
@@ -105,7 +145,8 @@ export class DaytonaDriver implements Driver {
     if (winner.id !== mine.id) {
       ctx.logger?.info("another replica created this workspace's sandbox first; removing ours", { workspaceId: id, kept: winner.id, removed: mine.id });
       await mine.delete(this.spec.timeoutSeconds).catch((e: unknown) => {
-        if (!isNotFound(e)) ctx.logger?.warn("removing a duplicate Daytona sandbox failed", { workspaceId: id, sandboxId: mine.id, error: daytonaError(e, "delete").message });
+        if (!isNotFound(e))
+          ctx.logger?.warn("removing a duplicate Daytona sandbox failed", { workspaceId: id, sandboxId: mine.id, error: daytonaError(e, "delete").message });
       });
       return describe(id, await this.#ensureStarted(winner, ctx));
     }
@@ -191,7 +232,11 @@ export class DaytonaDriver implements Driver {
     const w = await this.#winnerOrThrow(workspaceId, ctx);
     const current = w.labels?.[LABELS.userId];
     if (current !== undefined) {
-      if (current !== owner.userId) throw new ConflictError(`workspace '${workspaceId}' belongs to another user; workspace ids are never shared between users`, { field: "userId", details: { workspaceId } });
+      if (current !== owner.userId)
+        throw new ConflictError(`workspace '${workspaceId}' belongs to another user; workspace ids are never shared between users`, {
+          field: "userId",
+          details: { workspaceId },
+        });
       return;
     }
     const labels: Record<string, string> = { ...(w.labels ?? {}), [LABELS.userId]: owner.userId };
@@ -223,7 +268,8 @@ export class DaytonaDriver implements Driver {
     } catch (e) {
       throw daytonaError(e, "find the work dir of the Daytona sandbox");
     }
-    if (typeof base !== "string" || !base.startsWith("/")) throw new ProvisionFailedError(`the Daytona sandbox gave no absolute work dir (${JSON.stringify(base)?.slice(0, 200)})`);
+    if (typeof base !== "string" || !base.startsWith("/"))
+      throw new ProvisionFailedError(`the Daytona sandbox gave no absolute work dir (${JSON.stringify(base)?.slice(0, 200)})`);
     const dir = `${base.replace(/\/+$/, "")}/${WORKSPACE_FOLDER}`;
     if (WORKDIRS.size > 10_000) WORKDIRS.clear();
     WORKDIRS.set(w.id, dir);
@@ -304,7 +350,10 @@ export class DaytonaDriver implements Driver {
       }
       if (STOPPING.has(state)) await w.waitUntilStopped(t).catch(() => undefined);
       if (state === "error") {
-        if (!w.recoverable) throw new ProvisionFailedError(`the Daytona sandbox ${w.id} is in an error state (${w.errorReason ?? "no reason given"}); delete the workspace to recreate it`);
+        if (!w.recoverable)
+          throw new ProvisionFailedError(
+            `the Daytona sandbox ${w.id} is in an error state (${w.errorReason ?? "no reason given"}); delete the workspace to recreate it`,
+          );
         await w.recover(t);
         return w;
       }

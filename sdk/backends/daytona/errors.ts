@@ -55,7 +55,8 @@ export function daytonaError(e: unknown, what: string): WorkspaceError {
   const code = (e as { code?: unknown; cause?: { code?: unknown } } | undefined)?.code ?? (e as { cause?: { code?: unknown } } | undefined)?.cause?.code;
   if (f.statusCode === undefined) {
     if ((e as { name?: string } | undefined)?.name === "DaytonaTimeoutError") return new TimeoutError(`${what}: ${f.message}`, { details });
-    if (typeof code === "string" && UNREACHABLE.has(code)) return new UnavailableError(`${what}: cannot reach the Daytona API (${code}); check apiUrl and the network`, { details });
+    if (typeof code === "string" && UNREACHABLE.has(code))
+      return new UnavailableError(`${what}: cannot reach the Daytona API (${code}); check apiUrl and the network`, { details });
     return new ExecFailedError(`${what}: ${f.message}`, { details });
   }
   const s = f.statusCode;
@@ -64,8 +65,13 @@ export function daytonaError(e: unknown, what: string): WorkspaceError {
       `${what}: Daytona refused for quota (${s}): ${f.message}. Stop, archive or delete idle sandboxes (agentws gc lists unowned ones), lower autoStopInterval, or raise the organization's limits`,
       { details: { ...details, quota: true }, retryAfterMs: f.retryAfterMs, retryable: false },
     );
-  if (s === 429) return new RateLimitedError(`${what}: rate limited by Daytona (429)${f.retryAfterMs !== undefined ? `; retry after ${Math.ceil(f.retryAfterMs / 1000)} s` : ""}`, { details, retryAfterMs: f.retryAfterMs });
-  if (s === 401 || s === 403) return new UnauthenticatedError(`${what}: Daytona refused the API key (${s}); check apiKey / DAYTONA_API_KEY and its organization`, { details });
+  if (s === 429)
+    return new RateLimitedError(
+      `${what}: rate limited by Daytona (429)${f.retryAfterMs !== undefined ? `; retry after ${Math.ceil(f.retryAfterMs / 1000)} s` : ""}`,
+      { details, retryAfterMs: f.retryAfterMs },
+    );
+  if (s === 401 || s === 403)
+    return new UnauthenticatedError(`${what}: Daytona refused the API key (${s}); check apiKey / DAYTONA_API_KEY and its organization`, { details });
   if (s === 404) return new NotFoundError(`${what} not found`, { details });
   if (s === 409) return new ConflictError(`${what}: ${f.message}`, { details });
   if (s === 400 || s === 422) return new InvalidArgumentError(`${what}: ${f.message}`, { field: "backend", details });

@@ -167,13 +167,15 @@ export function startDaytonaRunner(sb: DaytonaSdkSandbox, root: string, python =
     if (killed) return;
     killed = true;
     // Deleting the session ends the command (and the runner with its commands); the stream then closes.
-    void started.then(
-      () => p.deleteSession(session).catch(() => undefined),
-      () => undefined,
-    ).then(() => {
-      follower?.close();
-      finish(tail);
-    });
+    void started
+      .then(
+        () => p.deleteSession(session).catch(() => undefined),
+        () => undefined,
+      )
+      .then(() => {
+        follower?.close();
+        finish(tail);
+      });
   }
 
   return {
@@ -246,7 +248,8 @@ function followLogs(sb: DaytonaSdkSandbox, session: string, cmd: string, onOut: 
   const Ws = loadWs();
   const base = config?.basePath;
   const headers = config?.baseOptions?.headers;
-  if (!Ws || typeof base !== "string" || !/^https?:/.test(base) || typeof headers !== "object" || headers === null || !("Authorization" in headers)) return undefined;
+  if (!Ws || typeof base !== "string" || !/^https?:/.test(base) || typeof headers !== "object" || headers === null || !("Authorization" in headers))
+    return undefined;
   const url = `${base.replace(/^http/, "ws")}/process/session/${encodeURIComponent(session)}/command/${encodeURIComponent(cmd)}/logs?follow=true`;
   let ws: WsLike;
   try {

@@ -3,7 +3,17 @@ import { randomBytes } from "node:crypto";
 import { PassThrough, Writable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
-import { ClosedError, ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, InvalidArgumentError, ExecFailedError } from "../../errors.js";
+import {
+  ClosedError,
+  ConflictError,
+  NotFoundError,
+  PathEscapeError,
+  TooLargeError,
+  UnavailableError,
+  WorkspaceError,
+  InvalidArgumentError,
+  ExecFailedError,
+} from "../../errors.js";
 import type { ExecOptions, ExecResult, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";
@@ -112,7 +122,12 @@ export class DaytonaSandbox extends RunnerSandbox {
       },
       fetch: (real, limit, rel) => this.#download(real, limit, rel),
     });
-    return { exec: (argv, options) => this.#plainExec(argv, options), spawn: (argv, _cwd, options) => this.#plainSpawn(argv, options), copyIn: (hostPath, to) => this.#plainCopyIn(hostPath, to), files };
+    return {
+      exec: (argv, options) => this.#plainExec(argv, options),
+      spawn: (argv, _cwd, options) => this.#plainSpawn(argv, options),
+      copyIn: (hostPath, to) => this.#plainCopyIn(hostPath, to),
+      files,
+    };
   }
 
   /** The toolbox's process/execute inside a wrapper that keeps stdout, stderr and the exit code apart. */
@@ -205,7 +220,7 @@ export class DaytonaSandbox extends RunnerSandbox {
     if (this.#closed) throw new ClosedError("the Daytona sandbox handle is closed");
     const code = await transport.exitCode();
     // The runner's start would have made the workspace folder.
-    await this.#execute(shLine("mkdir -p -- \"$1\"", [this.workdir]), undefined, "make the workspace folder");
+    await this.#execute(shLine('mkdir -p -- "$1"', [this.workdir]), undefined, "make the workspace folder");
     this.#logger.warn("daytona sandbox cannot run the sandbox runner (no python3?); falling back to one toolbox call per command and file operation", {
       sandboxId: this.#sb.id,
       exitCode: code,
@@ -251,13 +266,15 @@ exec "$@"`;
     if (!/^[\x20-\x7e]*$/.test(real)) {
       const viaExec = await this.exec(["cat", "--", real], { maxOutputBytes: limit ?? MAX_EXEC_READ });
       if (viaExec.exitCode !== 0) throw new ExecFailedError(`read ${rel} failed: ${viaExec.stderr.toString().slice(0, 300)}`, { field: "path" });
-      if (viaExec.truncated && limit === undefined) throw new TooLargeError(`${rel} is over the ${MAX_EXEC_READ}-byte limit of a read through exec`, { field: "path" });
+      if (viaExec.truncated && limit === undefined)
+        throw new TooLargeError(`${rel} is over the ${MAX_EXEC_READ}-byte limit of a read through exec`, { field: "path" });
       return viaExec.stdout;
     }
     try {
       return await this.#sb.fs.downloadFile(real, TRANSFER_TIMEOUT_S);
     } catch (e) {
-      if (daytonaFailure(e).statusCode === 404 || /not found|no such file/i.test(daytonaFailure(e).message)) throw new NotFoundError(`${rel} not found`, { field: "path" });
+      if (daytonaFailure(e).statusCode === 404 || /not found|no such file/i.test(daytonaFailure(e).message))
+        throw new NotFoundError(`${rel} not found`, { field: "path" });
       throw this.#map(e, `read ${rel}`);
     }
   }
@@ -295,12 +312,13 @@ exec "$@"`;
     if (e) throw e;
   }
 
-
   /** Toolbox failures: a sandbox that is not started (stopped, gone) is `unavailable`, so the workspace resumes it. */
   #map(e: unknown, what: string): WorkspaceError {
     const f = daytonaFailure(e);
     if (f.statusCode === 409 || f.statusCode === 502 || f.statusCode === 503 || (f.statusCode === 404 && !/file|path|director/i.test(f.message)))
-      return new UnavailableError(`${what}: the Daytona sandbox is not running (${f.statusCode}); initialize the workspace to start it`, { details: { statusCode: f.statusCode } });
+      return new UnavailableError(`${what}: the Daytona sandbox is not running (${f.statusCode}); initialize the workspace to start it`, {
+        details: { statusCode: f.statusCode },
+      });
     return daytonaError(e, what);
   }
 }
@@ -333,10 +351,12 @@ class SessionProcess implements SandboxProcess {
       write: (chunk: Buffer, _enc, done) => {
         const text = decoder.write(chunk);
         if (!text) return done();
-        started.then((cmd) => p.sendSessionCommandInput(session, cmd, text)).then(
-          () => done(),
-          (e: unknown) => done(new UnavailableError(`stdin of a Daytona session command: ${daytonaFailure(e).message}`)),
-        );
+        started
+          .then((cmd) => p.sendSessionCommandInput(session, cmd, text))
+          .then(
+            () => done(),
+            (e: unknown) => done(new UnavailableError(`stdin of a Daytona session command: ${daytonaFailure(e).message}`)),
+          );
       },
     });
     this.stdin.on("error", () => undefined);
@@ -350,9 +370,19 @@ class SessionProcess implements SandboxProcess {
         return 127;
       }
       await p
-        .getSessionCommandLogs(session, cmd, (s) => void this.stdout.write(s), (s) => void this.stderr.write(s))
+        .getSessionCommandLogs(
+          session,
+          cmd,
+          (s) => void this.stdout.write(s),
+          (s) => void this.stderr.write(s),
+        )
         .catch(() => undefined);
-      const code = this.#killed ? null : await p.getSessionCommand(session, cmd).then((c) => c.exitCode ?? null, () => null);
+      const code = this.#killed
+        ? null
+        : await p.getSessionCommand(session, cmd).then(
+            (c) => c.exitCode ?? null,
+            () => null,
+          );
       this.stdout.end();
       this.stderr.end();
       if (!this.#killed) await p.deleteSession(session).catch(() => undefined);

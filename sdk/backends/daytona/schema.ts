@@ -30,9 +30,19 @@ export const DaytonaBackendSchema = z.strictObject({
   /** Minutes stopped before Daytona archives the sandbox (its files go to object storage; a start restores them). */
   autoArchiveInterval: Minutes.optional(),
   /** Python packages installed with pip into the sandbox once, right after it is created. */
-  extraPip: z.array(z.string().min(1).regex(/^[^\s'"\\]+$/, "one pip requirement without spaces or quotes")).optional(),
+  extraPip: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .regex(/^[^\s'"\\]+$/, "one pip requirement without spaces or quotes"),
+    )
+    .optional(),
   /** OS user the sandbox runs as (default the snapshot's). */
-  user: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/).optional(),
+  user: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_-]{0,31}$/)
+    .optional(),
 });
 
 export type DaytonaBackendSpec = z.infer<typeof DaytonaBackendSchema>;

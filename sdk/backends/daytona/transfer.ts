@@ -33,7 +33,8 @@ function directRoutes(sb: DaytonaSdkSandbox, timeoutMs: number): Pick<RemoteFile
     const c = config();
     const base = c?.basePath;
     const headers = c?.baseOptions?.headers;
-    if (typeof base !== "string" || !/^https?:\/\//.test(base) || typeof headers !== "object" || headers === null || !("Authorization" in headers)) return undefined;
+    if (typeof base !== "string" || !/^https?:\/\//.test(base) || typeof headers !== "object" || headers === null || !("Authorization" in headers))
+      return undefined;
     return { base, headers: headers as Record<string, string> };
   };
   if (!usable()) return undefined;
@@ -50,7 +51,11 @@ function directRoutes(sb: DaytonaSdkSandbox, timeoutMs: number): Pick<RemoteFile
         `--${boundary}\r\nContent-Disposition: form-data; name="files[0].path"\r\n\r\n${path}\r\n` +
           `--${boundary}\r\nContent-Disposition: form-data; name="files[0].file"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`,
       );
-      const r = await post("/files/bulk-upload", `multipart/form-data; boundary=${boundary}`, [head, Buffer.from(data.buffer, data.byteOffset, data.byteLength), Buffer.from(`\r\n--${boundary}--\r\n`)]);
+      const r = await post("/files/bulk-upload", `multipart/form-data; boundary=${boundary}`, [
+        head,
+        Buffer.from(data.buffer, data.byteOffset, data.byteLength),
+        Buffer.from(`\r\n--${boundary}--\r\n`),
+      ]);
       if (r.status < 200 || r.status >= 300) throw new ExecFailedError(`toolbox upload answered ${r.status}: ${r.body.subarray(0, 300).toString()}`);
     },
     async download(path) {
@@ -81,16 +86,26 @@ function request(url: string, headers: Record<string, string>, body: Buffer[], t
   const secure = url.startsWith("https:");
   const length = body.reduce((n, b) => n + b.length, 0);
   return new Promise((resolve, reject) => {
-    const req = (secure ? https : http).request(url, { method: "POST", agent: secure ? AGENTS.https : AGENTS.http, headers: { ...headers, "Content-Length": String(length) } }, (res) => {
-      const chunks: Buffer[] = [];
-      let n = 0;
-      res.on("data", (c: Buffer) => {
-        chunks.push(c);
-        n += c.length;
-      });
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, type: String(res.headers["content-type"] ?? ""), body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, n) }));
-      res.on("error", reject);
-    });
+    const req = (secure ? https : http).request(
+      url,
+      { method: "POST", agent: secure ? AGENTS.https : AGENTS.http, headers: { ...headers, "Content-Length": String(length) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let n = 0;
+        res.on("data", (c: Buffer) => {
+          chunks.push(c);
+          n += c.length;
+        });
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            type: String(res.headers["content-type"] ?? ""),
+            body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, n),
+          }),
+        );
+        res.on("error", reject);
+      },
+    );
     req.setTimeout(timeoutMs, () => req.destroy(new TimeoutError(`toolbox file transfer timed out after ${timeoutMs} ms`)));
     req.on("error", reject);
     for (const b of body) req.write(b);

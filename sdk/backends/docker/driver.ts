@@ -4,15 +4,46 @@ import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type Docker from "dockerode";
-import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, fromZodError, InvalidArgumentError, ProvisionFailedError } from "../../errors.js";
+import {
+  ConflictError,
+  NotFoundError,
+  PathEscapeError,
+  TooLargeError,
+  UnavailableError,
+  WorkspaceError,
+  fromZodError,
+  InvalidArgumentError,
+  ProvisionFailedError,
+} from "../../errors.js";
 import type { FileLeases } from "../../kit/lease.js";
-import { LABELS, matchesSelector, type BackendDescription, type BackendState, type DestroyOptions, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
+import {
+  LABELS,
+  matchesSelector,
+  type BackendDescription,
+  type BackendState,
+  type DestroyOptions,
+  type Driver,
+  type DriverContext,
+  type ListSelector,
+  type ManagedBy,
+  type WorkspaceIdentity,
+} from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../../contract/schema.js";
 import { DockerBackendSchema, type DockerBackendSpec } from "./schema.js";
 import { sharedDockerClient, statusCode } from "./client.js";
 import { dockerLeases } from "./lease.js";
-import { IMAGE_REPO, dockerUnavailable, ensureImage, imageExists, pruneImages, renderBuildContext, type ImageInputs, type PruneImagesOptions, type PruneImagesResult } from "./image.js";
+import {
+  IMAGE_REPO,
+  dockerUnavailable,
+  ensureImage,
+  imageExists,
+  pruneImages,
+  renderBuildContext,
+  type ImageInputs,
+  type PruneImagesOptions,
+  type PruneImagesResult,
+} from "./image.js";
 import { guardWorkspaceNetwork, ensureWorkspaceNetwork, removeWorkspaceNetwork } from "./network.js";
 import { dockerError } from "./errors.js";
 import { expandHome } from "../../paths.js";
@@ -63,7 +94,13 @@ export class DockerDriver implements Driver {
 
   get imageInputs(): ImageInputs {
     const s = this.spec;
-    return { baseImage: s.baseImage, nodeVersion: s.nodeVersion, pythonPackages: s.pythonPackages, npmPackages: s.npmPackages, caCertificates: s.caCertificates };
+    return {
+      baseImage: s.baseImage,
+      nodeVersion: s.nodeVersion,
+      pythonPackages: s.pythonPackages,
+      npmPackages: s.npmPackages,
+      caCertificates: s.caCertificates,
+    };
   }
 
   /** The tag the current spec's image has (no build). */
@@ -152,10 +189,14 @@ export class DockerDriver implements Driver {
   /** The base image is on the engine, the read-only paths and the CA file exist: what create needs, checked changing nothing. */
   async validate(): Promise<void> {
     const base = this.spec.baseImage;
-    if (!(await imageExists(this.docker, base).catch((e: unknown) => {
-      throw this.#mapLifecycleError(e, `inspect image ${base}`);
-    })))
-      throw new InvalidArgumentError(`'${base}' is not on the Docker engine; build it (scripts/base-image.sh) or pull it first`, { field: "backend.baseImage" });
+    if (
+      !(await imageExists(this.docker, base).catch((e: unknown) => {
+        throw this.#mapLifecycleError(e, `inspect image ${base}`);
+      }))
+    )
+      throw new InvalidArgumentError(`'${base}' is not on the Docker engine; build it (scripts/base-image.sh) or pull it first`, {
+        field: "backend.baseImage",
+      });
     for (const p of this.spec.readOnlyPaths ?? [])
       if (!(await fs.stat(p).catch(() => null))) throw new InvalidArgumentError(`'${p}' does not exist on the host`, { field: "backend.readOnlyPaths" });
     if (this.spec.caCertificates && !(await fs.stat(this.spec.caCertificates).catch(() => null))?.isFile())
@@ -209,10 +250,9 @@ export class DockerDriver implements Driver {
     }
     const labels = info.Config.Labels ?? {};
     if (labels[LABELS.workspaceId] !== id)
-      throw new ConflictError(
-        `a container named ${containerName(id)} exists but is not agent-workspaces' workspace '${id}'; rename or remove it`,
-        { field: "workspaceId" },
-      );
+      throw new ConflictError(`a container named ${containerName(id)} exists but is not agent-workspaces' workspace '${id}'; rename or remove it`, {
+        field: "workspaceId",
+      });
     const d = describe(id, info);
     // Labels carry the owner set at create time; a warm-pool member's owner is its claim (owner-claim.ts).
     if (d.userId !== undefined) return d;
@@ -227,7 +267,11 @@ export class DockerDriver implements Driver {
     const d = await this.find(workspaceId);
     if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}) not found`, { field: "workspaceId" });
     if (d.userId !== undefined) {
-      if (d.userId !== owner.userId) throw new ConflictError(`workspace '${workspaceId}' belongs to another user; workspace ids are never shared between users`, { field: "userId", details: { workspaceId } });
+      if (d.userId !== owner.userId)
+        throw new ConflictError(`workspace '${workspaceId}' belongs to another user; workspace ids are never shared between users`, {
+          field: "userId",
+          details: { workspaceId },
+        });
       return;
     }
     await recordOwnerClaim(this.docker, parseWorkspaceId(workspaceId), owner).catch((e: unknown) => {
@@ -368,7 +412,10 @@ export class DockerDriver implements Driver {
     if (!options.deleteData || !host) return;
     const mounted = found?.location.hostPath;
     if (mounted !== undefined && path.resolve(mounted) === host)
-      throw new ConflictError(`host folder ${host} is mounted by the live container ${containerName(id)}; it is not deleted`, { field: "backend.basedir", details: { folder: host } });
+      throw new ConflictError(`host folder ${host} is mounted by the live container ${containerName(id)}; it is not deleted`, {
+        field: "backend.basedir",
+        details: { folder: host },
+      });
     if (path.dirname(host) !== path.resolve(this.spec.basedir!)) throw new PathEscapeError(`path '${host}' is not directly under basedir`);
     await fs.rm(host, { recursive: true, force: true });
   }
@@ -380,7 +427,10 @@ export class DockerDriver implements Driver {
    */
   async #dropImage(tag: string | undefined): Promise<void> {
     if (!tag?.startsWith(`${IMAGE_REPO}:`)) return;
-    const removal = this.docker.getImage(tag).remove().catch(() => undefined);
+    const removal = this.docker
+      .getImage(tag)
+      .remove()
+      .catch(() => undefined);
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([removal, new Promise((r) => (timer = setTimeout(r, 30_000)))]).finally(() => clearTimeout(timer));
   }
@@ -406,7 +456,10 @@ export class DockerDriver implements Driver {
 
   async connect(workspaceId: string, ctx: DriverContext = {}): Promise<DockerSandbox> {
     let d = await this.find(workspaceId);
-    if (!d) throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}); create it first not found`, { field: "workspaceId" });
+    if (!d)
+      throw new NotFoundError(`docker workspace '${workspaceId}' (container ${containerName(workspaceId)}); create it first not found`, {
+        field: "workspaceId",
+      });
     // A just-resumed container can read as paused for a moment (see #settledRunning); a container
     // that really is paused stays so: connecting never resumes.
     if (d.state === "paused") d = await this.#settledRunning(workspaceId, { deadlineMs: 1_000, unpause: false });
@@ -475,7 +528,13 @@ export class DockerDriver implements Driver {
   /** The caps: tasks, memory with swap capped at the same figure (so swap cannot stretch it), and a CFS quota for cpus. */
   #limits(): Pick<Docker.HostConfig, "PidsLimit" | "Memory" | "MemorySwap" | "CpuPeriod" | "CpuQuota"> {
     const s = this.spec;
-    return { PidsLimit: s.maxProcesses, Memory: s.memoryBytes, MemorySwap: s.memoryBytes, CpuPeriod: CPU_PERIOD_US, CpuQuota: Math.max(1000, Math.round(s.cpus * CPU_PERIOD_US)) };
+    return {
+      PidsLimit: s.maxProcesses,
+      Memory: s.memoryBytes,
+      MemorySwap: s.memoryBytes,
+      CpuPeriod: CPU_PERIOD_US,
+      CpuQuota: Math.max(1000, Math.round(s.cpus * CPU_PERIOD_US)),
+    };
   }
 
   /**
@@ -489,7 +548,12 @@ export class DockerDriver implements Driver {
     if (!this.spec.readOnlyRootfs) return out;
     const tmp = `rw,nosuid,nodev,size=${DOCKER_TMP_BYTES},mode=1777`;
     out.ReadonlyRootfs = true;
-    out.Tmpfs = { "/tmp": tmp, "/var/tmp": tmp, "/run": `rw,nosuid,nodev,size=${64 << 20},mode=755`, "/root": `rw,nosuid,nodev,size=${DOCKER_TMP_BYTES},mode=700` };
+    out.Tmpfs = {
+      "/tmp": tmp,
+      "/var/tmp": tmp,
+      "/run": `rw,nosuid,nodev,size=${64 << 20},mode=755`,
+      "/root": `rw,nosuid,nodev,size=${DOCKER_TMP_BYTES},mode=700`,
+    };
     if (!hostFolder) out.Mounts = [{ Type: "volume", Source: "", Target: DOCKER_WORKDIR }];
     return out;
   }
@@ -553,4 +617,3 @@ function sameTags(a: Record<string, string>, b: Record<string, string>): boolean
   const ka = Object.keys(a);
   return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
 }
-

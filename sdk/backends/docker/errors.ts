@@ -8,7 +8,8 @@ import {
   UnavailableError,
   WorkspaceError,
   parseRetryAfter,
-  type WorkspaceErrorCode, NotFoundError,
+  type WorkspaceErrorCode,
+  NotFoundError,
 } from "../../errors.js";
 
 /**
@@ -45,11 +46,15 @@ export function dockerError(e: unknown, what: string, context: "container" | "en
   const msg = dockerMessage(e);
   const errno = (e as NodeJS.ErrnoException | undefined)?.code;
   if (typeof errno === "string" && UNREACHABLE.has(errno))
-    return new UnavailableError(`${what}: cannot reach the Docker engine (${errno}); start it (scripts/dockerd.sh start) and set DOCKER_HOST or socketPath`, { cause: e });
+    return new UnavailableError(`${what}: cannot reach the Docker engine (${errno}); start it (scripts/dockerd.sh start) and set DOCKER_HOST or socketPath`, {
+      cause: e,
+    });
   if (typeof status !== "number") return new ExecFailedError(`${what}: ${msg}`, { cause: e });
   if (context === "container") {
-    if (status === 409 && /paused/i.test(msg)) return new UnavailableError(`${what}: the workspace container is paused; initialize the workspace to resume it`, { cause: e });
-    if (status === 409 && /not running/i.test(msg)) return new UnavailableError(`${what}: the workspace container is stopped; initialize the workspace to start it`, { cause: e });
+    if (status === 409 && /paused/i.test(msg))
+      return new UnavailableError(`${what}: the workspace container is paused; initialize the workspace to resume it`, { cause: e });
+    if (status === 409 && /not running/i.test(msg))
+      return new UnavailableError(`${what}: the workspace container is stopped; initialize the workspace to start it`, { cause: e });
     if (status === 404) return new UnavailableError(`${what}: the workspace container is gone; initialize the workspace to recreate it`, { cause: e });
   }
   const options = { cause: e, details: { statusCode: status } };

@@ -64,9 +64,14 @@ async function installRules(): Promise<void> {
 function iptables(cmd: string, args: string[]): Promise<{ ok: boolean; missing: boolean; output: string }> {
   return new Promise((resolve) => {
     // Wait up to 10 s for the xtables lock (the engine changes rules too); a fixed PATH, no service environment.
-    execFile(cmd, ["-w", "10", ...args], { timeout: 20_000, env: { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" } }, (err, stdout, stderr) => {
-      const code = (err as NodeJS.ErrnoException | null)?.code;
-      resolve({ ok: !err, missing: code === "ENOENT", output: `${stderr}${stdout}` });
-    });
+    execFile(
+      cmd,
+      ["-w", "10", ...args],
+      { timeout: 20_000, env: { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" } },
+      (err, stdout, stderr) => {
+        const code = (err as NodeJS.ErrnoException | null)?.code;
+        resolve({ ok: !err, missing: code === "ENOENT", output: `${stderr}${stdout}` });
+      },
+    );
   });
 }

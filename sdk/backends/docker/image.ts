@@ -29,10 +29,7 @@ export const IMAGE_LABEL = "agent-workspaces.image-inputs";
 /** Renders the Dockerfile and its context, and names the image after their hash. */
 export async function renderBuildContext(inputs: ImageInputs): Promise<BuildContext> {
   const files: Record<string, Buffer> = {};
-  const lines = [
-    "# agent-workspaces workspace image (generated). Its tag is the hash of this file and the build context.",
-    `FROM ${inputs.baseImage}`,
-  ];
+  const lines = ["# agent-workspaces workspace image (generated). Its tag is the hash of this file and the build context.", `FROM ${inputs.baseImage}`];
   if (inputs.caCertificates) {
     files["extra-ca.crt"] = await fs.readFile(inputs.caCertificates).catch((e: unknown) => {
       throw new InvalidArgumentError(`cannot read '${inputs.caCertificates}'`, { field: "caCertificates", cause: e });
@@ -166,7 +163,13 @@ async function build(
  * alone made goes. Best effort: a failure here must not hide the build's own error.
  */
 async function removeBuildLeftovers(docker: Docker, baseImage: string, steps: string[]): Promise<void> {
-  const base = await docker.getImage(baseImage).inspect().then((i) => i.Id, () => undefined);
+  const base = await docker
+    .getImage(baseImage)
+    .inspect()
+    .then(
+      (i) => i.Id,
+      () => undefined,
+    );
   for (const id of [...new Set(steps)].reverse()) {
     try {
       const info = await docker.getImage(id).inspect();
@@ -191,7 +194,9 @@ export async function imageExists(docker: Docker, name: string): Promise<boolean
 export function dockerUnavailable(e: unknown): unknown {
   const code = (e as NodeJS.ErrnoException)?.code;
   if (code === "ENOENT" || code === "ECONNREFUSED" || code === "EACCES")
-    return new UnavailableError(`cannot reach the Docker engine (${code}); start it (scripts/dockerd.sh start) and set DOCKER_HOST or socketPath`, { cause: e });
+    return new UnavailableError(`cannot reach the Docker engine (${code}); start it (scripts/dockerd.sh start) and set DOCKER_HOST or socketPath`, {
+      cause: e,
+    });
   return e;
 }
 
@@ -225,10 +230,7 @@ export async function pruneImages(docker: Docker, options: PruneImagesOptions = 
   let images: Docker.ImageInfo[];
   let containers: Docker.ContainerInfo[];
   try {
-    [images, containers] = await Promise.all([
-      docker.listImages({ filters: { label: [IMAGE_LABEL] } }),
-      docker.listContainers({ all: true }),
-    ]);
+    [images, containers] = await Promise.all([docker.listImages({ filters: { label: [IMAGE_LABEL] } }), docker.listContainers({ all: true })]);
   } catch (e) {
     throw dockerUnavailable(e);
   }

@@ -25,7 +25,9 @@ const pruneImages: BackendCommand = {
     const baseImage = typeof values.base === "string" ? values.base : undefined;
     // The engine may be shared: unused images of other users' stacks are theirs to prune.
     if (baseImage === undefined && values.all !== true) {
-      io.stderr("prune-images: name the images to prune with --base IMAGE, or pass --all for every unused workspace image on this engine (other stacks' included); `destroy` with deleteData removes a stack's own");
+      io.stderr(
+        "prune-images: name the images to prune with --base IMAGE, or pass --all for every unused workspace image on this engine (other stacks' included); `destroy` with deleteData removes a stack's own",
+      );
       return 2;
     }
     const { removed, kept } = await new DockerDriver({}).pruneImages({ baseImage, dryRun });
@@ -52,7 +54,11 @@ export const backend = defineBackend({
     if (description.location.image === wanted) return undefined;
     if (description.location.persistent === "true") {
       // The image inputs changed (packages, base image): files live in the bind mount, so a new container is safe.
-      ctx.logger.info("workspace image changed; recreating the container (files kept)", { workspaceId: identity.workspaceId, from: description.location.image, to: wanted });
+      ctx.logger.info("workspace image changed; recreating the container (files kept)", {
+        workspaceId: identity.workspaceId,
+        from: description.location.image,
+        to: wanted,
+      });
       await driver.destroy(identity.workspaceId);
       // A claimed warm-pool member's owner lived in its claim, removed with the container: label the new one.
       await driver.create({ ...identity, userId: identity.userId ?? description.userId, agentId: identity.agentId ?? description.agentId }, ctx);

@@ -21,7 +21,13 @@ export function networkName(workspaceId: string): string {
  * 15 characters, the kernel's limit for interface names.
  */
 export function bridgeName(workspaceId: string): string {
-  return BRIDGE_PREFIX + createHash("sha256").update(workspaceId).digest("hex").slice(0, 15 - BRIDGE_PREFIX.length);
+  return (
+    BRIDGE_PREFIX +
+    createHash("sha256")
+      .update(workspaceId)
+      .digest("hex")
+      .slice(0, 15 - BRIDGE_PREFIX.length)
+  );
 }
 
 /** Creates or adopts the workspace's network and makes sure the host firewall guards it; returns its name. */
@@ -79,7 +85,9 @@ async function findNetwork(docker: Docker, workspaceId: string): Promise<Docker.
     throw e;
   }
   if (info.Labels?.[LABELS.workspaceId] !== workspaceId || info.Options?.["com.docker.network.bridge.name"] !== bridgeName(workspaceId))
-    throw new ConflictError(`a Docker network named ${name} exists but is not agent-workspaces' network for '${workspaceId}'; rename or remove it`, { field: "workspaceId" });
+    throw new ConflictError(`a Docker network named ${name} exists but is not agent-workspaces' network for '${workspaceId}'; rename or remove it`, {
+      field: "workspaceId",
+    });
   return info;
 }
 

@@ -52,7 +52,9 @@ function ownerOf(labels: Record<string, string>, workspaceId: string): { userId:
   const userId = labels[LABELS.userId];
   // A volume under our name that does not name this workspace and a user is not a claim we can read: refuse, never "unowned".
   if (labels[OWNER_CLAIM_LABEL] !== "true" || labels[LABELS.workspaceId] !== workspaceId || !userId)
-    throw new ConflictError(`volume ${ownerVolumeName(workspaceId)} exists but is not an owner claim of workspace '${workspaceId}'; remove it`, { field: "workspaceId" });
+    throw new ConflictError(`volume ${ownerVolumeName(workspaceId)} exists but is not an owner claim of workspace '${workspaceId}'; remove it`, {
+      field: "workspaceId",
+    });
   const agentId = labels[LABELS.agentId];
   return agentId === undefined ? { userId } : { userId, agentId };
 }

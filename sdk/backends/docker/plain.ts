@@ -66,7 +66,8 @@ export class DockerPlain extends ScriptFiles implements PlainTransport, PlainFil
     const cwd = options.cwd ? await this.#resolveCwd(options.cwd) : DOCKER_WORKDIR;
     const r = await this.#run(argv, { ...options, workdir: cwd });
     // The runtime reports a missing executable as 126; callers expect the shell's 127.
-    if (r.exitCode === 126 && /executable file not found|no such file or directory/i.test(r.stdout.toString() + r.stderr.toString())) return { ...r, exitCode: 127 };
+    if (r.exitCode === 126 && /executable file not found|no such file or directory/i.test(r.stdout.toString() + r.stderr.toString()))
+      return { ...r, exitCode: 127 };
     return r;
   }
 
@@ -321,4 +322,3 @@ function describeDockerError(e: unknown): string {
 export function mapDockerError(e: unknown, what: string): unknown {
   return dockerError(e, what, "container");
 }
-

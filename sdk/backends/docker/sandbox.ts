@@ -193,7 +193,11 @@ export class DockerSandbox extends RunnerSandbox {
     }
     if (!info || info.State?.Paused || !info.State?.Running)
       (this.#runners.current?.transport as DockerRunnerTransport | undefined)?.end(
-        !info ? "the workspace container is gone" : info.State?.Paused ? "the workspace container was paused; initialize the workspace to resume it" : "the workspace container stopped",
+        !info
+          ? "the workspace container is gone"
+          : info.State?.Paused
+            ? "the workspace container was paused; initialize the workspace to resume it"
+            : "the workspace container stopped",
       );
   }
 

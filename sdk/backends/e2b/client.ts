@@ -20,7 +20,8 @@ export interface E2BConnection {
 
 export function connectionOf(spec: E2BBackendSpec): E2BConnection {
   const apiKey = spec.apiKey ?? process.env.E2B_API_KEY;
-  if (!apiKey) throw new InvalidArgumentError("no E2B API key: set backend.apiKey (a secret) or the E2B_API_KEY environment variable", { field: "backend.apiKey" });
+  if (!apiKey)
+    throw new InvalidArgumentError("no E2B API key: set backend.apiKey (a secret) or the E2B_API_KEY environment variable", { field: "backend.apiKey" });
   return {
     apiKey,
     retries: 3,
@@ -57,10 +58,18 @@ export function e2bError(e: unknown, what: string, secret?: string): unknown {
   if (name === "AuthenticationError" || err?.statusCode === 401) return new UnauthenticatedError(`${text} (check backend.apiKey / E2B_API_KEY)`, { cause: e });
   if (name === "SandboxNotFoundError" || name === "FileNotFoundError" || name === "NotFoundError" || err?.statusCode === 404) {
     const gone = name === "SandboxNotFoundError" || /not running anymore/i.test(message);
-    return new NotFoundError(`${gone ? `${text} (the e2b sandbox is gone: killed or expired; initialize the workspace again to recreate it)` : text} not found`, { cause: e });
+    return new NotFoundError(
+      `${gone ? `${text} (the e2b sandbox is gone: killed or expired; initialize the workspace again to recreate it)` : text} not found`,
+      { cause: e },
+    );
   }
   if (name === "InvalidArgumentError" || err?.statusCode === 400) return new InvalidArgumentError(text, { cause: e });
-  if (name === "TimeoutError" || name === "ServiceBusyError" || (err?.statusCode ?? 0) >= 500 || /fetch failed|ECONNREFUSED|ECONNRESET|socket hang up/i.test(message))
+  if (
+    name === "TimeoutError" ||
+    name === "ServiceBusyError" ||
+    (err?.statusCode ?? 0) >= 500 ||
+    /fetch failed|ECONNREFUSED|ECONNRESET|socket hang up/i.test(message)
+  )
     return new UnavailableError(text, { cause: e });
   return new InternalError(text, { cause: e });
 }

@@ -57,7 +57,6 @@ export class E2BPlain extends ScriptFiles implements PlainTransport, PlainFiles 
     this.check(r, "copy into", clean);
   }
 
-
   protected script(name: "list" | "stat" | "remove" | "mkdir" | "rename", args: string[]): Promise<ExecResult> {
     return this.#op(name, args);
   }
@@ -86,9 +85,11 @@ export class E2BPlain extends ScriptFiles implements PlainTransport, PlainFiles 
     const r = await this.#command(commandIn(argv, cwd), options);
     if (r.exitCode === 213) {
       const why = r.stderr.toString();
-      if (why.includes("agentws:cwd-escape")) throw new PathEscapeError(`path '${cwd}' (cwd) resolves outside the workspace (through a symlink)`, { field: "cwd" });
+      if (why.includes("agentws:cwd-escape"))
+        throw new PathEscapeError(`path '${cwd}' (cwd) resolves outside the workspace (through a symlink)`, { field: "cwd" });
       if (why.includes("agentws:cwd-missing")) throw new NotFoundError(`working directory '${cwd}' not found`, { field: "cwd" });
-      if (why.includes("agentws:cwd-notdir")) throw new InvalidArgumentError(`working directory '${cwd}' is not a directory`, { field: "cwd", fieldPrefix: false });
+      if (why.includes("agentws:cwd-notdir"))
+        throw new InvalidArgumentError(`working directory '${cwd}' is not a directory`, { field: "cwd", fieldPrefix: false });
     }
     return r;
   }
@@ -240,7 +241,14 @@ export class E2BPlain extends ScriptFiles implements PlainTransport, PlainFiles 
         (v) => ({ exitCode: v.exitCode, failed: undefined }),
         (e: unknown) => ({ exitCode: (e as { exitCode?: number }).exitCode, failed: e }),
       );
-      if (timedOut) return { exitCode: -1, stdout: out.buffer(), stderr: err.length ? err.buffer() : Buffer.from("timed out"), timedOut: true, truncated: out.truncated || err.truncated };
+      if (timedOut)
+        return {
+          exitCode: -1,
+          stdout: out.buffer(),
+          stderr: err.length ? err.buffer() : Buffer.from("timed out"),
+          timedOut: true,
+          truncated: out.truncated || err.truncated,
+        };
       if (typeof r.exitCode !== "number") throw e2bError(r.failed, "run a command in the e2b sandbox", this.secret);
       return { exitCode: r.exitCode, stdout: out.buffer(), stderr: err.buffer(), timedOut: false, truncated: out.truncated || err.truncated };
     } catch (e) {
@@ -250,7 +258,6 @@ export class E2BPlain extends ScriptFiles implements PlainTransport, PlainFiles 
       o.signal?.removeEventListener("abort", stop);
     }
   }
-
 }
 
 /** Text chunks kept up to `max` bytes. */

@@ -67,10 +67,13 @@ export class E2BSandbox extends RunnerSandbox {
       fellBack: (e) => {
         if (warned) return;
         warned = true;
-        this.#logger.warn("e2b files API could not transfer a file at the sandbox runner's descriptor; big files go through the runner's command streams instead", {
-          sandboxId: this.#sbx.sandboxId,
-          error: String((e2bError(e, "transfer a file", this.#secret) as Error)?.message ?? e),
-        });
+        this.#logger.warn(
+          "e2b files API could not transfer a file at the sandbox runner's descriptor; big files go through the runner's command streams instead",
+          {
+            sandboxId: this.#sbx.sandboxId,
+            error: String((e2bError(e, "transfer a file", this.#secret) as Error)?.message ?? e),
+          },
+        );
       },
     };
     this.#runners = new RunnerSupervisor(() => {
@@ -165,9 +168,12 @@ export class E2BSandbox extends RunnerSandbox {
   #lost(api: unknown): unknown {
     const mapped = e2bError(api, "use the e2b sandbox", this.#secret);
     if (mapped instanceof WorkspaceError && mapped.code === "internal")
-      return new UnavailableError(`the connection to the e2b sandbox's runner was lost (the sandbox paused?); the next call starts a new runner: ${mapped.message}`, {
-        cause: api,
-      });
+      return new UnavailableError(
+        `the connection to the e2b sandbox's runner was lost (the sandbox paused?); the next call starts a new runner: ${mapped.message}`,
+        {
+          cause: api,
+        },
+      );
     return mapped;
   }
 }

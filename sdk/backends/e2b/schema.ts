@@ -24,7 +24,14 @@ export const E2BBackendSchema = z.strictObject({
   /** Extra sandbox metadata; it never overrides the identity keys this SDK stamps. */
   sandboxMetadata: z.record(z.string().min(1), z.string()).optional(),
   /** Python packages pip-installs in a new sandbox (once, when it is created). */
-  extraPip: z.array(z.string().min(1).regex(/^[^\s;&|`$<>]+$/, "a package spec, no shell characters")).optional(),
+  extraPip: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .regex(/^[^\s;&|`$<>]+$/, "a package spec, no shell characters"),
+    )
+    .optional(),
 });
 
 export type E2BBackendSpec = z.infer<typeof E2BBackendSchema>;

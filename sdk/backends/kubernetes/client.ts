@@ -35,7 +35,9 @@ export function kubeClients(opts: { kubeconfig?: string | undefined; context?: s
     }
     if (opts.context) kc.setCurrentContext(opts.context);
   } catch (e) {
-    throw new InvalidArgumentError(`could not load the Kubernetes configuration: ${shortMessage(e)}`, { field: opts.context && !opts.kubeconfig ? "context" : "kubeconfig" });
+    throw new InvalidArgumentError(`could not load the Kubernetes configuration: ${shortMessage(e)}`, {
+      field: opts.context && !opts.kubeconfig ? "context" : "kubeconfig",
+    });
   }
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new InvalidArgumentError("no cluster configured (no kubeconfig and not running in a cluster)", { field: "kubeconfig" });

@@ -3,8 +3,27 @@
 // and owner claims; manifests, names, exec and errors already live in their own files.
 import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
 import { loadKubernetesClient } from "./sdk.js";
-import { ConflictError, NotFoundError, ProvisionFailedError, TimeoutError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
-import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
+import {
+  ConflictError,
+  NotFoundError,
+  ProvisionFailedError,
+  TimeoutError,
+  TooLargeError,
+  UnavailableError,
+  WorkspaceError,
+  fromZodError,
+} from "../../errors.js";
+import {
+  LABELS,
+  matchesSelector,
+  type BackendDescription,
+  type BackendState,
+  type Driver,
+  type DriverContext,
+  type ListSelector,
+  type ManagedBy,
+  type WorkspaceIdentity,
+} from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../../contract/schema.js";
 import { kubeClients, kubeError, statusOf, withRetry, type KubeClients } from "./client.js";
@@ -87,10 +106,15 @@ export class K8sDriver implements Driver {
     if (typeof selector.userId === "string") parts.push(`${LABELS.userId}=${labelValue(selector.userId)}`);
     const labelSelector = parts.join(",");
     const [pvcs, pods] = await Promise.all([
-      this.#api("list workspace PVCs", () => this.clients.core.listNamespacedPersistentVolumeClaim({ namespace: this.namespace, labelSelector, limit: MAX_LISTED + 1 })),
-      this.#api("list workspace pods", () => this.clients.core.listNamespacedPod({ namespace: this.namespace, labelSelector: `${MANAGED_LABEL}=true`, limit: MAX_LISTED + 1 })),
+      this.#api("list workspace PVCs", () =>
+        this.clients.core.listNamespacedPersistentVolumeClaim({ namespace: this.namespace, labelSelector, limit: MAX_LISTED + 1 }),
+      ),
+      this.#api("list workspace pods", () =>
+        this.clients.core.listNamespacedPod({ namespace: this.namespace, labelSelector: `${MANAGED_LABEL}=true`, limit: MAX_LISTED + 1 }),
+      ),
     ]);
-    if (pvcs.items.length > MAX_LISTED || pvcs.metadata?._continue) throw new TooLargeError(`more than ${MAX_LISTED} workspace PVCs in namespace ${this.namespace}; list refuses a partial answer`);
+    if (pvcs.items.length > MAX_LISTED || pvcs.metadata?._continue)
+      throw new TooLargeError(`more than ${MAX_LISTED} workspace PVCs in namespace ${this.namespace}; list refuses a partial answer`);
     const byName = new Map(pods.items.map((p) => [p.metadata?.name ?? "", p]));
     const out: BackendDescription[] = [];
     for (const pvc of pvcs.items) {
@@ -145,7 +169,9 @@ export class K8sDriver implements Driver {
     const body = { metadata: { labels, annotations: { [ANNOTATIONS.tags]: JSON.stringify(tags) } } };
     const name = objectName(id);
     await this.#api(`label PVC ${name}`, () => this.clients.core.patchNamespacedPersistentVolumeClaim({ name, namespace: this.namespace, body }, merge()));
-    await this.#api(`label pod ${name}`, () => this.clients.core.patchNamespacedPod({ name, namespace: this.namespace, body: { metadata: { labels } } }, merge())).catch((e: unknown) => {
+    await this.#api(`label pod ${name}`, () =>
+      this.clients.core.patchNamespacedPod({ name, namespace: this.namespace, body: { metadata: { labels } } }, merge()),
+    ).catch((e: unknown) => {
       if (!(e instanceof NotFoundError)) throw e;
     });
   }
@@ -158,12 +184,19 @@ export class K8sDriver implements Driver {
       const d = pvc && !pvc.metadata?.annotations?.[ANNOTATIONS.released] ? describe(this.namespace, pvc, undefined) : null;
       if (!d) throw new NotFoundError(`kubernetes workspace '${id}' not found`, { field: "workspaceId" });
       if (d.userId !== undefined) {
-        if (d.userId !== owner.userId) throw new ConflictError(`workspace '${id}' belongs to another user; workspace ids are never shared between users`, { field: "userId", details: { workspaceId: id } });
+        if (d.userId !== owner.userId)
+          throw new ConflictError(`workspace '${id}' belongs to another user; workspace ids are never shared between users`, {
+            field: "userId",
+            details: { workspaceId: id },
+          });
         return;
       }
       const agentId = d.agentId ?? owner.agentId;
       const annotations: Record<string, string> = { [ANNOTATIONS.userId]: owner.userId, ...(agentId !== undefined ? { [ANNOTATIONS.agentId]: agentId } : {}) };
-      const labels: Record<string, string> = { [LABELS.userId]: labelValue(owner.userId), ...(agentId !== undefined ? { [LABELS.agentId]: labelValue(agentId) } : {}) };
+      const labels: Record<string, string> = {
+        [LABELS.userId]: labelValue(owner.userId),
+        ...(agentId !== undefined ? { [LABELS.agentId]: labelValue(agentId) } : {}),
+      };
       const name = objectName(id);
       try {
         // Guarded by the resourceVersion, so a retry after a lost connection cannot overwrite anyone.
@@ -177,7 +210,9 @@ export class K8sDriver implements Driver {
         if (statusOf(e) === 409) continue; // someone changed it meanwhile: read again
         throw kubeError(e, `record the owner of PVC ${name}`, this.clients.source);
       }
-      await this.#api(`label pod ${name}`, () => this.clients.core.patchNamespacedPod({ name, namespace: this.namespace, body: { metadata: { labels } } }, merge())).catch(() => undefined);
+      await this.#api(`label pod ${name}`, () =>
+        this.clients.core.patchNamespacedPod({ name, namespace: this.namespace, body: { metadata: { labels } } }, merge()),
+      ).catch(() => undefined);
       return;
     }
     throw new ConflictError(`workspace '${id}': its owner record kept changing; try again`);
@@ -186,7 +221,8 @@ export class K8sDriver implements Driver {
   async connect(workspaceId: string): Promise<K8sSandbox> {
     const id = parseWorkspaceId(workspaceId);
     const d = await this.find(id);
-    if (!d) throw new NotFoundError(`kubernetes workspace '${id}' (PVC ${this.namespace}/${objectName(id)}); create it first not found`, { field: "workspaceId" });
+    if (!d)
+      throw new NotFoundError(`kubernetes workspace '${id}' (PVC ${this.namespace}/${objectName(id)}); create it first not found`, { field: "workspaceId" });
     if (d.state !== "running") throw new UnavailableError(`kubernetes workspace '${id}' is ${d.state}; resume it first`);
     // A Pod another replica just made may still be starting: wait for it as a create would.
     await this.#waitReady(id, Date.now() + this.spec.readinessTimeoutMs);
@@ -200,7 +236,9 @@ export class K8sDriver implements Driver {
     const until = Date.now() + GONE_TIMEOUT_MS;
     for (;;) {
       try {
-        const pvc = await withRetry(() => this.clients.core.createNamespacedPersistentVolumeClaim({ namespace: this.namespace, body: pvcManifest(this.spec, identity) }));
+        const pvc = await withRetry(() =>
+          this.clients.core.createNamespacedPersistentVolumeClaim({ namespace: this.namespace, body: pvcManifest(this.spec, identity) }),
+        );
         return { pvc, created: true };
       } catch (e) {
         if (statusOf(e) !== 409) throw kubeError(e, `create PVC ${this.namespace}/${name}`, this.clients.source);
@@ -230,7 +268,9 @@ export class K8sDriver implements Driver {
     try {
       const pvc = await withRetry(() => this.clients.core.readNamespacedPersistentVolumeClaim({ name, namespace: this.namespace }));
       if (pvc.metadata?.annotations?.[ANNOTATIONS.workspaceId] !== id)
-        throw new ConflictError(`a PVC named ${this.namespace}/${name} exists but is not agent-workspaces' workspace '${id}'; rename or remove it`, { field: "workspaceId" });
+        throw new ConflictError(`a PVC named ${this.namespace}/${name} exists but is not agent-workspaces' workspace '${id}'; rename or remove it`, {
+          field: "workspaceId",
+        });
       return pvc;
     } catch (e) {
       if (statusOf(e) === 404) return null;
@@ -247,9 +287,11 @@ export class K8sDriver implements Driver {
 
   async #deletePvc(id: string): Promise<void> {
     const name = objectName(id);
-    await this.#api(`delete PVC ${name}`, () => this.clients.core.deleteNamespacedPersistentVolumeClaim({ name, namespace: this.namespace })).catch((e: unknown) => {
-      if (!(e instanceof NotFoundError)) throw e;
-    });
+    await this.#api(`delete PVC ${name}`, () => this.clients.core.deleteNamespacedPersistentVolumeClaim({ name, namespace: this.namespace })).catch(
+      (e: unknown) => {
+        if (!(e instanceof NotFoundError)) throw e;
+      },
+    );
     await this.#waitGone(`PVC ${name}`, () => this.clients.core.readNamespacedPersistentVolumeClaim({ name, namespace: this.namespace }));
   }
 
@@ -260,7 +302,9 @@ export class K8sDriver implements Driver {
     try {
       const pod = await withRetry(() => this.clients.core.readNamespacedPod({ name, namespace: this.namespace }));
       if (pod.metadata?.annotations?.[ANNOTATIONS.workspaceId] !== id)
-        throw new ConflictError(`a pod named ${this.namespace}/${name} exists but is not agent-workspaces' workspace '${id}'; rename or remove it`, { field: "workspaceId" });
+        throw new ConflictError(`a pod named ${this.namespace}/${name} exists but is not agent-workspaces' workspace '${id}'; rename or remove it`, {
+          field: "workspaceId",
+        });
       return pod;
     } catch (e) {
       if (statusOf(e) === 404) return undefined;
@@ -343,7 +387,8 @@ export class K8sDriver implements Driver {
         const main = s?.containerStatuses?.find((c) => c.name === CONTAINER);
         if (s?.phase === "Running" && main?.state?.running && !pod.metadata?.deletionTimestamp) return pod;
         if (initDone && s?.initContainerStatuses?.length && s.initContainerStatuses.every((c) => c.state?.terminated?.exitCode === 0)) initDone();
-        if (s?.phase === "Failed" || s?.phase === "Succeeded") throw new ProvisionFailedError(`pod ${this.namespace}/${name} ended (${s.phase}): ${s.reason ?? ""} ${s.message ?? ""}`.trim());
+        if (s?.phase === "Failed" || s?.phase === "Succeeded")
+          throw new ProvisionFailedError(`pod ${this.namespace}/${name} ended (${s.phase}): ${s.reason ?? ""} ${s.message ?? ""}`.trim());
         const waiting = [...(s?.initContainerStatuses ?? []), ...(s?.containerStatuses ?? [])].map((c) => c.state?.waiting).find((w) => w?.reason);
         const unscheduled = s?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False");
         last = waiting ? `${waiting.reason}: ${waiting.message ?? ""}` : unscheduled ? `unschedulable: ${unscheduled.message ?? ""}` : (s?.phase ?? "pending");
@@ -354,7 +399,8 @@ export class K8sDriver implements Driver {
           waitingOnVolume = undefined;
           volume = "";
         }
-        if (waiting?.reason && FATAL_WAITING.has(waiting.reason)) throw new ProvisionFailedError(`pod ${this.namespace}/${name} cannot start: ${last.slice(0, 500)}`);
+        if (waiting?.reason && FATAL_WAITING.has(waiting.reason))
+          throw new ProvisionFailedError(`pod ${this.namespace}/${name} cannot start: ${last.slice(0, 500)}`);
       }
       if (Date.now() + delay > deadline)
         throw new TimeoutError(`pod ${this.namespace}/${name} did not run within ${this.spec.readinessTimeoutMs} ms (last: ${last.slice(0, 500)}${volume})`);
@@ -373,9 +419,11 @@ export class K8sDriver implements Driver {
     const name = objectName(id);
     const pod = await this.#readPod(id);
     if (!pod) return;
-    await this.#api(`delete pod ${name}`, () => this.clients.core.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds })).catch((e: unknown) => {
-      if (!(e instanceof NotFoundError)) throw e;
-    });
+    await this.#api(`delete pod ${name}`, () => this.clients.core.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds })).catch(
+      (e: unknown) => {
+        if (!(e instanceof NotFoundError)) throw e;
+      },
+    );
     await this.#waitGone(`pod ${name}`, () => this.clients.core.readNamespacedPod({ name, namespace: this.namespace }));
   }
 

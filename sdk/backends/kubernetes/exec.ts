@@ -58,9 +58,19 @@ export function openExec(target: PodRef, argv: string[]): ExecStream {
   let status: V1Status | undefined;
   const done = (async (): Promise<{ status?: V1Status; error?: unknown }> => {
     try {
-      const ws = (await new (loadKubernetesClient().Exec)(target.clients.kc).exec(target.namespace, target.pod, CONTAINER, argv, stdout, stderr, stdin, false, (s) => {
-        status = s;
-      })) as unknown as Socket;
+      const ws = (await new (loadKubernetesClient().Exec)(target.clients.kc).exec(
+        target.namespace,
+        target.pod,
+        CONTAINER,
+        argv,
+        stdout,
+        stderr,
+        stdin,
+        false,
+        (s) => {
+          status = s;
+        },
+      )) as unknown as Socket;
       socket = ws;
       apply();
       if (closed) ws.close();
@@ -122,11 +132,12 @@ export function startK8sRunner(target: PodRef): K8sRunnerTransport {
       const status = upgradeStatus(error);
       transient = status === undefined;
       // 404: the Pod is gone; 400: it is not running (yet, or any more). Both "unavailable": a resume may fix them.
+      // eslint-disable-next-line no-restricted-syntax -- stands for a Kubernetes client error (`code` = HTTP status), which kubeError classifies
+      const clientError = status === undefined ? error : Object.assign(new Error(shortMessage(error)), { code: status });
       apiError =
         status === 404 || status === 400
           ? new UnavailableError(`pod ${target.namespace}/${target.pod} is gone or not running (exec answered ${status})`, { cause: error })
-          // eslint-disable-next-line no-restricted-syntax -- stands for a Kubernetes client error (`code` = HTTP status), which kubeError classifies
-          : kubeError(status === undefined ? error : Object.assign(new Error(shortMessage(error)), { code: status }), `exec into pod ${target.pod}`, target.clients.source);
+          : kubeError(clientError, `exec into pod ${target.pod}`, target.clients.source);
       return { why: shortMessage(error) };
     }
     const code = exitCodeOf(status);

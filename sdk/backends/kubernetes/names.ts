@@ -56,7 +56,10 @@ export function isLabelName(name: string): boolean {
 }
 
 /** Labels for the selector of `list`, on both objects. */
-export function identityLabels(identity: { workspaceId: string; userId?: string | undefined; agentId?: string | undefined; managedBy: string }, tags: Record<string, string> = {}): Record<string, string> {
+export function identityLabels(
+  identity: { workspaceId: string; userId?: string | undefined; agentId?: string | undefined; managedBy: string },
+  tags: Record<string, string> = {},
+): Record<string, string> {
   const labels: Record<string, string> = {
     [MANAGED_LABEL]: "true",
     [LABELS.workspaceId]: labelValue(identity.workspaceId),
@@ -69,7 +72,10 @@ export function identityLabels(identity: { workspaceId: string; userId?: string 
   return labels;
 }
 
-export function identityAnnotations(identity: { workspaceId: string; userId?: string | undefined; agentId?: string | undefined; managedBy: string }, tags: Record<string, string> = {}): Record<string, string> {
+export function identityAnnotations(
+  identity: { workspaceId: string; userId?: string | undefined; agentId?: string | undefined; managedBy: string },
+  tags: Record<string, string> = {},
+): Record<string, string> {
   const a: Record<string, string> = {
     [ANNOTATIONS.workspaceId]: identity.workspaceId,
     [ANNOTATIONS.managedBy]: identity.managedBy,

@@ -19,7 +19,12 @@ export class PodWake {
     // Started by the first sleep: a Pod already running (a connect's check) costs no watch.
     this.#start = () =>
       void new (loadKubernetesClient().Watch)(kc)
-        .watch(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`, { fieldSelector: `metadata.name=${name}` }, () => this.#changed(), () => undefined)
+        .watch(
+          `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`,
+          { fieldSelector: `metadata.name=${name}` },
+          () => this.#changed(),
+          () => undefined,
+        )
         .then((c) => {
           if (this.#stopped) c.abort();
           else this.#abort = c;

@@ -6,7 +6,15 @@ import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, fr
 import type { Logger } from "../../logger.js";
 import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
-import { matchesSelector, type BackendDescription, type DestroyOptions, type Driver, type DriverContext, type ListSelector, type WorkspaceIdentity } from "../../contract/driver.js";
+import {
+  matchesSelector,
+  type BackendDescription,
+  type DestroyOptions,
+  type Driver,
+  type DriverContext,
+  type ListSelector,
+  type WorkspaceIdentity,
+} from "../../contract/driver.js";
 import { recordNames } from "../../kit/list.js";
 import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../../kit/owner-store.js";
 import { WorkspaceIdSchema, parseWorkspaceId } from "../../contract/schema.js";
@@ -72,7 +80,10 @@ export class LocalDriver implements Driver {
       const records = path.dirname(metadataRecordPath(this.#path));
       const rel = path.relative(this.#path, records);
       if (rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel)))
-        throw new InvalidArgumentError(`'${this.#path}' would hold its own owner records (${records}); choose a folder that is not a filesystem root or named ${RECORDS_DIR}`, { field: "backend.path" });
+        throw new InvalidArgumentError(
+          `'${this.#path}' would hold its own owner records (${records}); choose a folder that is not a filesystem root or named ${RECORDS_DIR}`,
+          { field: "backend.path" },
+        );
     }
   }
 
@@ -107,7 +118,9 @@ export class LocalDriver implements Driver {
     if (!claimed) {
       const existing = await this.#readMetadata(folder, ctx.logger);
       if (!existing || existing.workspaceId !== identity.workspaceId)
-        throw new ConflictError(`host folder ${folder} already belongs to workspace '${existing?.workspaceId ?? "?"}'; use another path`, { field: "backend.path" });
+        throw new ConflictError(`host folder ${folder} already belongs to workspace '${existing?.workspaceId ?? "?"}'; use another path`, {
+          field: "backend.path",
+        });
       ctx.logger?.info("adopted an existing local workspace folder", { workspaceId: identity.workspaceId, folder });
       return this.#describe(folder, await this.#withClaim(folder, existing));
     }
@@ -224,7 +237,9 @@ export class LocalDriver implements Driver {
 
   async connect(workspaceId: string): Promise<Sandbox> {
     if (!(await this.find(workspaceId)))
-      throw new NotFoundError(`local workspace '${workspaceId}' (no record ${metadataRecordPath(this.folderFor(workspaceId))}); create it first not found`, { field: "workspaceId" });
+      throw new NotFoundError(`local workspace '${workspaceId}' (no record ${metadataRecordPath(this.folderFor(workspaceId))}); create it first not found`, {
+        field: "workspaceId",
+      });
     return new LocalSandbox(this.folderFor(workspaceId));
   }
 
@@ -232,7 +247,8 @@ export class LocalDriver implements Driver {
   async #checkFolder(folder: string, workspaceId: string): Promise<boolean> {
     if (this.#path) return (await fs.stat(folder).catch(() => null))?.isDirectory() ?? false;
     const info = await fs.lstat(folder).catch(() => null);
-    if (info?.isSymbolicLink()) throw new PathEscapeError(`path '${folder}' (workspace '${workspaceId}') is a symlink; refusing to use it as a workspace folder`);
+    if (info?.isSymbolicLink())
+      throw new PathEscapeError(`path '${folder}' (workspace '${workspaceId}') is a symlink; refusing to use it as a workspace folder`);
     if (info && !info.isDirectory()) throw new ConflictError(`${folder} exists and is not a folder`, { field: "workspaceId" });
     return info !== null;
   }

@@ -76,7 +76,12 @@ export class LocalWorkspaceManager extends backend.managerFor(LocalWorkspace) {
   readonly basedir: string;
 
   constructor(options: LocalWorkspaceManagerOptions = {}) {
-    const basedir = typeof options?.basedir === "string" && options.basedir ? path.resolve(options.basedir) : options?.basedir === undefined ? path.resolve(defaultLocalBasedir()) : options.basedir;
+    const basedir =
+      typeof options?.basedir === "string" && options.basedir
+        ? path.resolve(options.basedir)
+        : options?.basedir === undefined
+          ? path.resolve(defaultLocalBasedir())
+          : options.basedir;
     super({ ...options, basedir });
     this.basedir = basedir;
   }

@@ -7,6 +7,8 @@ import { FileLeases } from "../../kit/lease.js";
  * Local folders never pause, so these only tell the manager whether another replica is active.
  */
 export function localLeases(basedir: string, singleFolder: string | undefined): FileLeases {
-  const root = singleFolder ? path.join(path.dirname(singleFolder), `.agentws-leases-${path.basename(singleFolder)}`) : path.join(basedir, ".agentws", "leases");
+  const root = singleFolder
+    ? path.join(path.dirname(singleFolder), `.agentws-leases-${path.basename(singleFolder)}`)
+    : path.join(basedir, ".agentws", "leases");
   return new FileLeases(root);
 }

@@ -5,8 +5,27 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { Sandbox as OsbSandbox, SandboxManager, ConnectionConfigOptions, SandboxInfo } from "@alibaba-group/opensandbox";
 import { loadOpenSandbox } from "./sdk.js";
-import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, fromZodError, ClosedError } from "../../errors.js";
-import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
+import {
+  ConflictError,
+  InvalidArgumentError,
+  NotFoundError,
+  PathEscapeError,
+  TooLargeError,
+  UnavailableError,
+  fromZodError,
+  ClosedError,
+} from "../../errors.js";
+import {
+  LABELS,
+  matchesSelector,
+  type BackendDescription,
+  type BackendState,
+  type Driver,
+  type DriverContext,
+  type ListSelector,
+  type ManagedBy,
+  type WorkspaceIdentity,
+} from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { parseWorkspaceId } from "../../contract/schema.js";
 import { isSandboxGone, openSandboxError } from "./errors.js";
@@ -124,11 +143,14 @@ export class OpenSandboxDriver implements Driver {
     // server time in proportion to its sandboxes and needs no answer from the new one. The SDK polls every
     // 200 ms by default; a ping is one small GET to execd, so look every 20 ms. `given` ends the poll early.
     let given = false;
-    const readiness = made
-      .waitUntilReady({ readyTimeoutSeconds: READY_S, pollingIntervalMillis: 20, healthCheck: async (s) => given || s.health.ping() })
-      .then(() => undefined, (e: unknown) => e);
+    const readiness = made.waitUntilReady({ readyTimeoutSeconds: READY_S, pollingIntervalMillis: 20, healthCheck: async (s) => given || s.health.ping() }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     // A sandbox given up (lost the race, closed) gets no gateway: its handle is closed by then.
-    const gateway = readiness.then((e) => (e === undefined && !given ? startGateway(made) : Promise.reject(e ?? new ClosedError("the create gave this sandbox up"))));
+    const gateway = readiness.then((e) =>
+      e === undefined && !given ? startGateway(made) : Promise.reject(e ?? new ClosedError("the create gave this sandbox up")),
+    );
     gateway.catch(() => undefined);
     const giveUp = async (kill: boolean) => {
       given = true;
@@ -255,7 +277,9 @@ export class OpenSandboxDriver implements Driver {
     const id = parseWorkspaceId(workspaceId);
     const all = await this.#matching(id, false);
     for (const info of all) {
-      this.#takeFresh(info.id)?.sbx.close().catch(() => undefined);
+      this.#takeFresh(info.id)
+        ?.sbx.close()
+        .catch(() => undefined);
       if (options.deleteData && this.persistent) await this.#wipe(id, info).catch(() => undefined);
       await this.#sandboxes.killSandbox(info.id).catch((e: unknown) => {
         if (!isSandboxGone(e)) throw openSandboxError(e, `remove the sandbox of '${id}'`);
@@ -284,7 +308,8 @@ export class OpenSandboxDriver implements Driver {
     const d = await this.find(workspaceId);
     if (!d) throw new NotFoundError(`opensandbox workspace '${workspaceId}' not found`, { field: "workspaceId" });
     if (d.userId !== undefined) {
-      if (d.userId !== owner.userId) throw new ConflictError(`workspace '${workspaceId}' belongs to another user; workspace ids are never shared between users`, { field: "userId" });
+      if (d.userId !== owner.userId)
+        throw new ConflictError(`workspace '${workspaceId}' belongs to another user; workspace ids are never shared between users`, { field: "userId" });
       return;
     }
     const patch: Record<string, string> = { [LABELS.userId]: labelValue(owner.userId, "userId") };
@@ -330,8 +355,16 @@ export class OpenSandboxDriver implements Driver {
 
   /** Holds a just-created sandbox's SDK handle and gateway start for a connect that follows (else let go of soon). */
   #keepFresh(sbx: OsbSandbox, gateway: Promise<GatewayStart>): void {
-    this.#takeFresh(sbx.id)?.sbx.close().catch(() => undefined);
-    const timer = setTimeout(() => void this.#takeFresh(sbx.id)?.sbx.close().catch(() => undefined), FRESH_MS);
+    this.#takeFresh(sbx.id)
+      ?.sbx.close()
+      .catch(() => undefined);
+    const timer = setTimeout(
+      () =>
+        void this.#takeFresh(sbx.id)
+          ?.sbx.close()
+          .catch(() => undefined),
+      FRESH_MS,
+    );
     timer.unref();
     this.#fresh.set(sbx.id, { sbx, gateway, timer });
   }
@@ -346,14 +379,21 @@ export class OpenSandboxDriver implements Driver {
 
   /** Releases the SDK's HTTP agent. */
   async close(): Promise<void> {
-    await Promise.all([...this.#fresh.keys()].map((k) => this.#takeFresh(k)?.sbx.close().catch(() => undefined)));
+    await Promise.all(
+      [...this.#fresh.keys()].map((k) =>
+        this.#takeFresh(k)
+          ?.sbx.close()
+          .catch(() => undefined),
+      ),
+    );
     await this.#manager?.close();
     this.#manager = undefined;
   }
 
   #metadata(identity: WorkspaceIdentity): Record<string, string> {
     const m: Record<string, string> = { ...this.spec.metadata };
-    for (const k of Object.keys(m)) if (k.startsWith("agent-workspaces.") || k.startsWith("opensandbox.io/")) throw new InvalidArgumentError("is a reserved key", { field: `metadata.${k}` });
+    for (const k of Object.keys(m))
+      if (k.startsWith("agent-workspaces.") || k.startsWith("opensandbox.io/")) throw new InvalidArgumentError("is a reserved key", { field: `metadata.${k}` });
     m[MANAGED_KEY] = "true";
     m[SCOPE_KEY] = this.scope;
     m[LABELS.workspaceId] = labelValue(identity.workspaceId, "workspaceId");
@@ -440,7 +480,12 @@ export class OpenSandboxDriver implements Driver {
       const args = this.spec.extraPip!.map((p) => `'${p}'`).join(" ");
       const r = await sbx.commands.run(`python3 -m pip install --no-input --disable-pip-version-check ${args}`, { timeoutSeconds: 600 });
       if (r.exitCode !== 0)
-        throw new UnavailableError(`opensandbox: pip install of extraPip failed (exit ${r.exitCode}): ${r.logs.stderr.map((m) => m.text).join("\n").slice(-800)}`);
+        throw new UnavailableError(
+          `opensandbox: pip install of extraPip failed (exit ${r.exitCode}): ${r.logs.stderr
+            .map((m) => m.text)
+            .join("\n")
+            .slice(-800)}`,
+        );
     } finally {
       await sbx.close();
     }
@@ -454,13 +499,15 @@ function oldest(infos: SandboxInfo[]): SandboxInfo | undefined {
 
 /** A value the server accepts as metadata (Kubernetes label value syntax); an InvalidArgumentError naming the field otherwise. */
 function labelValue(v: string, field: string): string {
-  if (v.length > 63 || !LABEL_VALUE.test(v)) throw new InvalidArgumentError("OpenSandbox metadata values must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric", { field });
+  if (v.length > 63 || !LABEL_VALUE.test(v))
+    throw new InvalidArgumentError("OpenSandbox metadata values must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric", { field });
   return v;
 }
 
 function tagKey(k: string): string {
   const key = TAG_PREFIX + k;
-  if (key.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(key)) throw new InvalidArgumentError("tag names must fit an OpenSandbox metadata key (alphanumeric, -_. , at most 42 characters)", { field: `tags.${k}` });
+  if (key.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(key))
+    throw new InvalidArgumentError("tag names must fit an OpenSandbox metadata key (alphanumeric, -_. , at most 42 characters)", { field: `tags.${k}` });
   return key;
 }
 

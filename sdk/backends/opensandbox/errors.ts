@@ -1,4 +1,12 @@
-import { NotFoundError, RateLimitedError, UnauthenticatedError, UnavailableError, WorkspaceError, parseRetryAfter, ProvisionFailedError } from "../../errors.js";
+import {
+  NotFoundError,
+  RateLimitedError,
+  UnauthenticatedError,
+  UnavailableError,
+  WorkspaceError,
+  parseRetryAfter,
+  ProvisionFailedError,
+} from "../../errors.js";
 import { isObject } from "../../util/records.js";
 
 /** What the SDK's SandboxApiException carries (duck-typed: a second copy of the SDK must not break instanceof). */
@@ -43,7 +51,8 @@ export function openSandboxError(e: unknown, what: string): WorkspaceError {
   const detail = String((e as ApiFailure)?.error?.message ?? (e as Error)?.message ?? e).slice(0, 400);
   const message = `OpenSandbox: could not ${what}: ${code ? `${code}: ` : ""}${detail}`;
   if (status === 429 || /QUOTA|RATE_LIMIT|TOO_MANY/i.test(code)) return new RateLimitedError(message, { cause: e, retryAfterMs: retryAfterMs(e) });
-  if (status === 401 || status === 403 || /API_KEY/.test(code)) return new UnauthenticatedError(`${message} (check apiKey / OPEN_SANDBOX_API_KEY)`, { cause: e });
+  if (status === 401 || status === 403 || /API_KEY/.test(code))
+    return new UnauthenticatedError(`${message} (check apiKey / OPEN_SANDBOX_API_KEY)`, { cause: e });
   if (isSandboxGone(e)) return new NotFoundError(`${message} not found`, { cause: e });
   if (status === undefined || status >= 500 || status === 409) return new UnavailableError(message, { cause: e });
   return new ProvisionFailedError(message, { cause: e });

@@ -46,7 +46,13 @@ export type GatewayStart = { mode: "runner"; endpoint: HttpRunnerEndpoint } | { 
  * gateway unless one of this version runs; replicas share one) and learns its token and endpoint.
  */
 export async function startGateway(sbx: OsbSandbox, python = "python3"): Promise<GatewayStart> {
-  const script = httpGatewayScript({ home: GATEWAY_HOME, port: GATEWAY_PORT, root: OPENSANDBOX_WORKDIR, python, stale: [{ pidFile: `${GATEWAY_HOME}/helper.pid`, names: `${GATEWAY_HOME}/helper.py` }] });
+  const script = httpGatewayScript({
+    home: GATEWAY_HOME,
+    port: GATEWAY_PORT,
+    root: OPENSANDBOX_WORKDIR,
+    python,
+    stale: [{ pidFile: `${GATEWAY_HOME}/helper.pid`, names: `${GATEWAY_HOME}/helper.py` }],
+  });
   let run: Awaited<ReturnType<OsbSandbox["commands"]["run"]>>;
   let endpoint: Awaited<ReturnType<OsbSandbox["getEndpoint"]>>;
   try {
@@ -57,7 +63,8 @@ export async function startGateway(sbx: OsbSandbox, python = "python3"): Promise
   const stderr = run.logs.stderr.map((m) => m.text).join("\n");
   if (run.exitCode === 127 && /agentws: no /.test(stderr)) return { mode: "plain" };
   const token = run.logs.stdout.map((m) => m.text.trim()).find((t) => /^[0-9a-f]{32}$/.test(t));
-  if (run.exitCode !== 0 || !token) throw new UnavailableError(`opensandbox: could not start the sandbox runner's gateway (exit ${run.exitCode}): ${stderr.slice(0, 400)}`);
+  if (run.exitCode !== 0 || !token)
+    throw new UnavailableError(`opensandbox: could not start the sandbox runner's gateway (exit ${run.exitCode}): ${stderr.slice(0, 400)}`);
   return { mode: "runner", endpoint: { url: `${sbx.connectionConfig.protocol}://${endpoint.endpoint}`, headers: { ...endpoint.headers }, token } };
 }
 
@@ -123,14 +130,16 @@ export class OpenSandboxSandbox extends RunnerSandbox {
   protected plain(): PlainTransport {
     const files = new ShellFiles({
       where: "the OpenSandbox sandbox",
-      op: (name, args, stdin) => this.#plainExec(["sh", "-c", shellPrelude(OPENSANDBOX_WORKDIR) + SHELL_SCRIPTS[name], "sh", ...args], stdin ? { stdin } : {}, ""),
+      op: (name, args, stdin) =>
+        this.#plainExec(["sh", "-c", shellPrelude(OPENSANDBOX_WORKDIR) + SHELL_SCRIPTS[name], "sh", ...args], stdin ? { stdin } : {}, ""),
       // An unguessable name in the sandbox's /tmp, through execd's upload; the publish script moves it in.
       stage: async (data) => {
         const src = `/tmp/.agentws-up-${randomBytes(16).toString("hex")}`;
         await this.#files("upload a file", () => this.sbx.files.writeFiles([{ path: src, data, mode: 600 }]));
         return src;
       },
-      fetch: async (real, limit, rel) => Buffer.from(await this.#files(`read '${rel}'`, () => this.sbx.files.readBytes(real, limit === undefined ? undefined : { offset: 0, limit }))),
+      fetch: async (real, limit, rel) =>
+        Buffer.from(await this.#files(`read '${rel}'`, () => this.sbx.files.readBytes(real, limit === undefined ? undefined : { offset: 0, limit }))),
     });
     return {
       exec: (argv, options) => this.#plainExec(argv, options, checkRelativePath(options.cwd ?? "", "cwd")),
@@ -151,7 +160,10 @@ export class OpenSandboxSandbox extends RunnerSandbox {
     const g = await (pre ? pre.catch(() => startGateway(this.sbx, this.#python)) : startGateway(this.sbx, this.#python));
     if (g.mode === "plain") {
       if (this.runnerMode !== "plain") {
-        this.#logger.warn("opensandbox sandbox cannot run the sandbox runner (no python3); falling back to one execd call per command and file operation, without stdio processes", { sandboxId: this.sbx.id });
+        this.#logger.warn(
+          "opensandbox sandbox cannot run the sandbox runner (no python3); falling back to one execd call per command and file operation, without stdio processes",
+          { sandboxId: this.sbx.id },
+        );
         // The gateway's script would have made the workspace folder.
         await this.#plainExec(["mkdir", "-p", "--", OPENSANDBOX_WORKDIR], {}, "").catch(() => undefined);
       }
@@ -194,7 +206,8 @@ export class OpenSandboxSandbox extends RunnerSandbox {
     const cwd = rel === "" ? OPENSANDBOX_WORKDIR : `${OPENSANDBOX_WORKDIR}/${rel}`;
     const base = `/tmp/.agentws-exec-${randomBytes(8).toString("hex")}`;
     const [inFile, outFile, errFile] = [`${base}.in`, `${base}.out`, `${base}.err`];
-    if (options.stdin !== undefined) await this.#files("pass stdin", () => this.sbx.files.writeFiles([{ path: inFile, data: toBytes(options.stdin!), mode: 600 }]));
+    if (options.stdin !== undefined)
+      await this.#files("pass stdin", () => this.sbx.files.writeFiles([{ path: inFile, data: toBytes(options.stdin!), mode: 600 }]));
     const script = [
       `cd -P -- ${q(cwd)} 2>/dev/null || { echo ${q(CWD_MISSING)} >&2; exit 66; }`,
       `case "$(pwd -P)" in ${OPENSANDBOX_WORKDIR}|${OPENSANDBOX_WORKDIR}/*) ;; *) echo ${q(CWD_ESCAPES)} >&2; exit 65;; esac`,
@@ -225,7 +238,10 @@ export class OpenSandboxSandbox extends RunnerSandbox {
     try {
       const stream = this.sbx.commands.runStream(
         script,
-        { ...(options.env ? { envs: options.env } : {}), ...(options.timeoutMs !== undefined && options.timeoutMs > 0 ? { timeoutSeconds: options.timeoutMs / 1000 } : {}) },
+        {
+          ...(options.env ? { envs: options.env } : {}),
+          ...(options.timeoutMs !== undefined && options.timeoutMs > 0 ? { timeoutSeconds: options.timeoutMs / 1000 } : {}),
+        },
         controller.signal,
       );
       for await (const ev of stream) {
@@ -233,10 +249,12 @@ export class OpenSandboxSandbox extends RunnerSandbox {
         if (e.type === "init") commandId = e.text;
         else if (e.type === "stderr") prelude.line(e.text ?? "");
         else if (e.type === "stdout" && e.text?.startsWith(`${SIZES} `)) {
-          const [o, r] = e.text.slice(SIZES.length + 1).split(" ").map(Number);
+          const [o, r] = e.text
+            .slice(SIZES.length + 1)
+            .split(" ")
+            .map(Number);
           if (Number.isSafeInteger(o) && Number.isSafeInteger(r)) sizes = [o!, r!];
-        }
-        else if (e.type === "execution_complete") exitCode = 0;
+        } else if (e.type === "execution_complete") exitCode = 0;
         else if (e.type === "error") {
           ename = String(e.error?.ename ?? "");
           const v = Number(String(e.error?.evalue ?? "").trim());
@@ -252,14 +270,16 @@ export class OpenSandboxSandbox extends RunnerSandbox {
       options.signal?.removeEventListener("abort", abort);
     }
     const said = prelude.buffer().toString();
-    if (exitCode === 65 && said === `${CWD_ESCAPES}\n`) throw new PathEscapeError(`path '${rel}' the working directory resolves outside the workspace`, { field: "cwd" });
+    if (exitCode === 65 && said === `${CWD_ESCAPES}\n`)
+      throw new PathEscapeError(`path '${rel}' the working directory resolves outside the workspace`, { field: "cwd" });
     if (exitCode === 66 && said === `${CWD_MISSING}\n`) throw new NotFoundError(`working directory '${rel}' not found`, { field: "cwd" });
     // Which files have bytes, from the stream when the command ran to its end; otherwise (killed, timed out) whatever the files hold.
     const [stdout, stderr] = await Promise.all([this.#output(outFile, max, sizes?.[0] === 0), this.#output(errFile, max, sizes?.[1] === 0)]);
     if (!sizes || sizes[0] > 0 || sizes[1] > 0 || options.stdin !== undefined) this.#discard([inFile, outFile, errFile]);
     const timedOut = controller.signal.aborted || (exitCode === -1 && (options.timeoutMs !== undefined || /timeout/i.test(ename)));
     const truncated = stdout.truncated || stderr.truncated;
-    if (timedOut) return { exitCode: -1, stdout: stdout.bytes, stderr: stderr.bytes.length ? stderr.bytes : Buffer.from("timed out"), timedOut: true, truncated };
+    if (timedOut)
+      return { exitCode: -1, stdout: stdout.bytes, stderr: stderr.bytes.length ? stderr.bytes : Buffer.from("timed out"), timedOut: true, truncated };
     return { exitCode: exitCode ?? -1, stdout: stdout.bytes, stderr: stderr.bytes, timedOut: false, truncated };
   }
 
@@ -320,7 +340,6 @@ export class OpenSandboxSandbox extends RunnerSandbox {
       throw openSandboxError(e, what);
     }
   }
-
 }
 
 /** Lines as execd's stream sends them ("\n" stands for an empty line), joined back with newlines, capped. */

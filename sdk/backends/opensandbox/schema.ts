@@ -16,14 +16,27 @@ export const OpenSandboxBackendSchema = z.strictObject({
    * Keep-alive: the server removes a sandbox this many seconds after its last renewal; the handle
    * renews it while the workspace is in use. null: never expires (the server must allow it).
    */
-  timeoutSeconds: z.number().int().min(60).max(86_400 * 30).nullable().default(3600),
+  timeoutSeconds: z
+    .number()
+    .int()
+    .min(60)
+    .max(86_400 * 30)
+    .nullable()
+    .default(3600),
   /** Per-request timeout towards the server and execd. */
   requestTimeoutSeconds: z.number().positive().max(3600).default(60),
   /** Route execd (and the helper) through the server instead of the sandbox's published ports. */
   useServerProxy: z.boolean().default(false),
   env: EnvSchema.optional(),
   /** Python packages pip-installs at create (into the image's python3). */
-  extraPip: z.array(z.string().min(1).regex(/^[^\s'"\\]+$/, "one requirement per entry, without spaces or quotes")).optional(),
+  extraPip: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .regex(/^[^\s'"\\]+$/, "one requirement per entry, without spaces or quotes"),
+    )
+    .optional(),
   /**
    * A folder on the server's Docker host: `<basedir>/<workspaceId>` is bind-mounted at /workspace,
    * so files outlive the sandbox (a destroyed sandbox is recreated over them). Omit: files live in

@@ -306,7 +306,14 @@ export class RunnerClient {
   exec(req: RunnerExec): Promise<ExecResult> {
     if (this.#dead) return Promise.resolve({ ...stopped(this.#why), ...(this.#spawnFailed ? { exitCode: 127 } : {}) });
     const bad = badField(req);
-    if (bad) return Promise.resolve({ exitCode: 127, stdout: Buffer.alloc(0), stderr: Buffer.from(`${req.argv[0] ?? ""}: ${bad}`), timedOut: false, truncated: false });
+    if (bad)
+      return Promise.resolve({
+        exitCode: 127,
+        stdout: Buffer.alloc(0),
+        stderr: Buffer.from(`${req.argv[0] ?? ""}: ${bad}`),
+        timedOut: false,
+        truncated: false,
+      });
     const id = this.#nextId++;
     const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
     const header = ["x", String(id), String(req.maxOutputBytes), req.cwd, String(req.argv.length), ...req.argv, ...env];
@@ -339,7 +346,8 @@ export class RunnerClient {
           }
           const code = count(fields[1]);
           const outLen = count(fields[3]);
-          if (code === undefined || outLen === undefined || outLen > length) throw new ProtocolError(`an exec result with code '${fields[1]}' and ${fields[3]} of ${length} bytes as stdout`);
+          if (code === undefined || outLen === undefined || outLen > length)
+            throw new ProtocolError(`an exec result with code '${fields[1]}' and ${fields[3]} of ${length} bytes as stdout`);
           cleanup();
           const all = payload.length === 1 ? payload[0]! : Buffer.concat(payload, length);
           // Never more than the caller's cap per stream, whatever the runner sent.
@@ -404,7 +412,8 @@ export class RunnerClient {
           sink.output(kind === "1" ? 1 : 2, payload.length === 1 ? payload[0]! : Buffer.concat(payload, length));
         } else if (kind === "a") {
           const n = count(fields[1]);
-          if (n === undefined || written + n > sent) throw new ProtocolError(`a spawned process acknowledged '${fields[1]}' stdin bytes, ${sent - written} in flight`);
+          if (n === undefined || written + n > sent)
+            throw new ProtocolError(`a spawned process acknowledged '${fields[1]}' stdin bytes, ${sent - written} in flight`);
           written += n;
           sink.written(n);
         } else if (kind === "q") {
@@ -448,21 +457,31 @@ export class RunnerClient {
     const ok = op === "P" ? "h" : "o";
     const room = LIST_OPS.has(op) ? MAX_LIST_BYTES : 0;
     const ms = SLOW_OPS.has(op) ? 10 * this.#callMs : this.#callMs;
-    return this.#request(`a '${op}' call`, ms, (id) => this.#send([op, String(id), ...args], payload), (resolve, reject) => ({
-      accept: (fields, pl) => accepts(fields, pl, `a '${op}' call`, [ok, "e"], fields[0] === ok ? room : 0),
-      onFrame: (fields, chunks, length) => {
-        if (fields[0] === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
-        else resolve({ fields: fields.slice(1), payload: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length) });
-        return true;
-      },
-    }));
+    return this.#request(
+      `a '${op}' call`,
+      ms,
+      (id) => this.#send([op, String(id), ...args], payload),
+      (resolve, reject) => ({
+        accept: (fields, pl) => accepts(fields, pl, `a '${op}' call`, [ok, "e"], fields[0] === ok ? room : 0),
+        onFrame: (fields, chunks, length) => {
+          if (fields[0] === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
+          else resolve({ fields: fields.slice(1), payload: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length) });
+          return true;
+        },
+      }),
+    );
   }
 
   /**
    * Reads a file into one buffer sized by the runner's fstat (grown only if the file grows): a big file
    * through the runner's descriptor when the runner is on this kernel, else in chunks over the pipe.
    */
-  read(rel: string, maxBytes: number | undefined, handoff = this.#canHandOff() || this.#canRemote(), range?: { offset: number; length: number }): Promise<Buffer> {
+  read(
+    rel: string,
+    maxBytes: number | undefined,
+    handoff = this.#canHandOff() || this.#canRemote(),
+    range?: { offset: number; length: number },
+  ): Promise<Buffer> {
     let out: Buffer | undefined;
     let len = 0;
     // The host's own cap, whatever the runner says: the caller's, else MAX_READ_BYTES (sent to the runner,
@@ -473,53 +492,59 @@ export class RunnerClient {
     const started = Date.now();
     const what = "a read";
     const ask = (id: number) => (range ? ["g", String(id), rel, String(range.offset), String(cap)] : [handoff ? "R" : "r", String(id), rel, String(cap)]);
-    return this.#request(what, this.#callMs, (id) => ((rid = id), this.#send(ask(id))), (resolve, reject) => ({
-      accept: (fields, pl) =>
-        state === "start"
-          ? accepts(fields, pl, what, handoff ? ["h", "s", "e"] : ["s", "e"])
-          : accepts(fields, pl, what, ["d", "o", "e"], fields[0] === "d" ? Math.min(MAX_DATA_FRAME, cap - len) : 0),
-      onFrame: (fields, chunks, length) => {
-        const kind = fields[0];
-        if (kind === "h") {
-          const h = parseHandedOff(fields);
-          const size = count(fields[4]);
-          if (!h || size === undefined || size > cap) throw new ProtocolError(`a hand-off of '${fields.slice(1, 5).join(" ")}' for a read capped at ${cap} bytes`);
-          // Settled here; the held descriptor is released once read, and a failed hand-off reads again over the pipe.
-          const done = this.#drain(h, size, cap);
-          // Through the service's file API the release waits for the next frame (see #sendLazy).
-          const local = this.#hostPid !== undefined;
-          void done.finally(() => (local ? this.#send(["z", String(rid)]) : this.#sendLazy(["z", String(rid)]))).catch(() => undefined);
-          resolve(done.catch((e: unknown) => (e instanceof RunnerFailure || this.#dead ? Promise.reject(e) : this.read(rel, maxBytes, false))));
-          return true;
-        }
-        if (kind === "s") {
-          // The size is the runner's word: checked against the cap before anything is allocated by it.
-          const size = count(fields[1]);
-          if (size === undefined || size > cap) throw new ProtocolError(`a size of '${fields[1]}' for a read capped at ${cap} bytes`);
-          // Sized by that word only up to PREALLOC_MAX: past it the buffer grows as bytes really arrive,
-          // so a runner that announces a big file and sends nothing pins no memory.
-          out = Buffer.allocUnsafe(Math.min(size, PREALLOC_MAX));
-          state = "data";
-          return false;
-        }
-        if (kind === "d") {
-          // accept() kept len + length within the cap; a file that grew is grown into, never past it.
-          if (!out || len + length > out.length) {
-            const grown = Buffer.allocUnsafe(Math.min(cap, Math.max(len + length, (out?.length ?? 0) * 2)));
-            out?.copy(grown, 0, 0, len);
-            out = grown;
+    return this.#request(
+      what,
+      this.#callMs,
+      (id) => ((rid = id), this.#send(ask(id))),
+      (resolve, reject) => ({
+        accept: (fields, pl) =>
+          state === "start"
+            ? accepts(fields, pl, what, handoff ? ["h", "s", "e"] : ["s", "e"])
+            : accepts(fields, pl, what, ["d", "o", "e"], fields[0] === "d" ? Math.min(MAX_DATA_FRAME, cap - len) : 0),
+        onFrame: (fields, chunks, length) => {
+          const kind = fields[0];
+          if (kind === "h") {
+            const h = parseHandedOff(fields);
+            const size = count(fields[4]);
+            if (!h || size === undefined || size > cap)
+              throw new ProtocolError(`a hand-off of '${fields.slice(1, 5).join(" ")}' for a read capped at ${cap} bytes`);
+            // Settled here; the held descriptor is released once read, and a failed hand-off reads again over the pipe.
+            const done = this.#drain(h, size, cap);
+            // Through the service's file API the release waits for the next frame (see #sendLazy).
+            const local = this.#hostPid !== undefined;
+            void done.finally(() => (local ? this.#send(["z", String(rid)]) : this.#sendLazy(["z", String(rid)]))).catch(() => undefined);
+            resolve(done.catch((e: unknown) => (e instanceof RunnerFailure || this.#dead ? Promise.reject(e) : this.read(rel, maxBytes, false))));
+            return true;
           }
-          for (const c of chunks) len += c.copy(out, len);
-          // More time only for bytes that really came (a second per MiB), never for a size merely announced.
-          this.#arm(rid, started + this.#callMs + (len / MIN_RATE) * 1000 - Date.now(), what);
-          return false;
-        }
-        if (kind === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
-        else if (count(fields[1]) !== len) throw new ProtocolError(`a read's end reporting '${fields[1]}' bytes after ${len}`);
-        else resolve(out ? out.subarray(0, len) : Buffer.alloc(0));
-        return true;
-      },
-    }));
+          if (kind === "s") {
+            // The size is the runner's word: checked against the cap before anything is allocated by it.
+            const size = count(fields[1]);
+            if (size === undefined || size > cap) throw new ProtocolError(`a size of '${fields[1]}' for a read capped at ${cap} bytes`);
+            // Sized by that word only up to PREALLOC_MAX: past it the buffer grows as bytes really arrive,
+            // so a runner that announces a big file and sends nothing pins no memory.
+            out = Buffer.allocUnsafe(Math.min(size, PREALLOC_MAX));
+            state = "data";
+            return false;
+          }
+          if (kind === "d") {
+            // accept() kept len + length within the cap; a file that grew is grown into, never past it.
+            if (!out || len + length > out.length) {
+              const grown = Buffer.allocUnsafe(Math.min(cap, Math.max(len + length, (out?.length ?? 0) * 2)));
+              out?.copy(grown, 0, 0, len);
+              out = grown;
+            }
+            for (const c of chunks) len += c.copy(out, len);
+            // More time only for bytes that really came (a second per MiB), never for a size merely announced.
+            this.#arm(rid, started + this.#callMs + (len / MIN_RATE) * 1000 - Date.now(), what);
+            return false;
+          }
+          if (kind === "e") reject(new RunnerFailure(fields[1] ?? "EIO", fields[2] ?? ""));
+          else if (count(fields[1]) !== len) throw new ProtocolError(`a read's end reporting '${fields[1]}' bytes after ${len}`);
+          else resolve(out ? out.subarray(0, len) : Buffer.alloc(0));
+          return true;
+        },
+      }),
+    );
   }
 
   /** At most `length` bytes of `rel` from `offset`, over the pipe, whatever the file's size (at most the read cap per call). */

@@ -2,7 +2,18 @@ import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, ExecFailedError, InvalidArgumentError } from "../../errors.js";
-import { checkRange, cursorAt, pageBounds, type DirEntry, type FileInfo, type ListPage, type ListPageOptions, type TreeEntry, type WalkTreeOptions, type WalkTreeResult } from "../../sandbox.js";
+import {
+  checkRange,
+  cursorAt,
+  pageBounds,
+  type DirEntry,
+  type FileInfo,
+  type ListPage,
+  type ListPageOptions,
+  type TreeEntry,
+  type WalkTreeOptions,
+  type WalkTreeResult,
+} from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { MAX_READ_BYTES, RunnerFailure, type RunnerClient } from "./client.js";
 
@@ -75,7 +86,8 @@ export class RunnerFiles {
     const f = fields(payload);
     const entries: FileInfo[] = [];
     // Never more than asked for, whatever the runner sent.
-    for (let i = 0; i + 3 < f.length && entries.length < limit; i += 4) entries.push({ name: f[i + 3]!, type: typeOf(f[i]!), size: Number(f[i + 1]), mtimeMs: Number(f[i + 2]) / 1e6 });
+    for (let i = 0; i + 3 < f.length && entries.length < limit; i += 4)
+      entries.push({ name: f[i + 3]!, type: typeOf(f[i]!), size: Number(f[i + 1]), mtimeMs: Number(f[i + 2]) / 1e6 });
     return flags[0] === "1" ? { entries, nextCursor: cursorAt(offset + limit) } : { entries };
   }
 
@@ -89,7 +101,7 @@ export class RunnerFiles {
     // Parsed field by field, yielding between slices: 200,000 entries split at once would hold the event loop.
     const f: string[] = [];
     let extra = false;
-    for (let at = 0; at < payload.length; ) {
+    for (let at = 0; at < payload.length;) {
       const end = payload.indexOf(0, at);
       f.push(payload.toString("utf8", at, end < 0 ? payload.length : end));
       at = end < 0 ? payload.length : end + 1;
@@ -100,7 +112,8 @@ export class RunnerFiles {
       }
       const parent = Number(f[0]);
       // A parent must come before its child: anything else is a malformed answer, not a tree.
-      if (!Number.isSafeInteger(parent) || parent < -1 || parent >= entries.length) throw new ExecFailedError(`malformed tree listing of '${clean}' from the sandbox`, { field: "path" });
+      if (!Number.isSafeInteger(parent) || parent < -1 || parent >= entries.length)
+        throw new ExecFailedError(`malformed tree listing of '${clean}' from the sandbox`, { field: "path" });
       entries.push({ parent, type: typeOf(f[1]!), size: Number(f[2]) || 0, mtimeMs: Number(f[3]) / 1e6 || 0, name: f[4]! });
       f.length = 0;
       if (entries.length % PARSE_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
@@ -249,10 +262,17 @@ export function mapRunnerError(e: unknown, rel: string, verb: string, maxBytes?:
     case "TOOBIG":
       return /entries/.test(detail)
         ? new TooLargeError(`'${rel}' ${detail}`, { field: "path", cause: e })
-        : new TooLargeError(`${rel} is ${maxBytes !== undefined && Number(detail) > maxBytes ? `at least ${detail}` : detail} bytes, over the ${maxBytes}-byte limit`, { field: "path", cause: e });
+        : new TooLargeError(
+            `${rel} is ${maxBytes !== undefined && Number(detail) > maxBytes ? `at least ${detail}` : detail} bytes, over the ${maxBytes}-byte limit`,
+            { field: "path", cause: e },
+          );
     case "SPECIAL":
     case "ENXIO":
-      return new InvalidArgumentError(`'${rel}' is not a regular file (a FIFO, socket or device); refusing to open it`, { field: "path", fieldPrefix: false, cause: e });
+      return new InvalidArgumentError(`'${rel}' is not a regular file (a FIFO, socket or device); refusing to open it`, {
+        field: "path",
+        fieldPrefix: false,
+        cause: e,
+      });
     case "ENAMETOOLONG":
       return new InvalidArgumentError(`'${rel}': a name in the path is too long`, { field: "path", fieldPrefix: false, cause: e });
   }

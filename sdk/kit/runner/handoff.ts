@@ -101,7 +101,13 @@ function openRunnerFd(pid: number, n: number, access: number, ok: (st: BigIntSta
  * stat of its folder) with the inode the runner reported; the caller closes it.
  */
 function openHandedOff(pid: number, h: HandedOff, access: number, device: bigint): number {
-  return openRunnerFd(pid, h.fd, access, (st) => st.isFile() && st.dev === device && st.ino === h.ino, "the handed-off descriptor is not the runner's file in the workspace");
+  return openRunnerFd(
+    pid,
+    h.fd,
+    access,
+    (st) => st.isFile() && st.dev === device && st.ino === h.ino,
+    "the handed-off descriptor is not the runner's file in the workspace",
+  );
 }
 
 /**
@@ -138,7 +144,8 @@ export async function writeHandedOff(pid: number, h: HandedOff, data: Uint8Array
   try {
     let at = 0;
     const sync = data.byteLength <= SYNC_IO_LIMIT;
-    while (at < data.byteLength) at += sync ? writeSync(fd, data, at, data.byteLength - at, at) : (await writeAsync(fd, data, at, data.byteLength - at, at)).bytesWritten;
+    while (at < data.byteLength)
+      at += sync ? writeSync(fd, data, at, data.byteLength - at, at) : (await writeAsync(fd, data, at, data.byteLength - at, at)).bytesWritten;
   } finally {
     closeSync(fd);
   }

@@ -47,7 +47,8 @@ export const HTTP_RUNNER_VERSION = hash16(RUNNER_SOURCE);
 const PART = "\n#-- agentws: next part --\n";
 const PARTS = [HTTP_GATEWAY_START, HTTP_GATEWAY_SOURCE, RUNNER_SOURCE].join(PART);
 const PARTS_TAG = `AGENTWS_${hash16(PARTS).toUpperCase()}`;
-if (PARTS.split(PART).length !== 3 || PARTS.split("\n").includes(PARTS_TAG)) throw new InternalError("the runner's sources must not hold the gateway script's separators");
+if (PARTS.split(PART).length !== 3 || PARTS.split("\n").includes(PARTS_TAG))
+  throw new InternalError("the runner's sources must not hold the gateway script's separators");
 
 /**
  * A POSIX sh script that installs this runner under `home` (0700) and starts the gateway on `port`
@@ -113,7 +114,14 @@ export function startHttpRunner(ep: HttpRunnerEndpoint): HttpRunnerTransport {
     new Promise((resolve, reject) => {
       const req = lib.request(
         new URL(route, base),
-        { method, agent, headers: { ...headers, ...(body ? { "content-type": "application/octet-stream", "content-length": String(body.length) } : { "content-length": "0" }) } },
+        {
+          method,
+          agent,
+          headers: {
+            ...headers,
+            ...(body ? { "content-type": "application/octet-stream", "content-length": String(body.length) } : { "content-length": "0" }),
+          },
+        },
         (res) => {
           const parts: Buffer[] = [];
           let size = 0;

@@ -10,9 +10,21 @@ import { BEARER_OR_DOWNLOAD_TOKEN, JSON_BODY, WORKSPACE, json, problem, problemR
 
 /** Media types served as themselves; anything else is an octet stream (never HTML or script from a workspace). */
 const MEDIA: Record<string, string> = {
-  txt: "text/plain; charset=utf-8", md: "text/markdown; charset=utf-8", json: "application/json", jsonl: "application/x-ndjson",
-  csv: "text/csv; charset=utf-8", log: "text/plain; charset=utf-8", png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg",
-  gif: "image/gif", webp: "image/webp", pdf: "application/pdf", mp3: "audio/mpeg", wav: "audio/wav", mp4: "video/mp4",
+  txt: "text/plain; charset=utf-8",
+  md: "text/markdown; charset=utf-8",
+  json: "application/json",
+  jsonl: "application/x-ndjson",
+  csv: "text/csv; charset=utf-8",
+  log: "text/plain; charset=utf-8",
+  png: "image/png",
+  jpg: "image/jpeg",
+  jpeg: "image/jpeg",
+  gif: "image/gif",
+  webp: "image/webp",
+  pdf: "application/pdf",
+  mp3: "audio/mpeg",
+  wav: "audio/wav",
+  mp4: "video/mp4",
 };
 
 /**
@@ -74,12 +86,19 @@ export function fileRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): v
       path: "/sessions/{sessionId}/workspace/files",
       operationId: "readFile",
       tags: ["workspace"],
-      summary: "One file's bytes (bearer token, or a download `token` for exactly this session and path); `Range: bytes=a-b` reads a piece of a file of any size",
+      summary:
+        "One file's bytes (bearer token, or a download `token` for exactly this session and path); `Range: bytes=a-b` reads a piece of a file of any size",
       request: { params: SessionParams, query: FileQuery },
       security: BEARER_OR_DOWNLOAD_TOKEN,
       responses: {
-        200: { description: "The file: a few media types as themselves (text, JSON, images, PDF, ...), else application/octet-stream", content: { "application/octet-stream": { schema: { type: "string", format: "binary" } } } },
-        206: { description: "The range asked for (at most maxReadBytes of it), with Content-Range", content: { "application/octet-stream": { schema: { type: "string", format: "binary" } } } },
+        200: {
+          description: "The file: a few media types as themselves (text, JSON, images, PDF, ...), else application/octet-stream",
+          content: { "application/octet-stream": { schema: { type: "string", format: "binary" } } },
+        },
+        206: {
+          description: "The range asked for (at most maxReadBytes of it), with Content-Range",
+          content: { "application/octet-stream": { schema: { type: "string", format: "binary" } } },
+        },
         ...problemResponses(...WORKSPACE),
         413: problem("The file is over the download limit: read it in Range pieces"),
         416: problem("The range starts past the end of the file (Content-Range: bytes */size)"),
@@ -110,11 +129,19 @@ export function fileRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): v
       if (range === "unsatisfiable") return notSatisfiable(c.get("requestId"), size);
       if (c.req.method === "HEAD") {
         // The headers a GET would send, without reading the file.
-        if (range) return c.body(null, 206, { ...headers, "content-range": `bytes ${range.start}-${Math.min(range.end, range.start + max - 1)}/${size}`, "content-length": String(Math.min(range.end - range.start + 1, max)) }) as never;
+        if (range)
+          return c.body(null, 206, {
+            ...headers,
+            "content-range": `bytes ${range.start}-${Math.min(range.end, range.start + max - 1)}/${size}`,
+            "content-length": String(Math.min(range.end - range.start + 1, max)),
+          }) as never;
         return c.body(null, 200, { ...headers, "content-length": String(size) }) as never;
       }
       if (!range) {
-        if (size > max) throw new TooLargeError(`file '${rel}' is ${size} bytes, over the download limit of ${max}; fetch it in pieces with a Range header (bytes=start-end)`);
+        if (size > max)
+          throw new TooLargeError(
+            `file '${rel}' is ${size} bytes, over the download limit of ${max}; fetch it in pieces with a Range header (bytes=start-end)`,
+          );
         // The size may change between stat and read: the read itself is capped too.
         const bytes = await sandbox.readFile(rel, { maxBytes: max });
         if (bytes.length > max) throw new TooLargeError(`file '${rel}' is over the download limit of ${max} bytes`, { field: "path" });
@@ -126,7 +153,11 @@ export function fileRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): v
       // The file shrank under the range since it was measured.
       if (bytes.length === 0) return notSatisfiable(c.get("requestId"), size);
       const end = range.start + bytes.length - 1;
-      return c.body(new Uint8Array(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length), 206, { ...headers, "content-range": `bytes ${range.start}-${end}/${Math.max(size, end + 1)}`, "content-length": String(bytes.length) }) as never;
+      return c.body(new Uint8Array(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.length), 206, {
+        ...headers,
+        "content-range": `bytes ${range.start}-${end}/${Math.max(size, end + 1)}`,
+        "content-length": String(bytes.length),
+      }) as never;
     },
   );
 }

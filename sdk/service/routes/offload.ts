@@ -7,7 +7,12 @@ const ToolResultBody = z
   .strictObject({ id: z.string().min(1).max(256), name: z.string().max(256).optional(), output: z.string() })
   .openapi("OffloadToolResult");
 const ContextBody = z
-  .strictObject({ messages: z.array(z.object({ role: z.string().min(1).max(64), content: z.string(), name: z.string().max(256).optional() })).min(1).max(10_000) })
+  .strictObject({
+    messages: z
+      .array(z.object({ role: z.string().min(1).max(64), content: z.string(), name: z.string().max(256).optional() }))
+      .min(1)
+      .max(10_000),
+  })
   .openapi("OffloadContext");
 const Offloaded = z.object({ path: z.string().openapi({ description: "Workspace-relative, e.g. sessions/<id>/context.jsonl" }) }).openapi("Offloaded");
 

@@ -143,7 +143,9 @@ async function explicitWorkspaceId(svc: ServiceContext, c: Context<ServiceEnv>, 
   const declared = svc.manager.declared(workspaceId);
   const ours = declared ? declared.userId === userId : await svc.store.userHasWorkspace(userId, workspaceId);
   if (ours) return workspaceId;
-  throw new NotFoundError("workspaceId: no workspace of yours has this id (leave it out to get the one your isolation policy assigns)", { field: "workspaceId" });
+  throw new NotFoundError("workspaceId: no workspace of yours has this id (leave it out to get the one your isolation policy assigns)", {
+    field: "workspaceId",
+  });
 }
 
 /** A session's cwd: workspace-relative (checked like every path); "" or null is the root, undefined leaves it. */

@@ -18,7 +18,13 @@ const ManifestSchema = z.strictObject({
 });
 
 /** `dir` workspace-relative: the skill's absolute dir is a host path on host backends. */
-export const skillView = (ws: Workspace, s: Skill) => ({ name: s.name, description: s.description, dir: workspacePath(ws, s.dir), markdown: s.markdown, updatedAt: new Date(s.updatedAt).toISOString() });
+export const skillView = (ws: Workspace, s: Skill) => ({
+  name: s.name,
+  description: s.description,
+  dir: workspacePath(ws, s.dir),
+  markdown: s.markdown,
+  updatedAt: new Date(s.updatedAt).toISOString(),
+});
 
 /**
  * The agent's skills: list, upload (a folder as multipart `manifest` + `files` parts as the
@@ -40,7 +46,10 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
     }),
     async (c) => {
       const { record, ws } = await resolve(svc, c);
-      return c.json((await ws.listSkills({ agentId: record.agentId })).map((s) => skillView(ws, s)), 200);
+      return c.json(
+        (await ws.listSkills({ agentId: record.agentId })).map((s) => skillView(ws, s)),
+        200,
+      );
     },
   );
 
@@ -56,7 +65,12 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
         params: SessionParams,
         body: {
           required: true,
-          content: { "multipart/form-data": { schema: SkillUploadForm, encoding: { manifest: { contentType: "application/json, text/plain" }, files: { contentType: "application/octet-stream" } } } },
+          content: {
+            "multipart/form-data": {
+              schema: SkillUploadForm,
+              encoding: { manifest: { contentType: "application/json, text/plain" }, files: { contentType: "application/octet-stream" } },
+            },
+          },
         },
       },
       responses: {
@@ -79,10 +93,16 @@ export function skillRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
       try {
         const { data, format, dirName } = await uploadOf(form, svc.limits);
         const skill = await svc.installs.run(() =>
-          ws.addSkillArchive(data, { format, ...(dirName ? { dirName } : { keepFolderName: true }), maxExtractedBytes: svc.limits.maxUploadBytes, agentId: record.agentId }),
+          ws.addSkillArchive(data, {
+            format,
+            ...(dirName ? { dirName } : { keepFolderName: true }),
+            maxExtractedBytes: svc.limits.maxUploadBytes,
+            agentId: record.agentId,
+          }),
         );
         // The workspace dedups by SKILL.md content: an identical skill is already there and nothing was copied.
-        if (!skill) throw new ConflictError("a skill with the same SKILL.md content is already installed for this agent; nothing was changed", { field: "SKILL.md" });
+        if (!skill)
+          throw new ConflictError("a skill with the same SKILL.md content is already installed for this agent; nothing was changed", { field: "SKILL.md" });
         return c.json(skillView(ws, skill), 201);
       } finally {
         await form[Symbol.asyncDispose]();
@@ -139,7 +159,8 @@ async function uploadOf(form: SpooledForm, limits: ServiceLimits): Promise<{ dat
     const file = archive[0]!;
     if (archive.length > 1 || form.files.length > 1) throw new InvalidArgumentError("must be exactly one file part, and the only one", { field: "archive" });
     const format = form.fields.get("format")?.[0] ?? formatOf(file.filename);
-    if (format !== "zip" && format !== "tar" && format !== "tar.gz") throw new InvalidArgumentError("must be zip, tar or tar.gz (or name the archive *.zip, *.tar, *.tar.gz, *.tgz)", { field: "format" });
+    if (format !== "zip" && format !== "tar" && format !== "tar.gz")
+      throw new InvalidArgumentError("must be zip, tar or tar.gz (or name the archive *.zip, *.tar, *.tar.gz, *.tgz)", { field: "format" });
     return { data: createReadStream(file.path), format };
   }
   const manifestFile = form.files.find((f) => f.field === "manifest");
@@ -160,14 +181,16 @@ async function uploadOf(form: SpooledForm, limits: ServiceLimits): Promise<{ dat
 
 /** The reference's manifest rules (section 9.6), in its order; returns the skill's folder name. */
 function checkManifest(entries: Array<{ path: string; size: number }>, files: SpooledFile[], limits: ServiceLimits): string {
-  if (entries.length !== files.length) throw new InvalidArgumentError(`the manifest lists ${entries.length} entries but ${files.length} file parts were sent`, { field: "files" });
+  if (entries.length !== files.length)
+    throw new InvalidArgumentError(`the manifest lists ${entries.length} entries but ${files.length} file parts were sent`, { field: "files" });
   if (entries.length > limits.maxUploadFiles) throw new TooLargeError(`a skill upload holds at most ${limits.maxUploadFiles} files, got ${entries.length}`);
   let total = 0;
   const roots = new Set<string>();
   entries.forEach((e, i) => {
     const field = `manifest.entries[${i}]`;
     const f = files[i]!;
-    if (e.size > limits.maxUploadFileBytes) throw new TooLargeError(`${field}.size: ${e.size} bytes is over the per-file limit of ${limits.maxUploadFileBytes}`);
+    if (e.size > limits.maxUploadFileBytes)
+      throw new TooLargeError(`${field}.size: ${e.size} bytes is over the per-file limit of ${limits.maxUploadFileBytes}`);
     if (f.size !== e.size) throw new InvalidArgumentError(`declares ${e.size} bytes but the part holds ${f.size}`, { field: `${field}.size` });
     const segments = e.path.replace(/\\/g, "/").split("/");
     if (e.path.startsWith("/") || segments.length < 2 || segments.some((s) => s === "" || s === "." || s === ".." || s.includes("\0")))
@@ -176,9 +199,11 @@ function checkManifest(entries: Array<{ path: string; size: number }>, files: Sp
     roots.add(segments[0]!);
   });
   if (total > limits.maxUploadBytes) throw new TooLargeError(`the upload totals ${total} bytes, over the limit of ${limits.maxUploadBytes}`);
-  if (roots.size !== 1) throw new InvalidArgumentError("a skill must be a single folder (every path starts with the same folder)", { field: "manifest.entries" });
+  if (roots.size !== 1)
+    throw new InvalidArgumentError("a skill must be a single folder (every path starts with the same folder)", { field: "manifest.entries" });
   const root = [...roots][0]!;
-  if (!entries.some((e) => e.path.replace(/\\/g, "/") === `${root}/SKILL.md`)) throw new InvalidArgumentError(`has no '${root}/SKILL.md'`, { field: "manifest.entries" });
+  if (!entries.some((e) => e.path.replace(/\\/g, "/") === `${root}/SKILL.md`))
+    throw new InvalidArgumentError(`has no '${root}/SKILL.md'`, { field: "manifest.entries" });
   return root;
 }
 
@@ -189,7 +214,9 @@ async function* tarOf(entries: Array<{ path: string; size: number }>, files: Spo
     for (const [i, e] of entries.entries()) {
       await new Promise<void>((ok, fail) => {
         const entry = pack.entry({ name: e.path.replace(/\\/g, "/"), size: e.size, mtime: new Date(0) }, (err) => (err ? fail(err) : ok()));
-        createReadStream(files[i]!.path).on("error", fail).pipe(entry as unknown as NodeJS.WritableStream);
+        createReadStream(files[i]!.path)
+          .on("error", fail)
+          .pipe(entry as unknown as NodeJS.WritableStream);
       });
     }
     pack.finalize();

@@ -65,7 +65,10 @@ export async function gitSummary(sandbox: Sandbox, cwd: string): Promise<GitSumm
   const opts = { cwd, timeoutMs: GIT_TIMEOUT_MS, maxOutputBytes: GIT_OUTPUT_BYTES };
   let status;
   try {
-    status = await sandbox.exec(["git", "--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--ignore-submodules=all"], opts);
+    status = await sandbox.exec(
+      ["git", "--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--ignore-submodules=all"],
+      opts,
+    );
   } catch {
     return null;
   }
@@ -87,7 +90,18 @@ export async function gitSummary(sandbox: Sandbox, cwd: string): Promise<GitSumm
 
 /** Parses NUL-separated porcelain v2 records; null when neither branch nor head is known. */
 export function parsePorcelain(text: string): GitSummary | null {
-  const s: GitSummary = { branch: null, head: null, ahead: null, behind: null, staged: 0, unstaged: 0, untracked: 0, conflicted: 0, insertions: 0, deletions: 0 };
+  const s: GitSummary = {
+    branch: null,
+    head: null,
+    ahead: null,
+    behind: null,
+    staged: 0,
+    unstaged: 0,
+    untracked: 0,
+    conflicted: 0,
+    insertions: 0,
+    deletions: 0,
+  };
   let known = false;
   const fields = text.split("\0");
   for (let i = 0; i < fields.length; i++) {

@@ -45,11 +45,13 @@ export const TokenList = z.object({ tokens: z.array(TokenView) }).openapi("Token
 
 const CreateTokenBody = z
   .strictObject({
-    name: z
-      .string()
-      .regex(TOKEN_NAME, "must be 1-128 characters, no control characters")
-      .optional(),
-    scopes: z.array(z.enum(SCOPES)).min(1).max(SCOPES.length).optional().openapi({ description: "A subset of the calling token's scopes; default all of them." }),
+    name: z.string().regex(TOKEN_NAME, "must be 1-128 characters, no control characters").optional(),
+    scopes: z
+      .array(z.enum(SCOPES))
+      .min(1)
+      .max(SCOPES.length)
+      .optional()
+      .openapi({ description: "A subset of the calling token's scopes; default all of them." }),
     expiresInSeconds: z
       .number()
       .int()
@@ -60,12 +62,22 @@ const CreateTokenBody = z
   })
   .openapi("CreateToken");
 
-const CreatedToken = TokenView.extend({ token: z.string().openapi({ description: "The bearer token: shown this once, only its hash is kept." }) }).openapi("CreatedToken");
+const CreatedToken = TokenView.extend({ token: z.string().openapi({ description: "The bearer token: shown this once, only its hash is kept." }) }).openapi(
+  "CreatedToken",
+);
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 export function tokenView(t: TokenRecord) {
-  return { tokenId: t.tokenId, userId: t.userId, name: t.name, scopes: t.scopes, createdAt: iso(t.createdAt)!, expiresAt: iso(t.expiresAt), lastUsedAt: iso(t.lastUsedAt) };
+  return {
+    tokenId: t.tokenId,
+    userId: t.userId,
+    name: t.name,
+    scopes: t.scopes,
+    createdAt: iso(t.createdAt)!,
+    expiresAt: iso(t.expiresAt),
+    lastUsedAt: iso(t.lastUsedAt),
+  };
 }
 
 /**
@@ -107,7 +119,8 @@ export function tokenRoutes(app: OpenAPIHono<ServiceEnv>, svc: ServiceContext): 
       const parent = principal.tokenId ? await svc.store.getToken(principal.tokenId) : undefined;
       const limit = parent?.expiresAt ?? null;
       const expiresAt = body.expiresInSeconds !== undefined ? now + body.expiresInSeconds * 1000 : limit;
-      if (limit !== null && expiresAt !== null && expiresAt > limit) throw new InvalidArgumentError("must not outlive the calling token", { field: "body.expiresInSeconds" });
+      if (limit !== null && expiresAt !== null && expiresAt > limit)
+        throw new InvalidArgumentError("must not outlive the calling token", { field: "body.expiresInSeconds" });
       const live = await svc.store.listTokens(principal.userId, now, MAX_TOKENS_PER_USER);
       if (live.length >= MAX_TOKENS_PER_USER) throw new ConflictError(`you already hold ${MAX_TOKENS_PER_USER} live tokens; revoke some first`);
       const { token, hash } = newToken();

@@ -82,7 +82,9 @@ export class PostgresSessionStore implements SessionStore {
       await client.query("BEGIN");
       await client.query("SELECT pg_advisory_xact_lock(727274)");
       await client.query(SCHEMA);
-      const have = await client.query<{ column_name: string }>(`SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'agentws_api_tokens'`);
+      const have = await client.query<{ column_name: string }>(
+        `SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'agentws_api_tokens'`,
+      );
       const present = new Set(have.rows.map((r) => r.column_name));
       for (const [column, type] of TOKEN_LIFECYCLE) if (!present.has(column)) await client.query(`ALTER TABLE agentws_api_tokens ADD COLUMN ${column} ${type}`);
       if (!present.has("token_id")) {
@@ -137,7 +139,12 @@ export class PostgresSessionStore implements SessionStore {
     const agent = o.agentId ?? null;
     const where = `user_id = $1 AND ($2::text IS NULL OR agent_id = $2)`;
     const [rows, count] = await Promise.all([
-      this.#pool.query<SessionRow>(`SELECT ${COLS} FROM agentws_sessions WHERE ${where} ORDER BY created_at, session_id LIMIT $3 OFFSET $4`, [userId, agent, o.limit, o.offset]),
+      this.#pool.query<SessionRow>(`SELECT ${COLS} FROM agentws_sessions WHERE ${where} ORDER BY created_at, session_id LIMIT $3 OFFSET $4`, [
+        userId,
+        agent,
+        o.limit,
+        o.offset,
+      ]),
       this.#pool.query<{ n: string }>(`SELECT count(*) AS n FROM agentws_sessions WHERE ${where}`, [userId, agent]),
     ]);
     return { sessions: rows.rows.map(fromRow), total: Number(count.rows[0]!.n) };
@@ -154,7 +161,13 @@ export class PostgresSessionStore implements SessionStore {
         return undefined;
       }
       const next = applyPatch(fromRow(r.rows[0]), patch, now);
-      await client.query(`UPDATE agentws_sessions SET name = $1, cwd = $2, updated_at = $3 WHERE user_id = $4 AND session_id = $5`, [next.name, next.cwd, next.updatedAt, userId, sessionId]);
+      await client.query(`UPDATE agentws_sessions SET name = $1, cwd = $2, updated_at = $3 WHERE user_id = $4 AND session_id = $5`, [
+        next.name,
+        next.cwd,
+        next.updatedAt,
+        userId,
+        sessionId,
+      ]);
       await client.query("COMMIT");
       return next;
     } catch (e) {
@@ -174,7 +187,11 @@ export class PostgresSessionStore implements SessionStore {
     const args = [o.userId ?? null, o.agentId ?? null];
     const where = `($1::text IS NULL OR user_id = $1) AND ($2::text IS NULL OR agent_id = $2)`;
     const [rows, count] = await Promise.all([
-      this.#pool.query<SessionRow>(`SELECT ${COLS} FROM agentws_sessions WHERE ${where} ORDER BY created_at, session_id LIMIT $3 OFFSET $4`, [...args, o.limit, o.offset]),
+      this.#pool.query<SessionRow>(`SELECT ${COLS} FROM agentws_sessions WHERE ${where} ORDER BY created_at, session_id LIMIT $3 OFFSET $4`, [
+        ...args,
+        o.limit,
+        o.offset,
+      ]),
       this.#pool.query<{ n: string }>(`SELECT count(*) AS n FROM agentws_sessions WHERE ${where}`, args),
     ]);
     return { sessions: rows.rows.map(fromRow), total: Number(count.rows[0]!.n) };
@@ -201,7 +218,10 @@ export class PostgresSessionStore implements SessionStore {
   async addTokenHash(userId: string, hash: string, options?: NewTokenOptions): Promise<TokenRecord> {
     const { record, values } = newTokenRow(userId, hash, options);
     try {
-      await this.#pool.query(`INSERT INTO agentws_api_tokens (token_id, token_hash, user_id, scopes, name, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`, values);
+      await this.#pool.query(
+        `INSERT INTO agentws_api_tokens (token_id, token_hash, user_id, scopes, name, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+        values,
+      );
     } catch (e) {
       if ((e as { code?: string }).code === "23505") throw new ConflictError("this token is already stored");
       throw e;
@@ -228,12 +248,19 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async revokeToken(tokenId: string, now: number, userId?: string): Promise<boolean> {
-    const r = await this.#pool.query(`UPDATE agentws_api_tokens SET revoked_at = $1 WHERE token_id = $2 AND revoked_at IS NULL AND ($3::text IS NULL OR user_id = $3)`, [now, tokenId, userId ?? null]);
+    const r = await this.#pool.query(
+      `UPDATE agentws_api_tokens SET revoked_at = $1 WHERE token_id = $2 AND revoked_at IS NULL AND ($3::text IS NULL OR user_id = $3)`,
+      [now, tokenId, userId ?? null],
+    );
     return (r.rowCount ?? 0) > 0;
   }
 
   async touchToken(tokenId: string, now: number, everyMs: number): Promise<void> {
-    await this.#pool.query(`UPDATE agentws_api_tokens SET last_used_at = $1 WHERE token_id = $2 AND (last_used_at IS NULL OR last_used_at <= $3)`, [now, tokenId, now - everyMs]);
+    await this.#pool.query(`UPDATE agentws_api_tokens SET last_used_at = $1 WHERE token_id = $2 AND (last_used_at IS NULL OR last_used_at <= $3)`, [
+      now,
+      tokenId,
+      now - everyMs,
+    ]);
   }
 
   async close(): Promise<void> {

@@ -81,7 +81,9 @@ export class SqliteSessionStore implements SessionStore {
       const have = new Set((db.pragma("table_info(api_tokens)") as Array<{ name: string }>).map((c) => c.name));
       for (const [column, type] of TOKEN_LIFECYCLE) if (!have.has(column)) db.exec(`ALTER TABLE api_tokens ADD COLUMN ${column} ${type}`);
       db.exec(`UPDATE api_tokens SET token_id = 'tok_' || lower(hex(randomblob(8))) WHERE token_id IS NULL`);
-      db.exec(`CREATE UNIQUE INDEX IF NOT EXISTS api_tokens_by_id ON api_tokens (token_id); CREATE INDEX IF NOT EXISTS api_tokens_by_user ON api_tokens (user_id, created_at)`);
+      db.exec(
+        `CREATE UNIQUE INDEX IF NOT EXISTS api_tokens_by_id ON api_tokens (token_id); CREATE INDEX IF NOT EXISTS api_tokens_by_user ON api_tokens (user_id, created_at)`,
+      );
     }).immediate();
   }
 
@@ -98,15 +100,21 @@ export class SqliteSessionStore implements SessionStore {
       list: db.prepare<[string, string | null, string | null, number, number], SessionRow>(
         `SELECT ${cols} FROM sessions WHERE user_id = ? AND (? IS NULL OR agent_id = ?) ORDER BY created_at, session_id LIMIT ? OFFSET ?`,
       ),
-      count: db.prepare<[string, string | null, string | null], { n: number }>(`SELECT count(*) AS n FROM sessions WHERE user_id = ? AND (? IS NULL OR agent_id = ?)`),
+      count: db.prepare<[string, string | null, string | null], { n: number }>(
+        `SELECT count(*) AS n FROM sessions WHERE user_id = ? AND (? IS NULL OR agent_id = ?)`,
+      ),
       update: db.prepare(`UPDATE sessions SET name = ?, cwd = ?, updated_at = ? WHERE user_id = ? AND session_id = ?`),
       delete: db.prepare(`DELETE FROM sessions WHERE user_id = ? AND session_id = ?`),
       workspaces: db.prepare<[], { workspace_id: string }>(`SELECT DISTINCT workspace_id FROM sessions`),
       listAll: db.prepare<[string | null, string | null, string | null, string | null, number, number], SessionRow>(
         `SELECT ${cols} FROM sessions WHERE (? IS NULL OR user_id = ?) AND (? IS NULL OR agent_id = ?) ORDER BY created_at, session_id LIMIT ? OFFSET ?`,
       ),
-      countAll: db.prepare<[string | null, string | null, string | null, string | null], { n: number }>(`SELECT count(*) AS n FROM sessions WHERE (? IS NULL OR user_id = ?) AND (? IS NULL OR agent_id = ?)`),
-      token: db.prepare<[string, number], { user_id: string }>(`SELECT user_id FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`),
+      countAll: db.prepare<[string | null, string | null, string | null, string | null], { n: number }>(
+        `SELECT count(*) AS n FROM sessions WHERE (? IS NULL OR user_id = ?) AND (? IS NULL OR agent_id = ?)`,
+      ),
+      token: db.prepare<[string, number], { user_id: string }>(
+        `SELECT user_id FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
+      ),
       addToken: db.prepare(`INSERT INTO api_tokens (token_id, token_hash, user_id, scopes, name, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
       tokenByHash: db.prepare<[string], TokenRow>(`SELECT ${TOKEN_COLUMNS} FROM api_tokens WHERE token_hash = ?`),
       tokenById: db.prepare<[string], TokenRow>(`SELECT ${TOKEN_COLUMNS} FROM api_tokens WHERE token_id = ?`),
@@ -125,7 +133,8 @@ export class SqliteSessionStore implements SessionStore {
       if (max === undefined) this.#stmts.insert.run(...toRow(record));
       else if (this.#stmts.insertUnder.run(...toRow(record), record.userId, max).changes === 0) throw sessionQuotaError(max);
     } catch (e) {
-      if ((e as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY") throw new ConflictError(`session '${record.sessionId}' already exists`, { field: "sessionId" });
+      if ((e as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY")
+        throw new ConflictError(`session '${record.sessionId}' already exists`, { field: "sessionId" });
       throw e;
     }
   }
@@ -143,13 +152,15 @@ export class SqliteSessionStore implements SessionStore {
 
   async updateSession(userId: string, sessionId: string, patch: SessionPatch, now: number): Promise<SessionRecord | undefined> {
     // One transaction: a concurrent patch of another field is never lost.
-    return this.#db.transaction(() => {
-      const row = this.#stmts.get.get(userId, sessionId);
-      if (!row) return undefined;
-      const next = applyPatch(fromRow(row), patch, now);
-      this.#stmts.update.run(next.name, next.cwd, next.updatedAt, userId, sessionId);
-      return next;
-    }).immediate();
+    return this.#db
+      .transaction(() => {
+        const row = this.#stmts.get.get(userId, sessionId);
+        if (!row) return undefined;
+        const next = applyPatch(fromRow(row), patch, now);
+        this.#stmts.update.run(next.name, next.cwd, next.updatedAt, userId, sessionId);
+        return next;
+      })
+      .immediate();
   }
 
   async deleteSession(userId: string, sessionId: string): Promise<boolean> {

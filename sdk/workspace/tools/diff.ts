@@ -101,8 +101,7 @@ function lcsPairs(a: string[], b: string[]): Array<[number, number]> {
   const w = m + 1;
   const dp = new Uint32Array((n + 1) * w);
   for (let x = n - 1; x >= 0; x--)
-    for (let y = m - 1; y >= 0; y--)
-      dp[x * w + y] = a[x] === b[y] ? dp[(x + 1) * w + y + 1]! + 1 : Math.max(dp[(x + 1) * w + y]!, dp[x * w + y + 1]!);
+    for (let y = m - 1; y >= 0; y--) dp[x * w + y] = a[x] === b[y] ? dp[(x + 1) * w + y + 1]! + 1 : Math.max(dp[(x + 1) * w + y]!, dp[x * w + y + 1]!);
   const pairs: Array<[number, number]> = [];
   let x = 0;
   let y = 0;

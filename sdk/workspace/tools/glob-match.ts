@@ -64,7 +64,8 @@ function parseClass(body: string, segment: string, field: string): Token {
     const lo = body.charCodeAt(i);
     if (body[i + 1] === "-" && i + 2 < body.length) {
       const hi = body.charCodeAt(i + 2);
-      if (hi < lo) throw new GlobPatternError(`has an invalid character range '${body[i]}-${body[i + 2]}' in '[${body}]' (${JSON.stringify(segment)})`, { field });
+      if (hi < lo)
+        throw new GlobPatternError(`has an invalid character range '${body[i]}-${body[i + 2]}' in '[${body}]' (${JSON.stringify(segment)})`, { field });
       ranges.push([lo, hi]);
       i += 2;
     } else ranges.push([lo, lo]);

@@ -34,13 +34,23 @@ export function globTool(ctx: ToolContext): WorkspaceTool {
       }
       if (!(await isDirectory(ctx.sandbox, baseRel))) return { ok: false, output: `Directory not found: ${absPath(ctx.sandbox, baseRel)}` };
       const { matches, truncated } = await globFiles(ctx.sandbox, baseRel, relPattern);
-      const note = truncated ? `\n\n[Search stopped early (over ${MAX_WALK_ENTRIES} entries or ${GLOB_TIMEOUT_MS / 1000} s): results are incomplete; narrow the path or pattern]` : "";
-      if (matches.length === 0) return { ok: true, output: `No files found matching pattern: ${pattern}${note}`, metadata: { count: 0, truncated, walkTruncated: truncated } };
+      const note = truncated
+        ? `\n\n[Search stopped early (over ${MAX_WALK_ENTRIES} entries or ${GLOB_TIMEOUT_MS / 1000} s): results are incomplete; narrow the path or pattern]`
+        : "";
+      if (matches.length === 0)
+        return { ok: true, output: `No files found matching pattern: ${pattern}${note}`, metadata: { count: 0, truncated, walkTruncated: truncated } };
       // Only the page is ordered (a 200,000-match sort would hold the event loop): the rest stays out of it.
       const shown = head_limit > 0 ? await newestFirst(matches, offset + head_limit) : matches.sort(byNewest);
-      const page = paginate(shown.map((m) => absPath(ctx.sandbox, m.path)), head_limit, offset);
+      const page = paginate(
+        shown.map((m) => absPath(ctx.sandbox, m.path)),
+        head_limit,
+        offset,
+      );
       const more = head_limit > 0 && matches.length - offset > head_limit;
-      const text = more && !page.truncated ? `${page.text}\n\n[Showing results with pagination = limit: ${head_limit}${offset > 0 ? `, offset: ${offset}` : ""}]` : page.text;
+      const text =
+        more && !page.truncated
+          ? `${page.text}\n\n[Showing results with pagination = limit: ${head_limit}${offset > 0 ? `, offset: ${offset}` : ""}]`
+          : page.text;
       const capped = capOutput(text + note);
       return { ok: true, output: capped.text, metadata: { count: matches.length, truncated: more || capped.truncated || truncated, walkTruncated: truncated } };
     },
@@ -75,7 +85,10 @@ export interface GlobResult {
  * MAX_WALK_ENTRIES and `timeoutMs` (then truncated).
  */
 export async function globFiles(sandbox: Sandbox, base: string, pattern: string, options: { timeoutMs?: number } = {}): Promise<GlobResult> {
-  const segments = posix.normalize(pattern).split("/").filter((s) => s !== "" && s !== ".");
+  const segments = posix
+    .normalize(pattern)
+    .split("/")
+    .filter((s) => s !== "" && s !== ".");
   // Compiled up front: a bad pattern fails before any listing, wherever its bad segment is.
   const matchers = segments.map((s): SegmentMatcher | null => (s !== "**" && hasMagic(s) ? compileSegment(s) : null));
   const deadline = Date.now() + (options.timeoutMs ?? GLOB_TIMEOUT_MS);
@@ -141,10 +154,11 @@ export async function globFiles(sandbox: Sandbox, base: string, pattern: string,
     // closure: a `**` may match no folder, so its position also stands for the next one.
     const close = (states: number[]): number[] => {
       const out: number[] = [];
-      for (const j of states) for (let k = j; k < n && !out.includes(k); k++) {
-        out.push(k);
-        if (segments[k] !== "**") break;
-      }
+      for (const j of states)
+        for (let k = j; k < n && !out.includes(k); k++) {
+          out.push(k);
+          if (segments[k] !== "**") break;
+        }
       return out;
     };
     // States of each folder entry: the pattern positions still to match below it.

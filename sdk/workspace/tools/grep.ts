@@ -43,7 +43,8 @@ export function grepTool(ctx: ToolContext, engine: GrepEngine = "auto"): Workspa
       const isDir = await isDirectory(ctx.sandbox, target.rel);
       // A FIFO (or device) named as the target would hold rg in open() until its timeout: the sandbox's own
       // non-blocking open decides what it is first (a 0-byte cap reads nothing from a regular file).
-      if (!isDir && (await isSpecialFile(ctx.sandbox, target.rel))) return { ok: false, output: `Not a regular file (a FIFO, socket or device): ${target.abs}` };
+      if (!isDir && (await isSpecialFile(ctx.sandbox, target.rel)))
+        return { ok: false, output: `Not a regular file (a FIFO, socket or device): ${target.abs}` };
       // rg walks by name: only where it runs confined to the sandbox's own view can a swap not lead it out.
       const useRg = engine === "rg" || (engine === "auto" && !ctx.sandbox.unconfinedProcesses && (await hasRipgrep(ctx.sandbox)));
       let lines: string[];
@@ -97,7 +98,6 @@ export function ripgrepArgv(input: GrepInput, searchPath: string): string[] {
   argv.push(searchPath);
   return argv;
 }
-
 
 async function runRipgrep(sandbox: Sandbox, input: GrepInput, searchPath: string): Promise<{ lines: string[] } | { error: string }> {
   const r = await sandbox.exec(ripgrepArgv(input, searchPath), { cwd: "", timeoutMs: GREP_TIMEOUT_MS, maxOutputBytes: 16 * 1024 * 1024 });

@@ -23,8 +23,7 @@ export function pageRange(pages: string | undefined, totalPages: number): { firs
   const m = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(pages);
   const first = m ? Number(m[1]) : NaN;
   const last = m ? Number(m[2] ?? m[1]) : NaN;
-  if (!m || first < 1 || last < first || last > totalPages)
-    return `invalid pages "${pages}": give a page ("3") or a range ("1-5") within 1-${totalPages}`;
+  if (!m || first < 1 || last < first || last > totalPages) return `invalid pages "${pages}": give a page ("3") or a range ("1-5") within 1-${totalPages}`;
   if (last - first + 1 > PDF_MAX_PAGES_PER_CALL) return `pages "${pages}" asks for ${last - first + 1} pages; at most ${PDF_MAX_PAGES_PER_CALL} per call`;
   return { first, last };
 }

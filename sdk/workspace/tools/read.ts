@@ -60,7 +60,11 @@ export function readTool(ctx: ToolContext): WorkspaceTool {
         return { ok: true, output: pdf.text, metadata: { file_path: abs, totalPages: pdf.totalPages, firstPage: pdf.first, lastPage: pdf.last } };
       }
       if (image)
-        return { ok: true, output: `[${image} image, ${data.length} bytes: ${abs}]`, metadata: { file_path: abs, mediaType: image, data: data.toString("base64") } };
+        return {
+          ok: true,
+          output: `[${image} image, ${data.length} bytes: ${abs}]`,
+          metadata: { file_path: abs, mediaType: image, data: data.toString("base64") },
+        };
       const text = normalizeNewlines(data.toString("utf8"));
       const lines = text === "" ? [] : text.split("\n");
       if (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
@@ -81,6 +85,7 @@ export function readTool(ctx: ToolContext): WorkspaceTool {
 export function failure(e: unknown, abs: string): ToolResult {
   if (isWorkspaceError(e, "not_found")) return { ok: false, output: `Error: File does not exist: ${abs}` };
   if (isWorkspaceError(e, "invalid_argument")) return { ok: false, output: `Error: ${e.message}` };
-  if (isWorkspaceError(e, "too_large")) return { ok: false, output: `Error: ${abs} is too large to load (${e.message}); use Bash (head, sed -n) to read parts of it` };
+  if (isWorkspaceError(e, "too_large"))
+    return { ok: false, output: `Error: ${abs} is too large to load (${e.message}); use Bash (head, sed -n) to read parts of it` };
   throw e;
 }

@@ -22,7 +22,14 @@ describe("BwrapLauncher", () => {
     process.env.AGENTWS_LAUNCH_PROBE = "leak";
     try {
       const { out } = await output(new BwrapLauncher(), ["cat", "/proc/1/environ"]);
-      expect(Object.fromEntries(out.split("\0").filter(Boolean).map((kv) => kv.split("=", 2) as [string, string]))).toEqual(BWRAP_HOST_ENV);
+      expect(
+        Object.fromEntries(
+          out
+            .split("\0")
+            .filter(Boolean)
+            .map((kv) => kv.split("=", 2) as [string, string]),
+        ),
+      ).toEqual(BWRAP_HOST_ENV);
     } finally {
       delete process.env.AGENTWS_LAUNCH_PROBE;
     }
@@ -32,7 +39,12 @@ describe("BwrapLauncher", () => {
     const launcher = new BwrapLauncher({ limits: LIMITS });
     expect(launcher.enforced).toEqual({ maxProcesses: true, memoryBytes: true, cpus: true });
     // A process that leaves its session keeps running after its bwrap's command returns...
-    const escaped = launcher.spawn([...ARGS.filter((a) => a !== "--die-with-parent"), "sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started; sleep 300"]);
+    const escaped = launcher.spawn([
+      ...ARGS.filter((a) => a !== "--die-with-parent"),
+      "sh",
+      "-c",
+      "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started; sleep 300",
+    ]);
     escaped.stdin.end();
     await new Promise((r) => escaped.stdout.once("data", r));
     // Seen from the host (inside, a cgroup namespace shows "/").

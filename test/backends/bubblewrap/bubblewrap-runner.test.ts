@@ -10,10 +10,11 @@ async function processesWith(marker: string): Promise<string[]> {
   const lines = await Promise.all(ps.map((p) => fs.readFile(`/proc/${p}/cmdline`, "utf8").catch(() => "")));
   return lines.filter((c) => c.includes(marker));
 }
-const alive = (pid: number) => fs.stat(`/proc/${pid}`).then(
-  () => true,
-  () => false,
-);
+const alive = (pid: number) =>
+  fs.stat(`/proc/${pid}`).then(
+    () => true,
+    () => false,
+  );
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const uniqueSecs = () => `${40 + Math.floor(Math.random() * 1000) / 1000}`;
 
@@ -25,7 +26,14 @@ describe("Bubblewrap exec runner (one bwrap per handle)", () => {
     await fs.mkdir(path.join(root, "ws"));
     await fs.mkdir(path.join(root, "tmp"));
     await fs.mkdir(path.join(root, "env"));
-    sb = await BubblewrapSandbox.open({ hostRoot: path.join(root, "ws"), hostTmp: path.join(root, "tmp"), hostEnvDir: path.join(root, "env"), network: "none", persistent: true, env: { SPEC_VAR: "s" } });
+    sb = await BubblewrapSandbox.open({
+      hostRoot: path.join(root, "ws"),
+      hostTmp: path.join(root, "tmp"),
+      hostEnvDir: path.join(root, "env"),
+      network: "none",
+      persistent: true,
+      env: { SPEC_VAR: "s" },
+    });
   });
   afterAll(async () => {
     await sb.close();
@@ -58,8 +66,11 @@ describe("Bubblewrap exec runner (one bwrap per handle)", () => {
 
   it("multiplexes concurrent execs, stdout and stderr apart, with output that looks like protocol frames", async () => {
     // Raw bytes shaped like a frame header (lengths, JSON) on stdout and stderr must reach the caller verbatim.
-    const script = "import sys,struct; h=b'{\"id\": 1, \"exit\": 0}'; sys.stdout.buffer.write(struct.pack('>II',len(h),0)+h+b'\\x00'*9); sys.stderr.write('E%s' % sys.argv[1])";
-    const runs = await Promise.all(Array.from({ length: 12 }, (_, i) => sb.exec(["python3", "-c", `import time; time.sleep(${(12 - i) * 0.01}); ${script}`, String(i)])));
+    const script =
+      "import sys,struct; h=b'{\"id\": 1, \"exit\": 0}'; sys.stdout.buffer.write(struct.pack('>II',len(h),0)+h+b'\\x00'*9); sys.stderr.write('E%s' % sys.argv[1])";
+    const runs = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => sb.exec(["python3", "-c", `import time; time.sleep(${(12 - i) * 0.01}); ${script}`, String(i)])),
+    );
     for (const [i, r] of runs.entries()) {
       expect(r.exitCode).toBe(0);
       expect(r.stderr.toString()).toBe(`E${i}`);
@@ -143,7 +154,13 @@ describe("Bubblewrap exec runner (one bwrap per handle)", () => {
   });
 
   it("a missing bwrap binary gives exit 127 with the reason", async () => {
-    const broken = await BubblewrapSandbox.open({ hostRoot: path.join(root, "ws"), hostTmp: path.join(root, "tmp"), network: "none", persistent: true, bwrap: "/nonexistent/bwrap" });
+    const broken = await BubblewrapSandbox.open({
+      hostRoot: path.join(root, "ws"),
+      hostTmp: path.join(root, "tmp"),
+      network: "none",
+      persistent: true,
+      bwrap: "/nonexistent/bwrap",
+    });
     const r = await broken.exec(["true"]);
     expect(r.exitCode).toBe(127);
     expect(r.stderr.toString()).toMatch(/ENOENT/);

@@ -33,7 +33,15 @@ describe("Bubblewrap backend", () => {
       expect(await d.find(w)).toBeNull();
       const desc = await d.create({ workspaceId: w, userId: "u", agentId: "a", managedBy: "pulumi", tags: { team: "red" } });
       const host = path.join(basedir, hashedName("u"), hashedName(w));
-      expect(desc).toMatchObject({ workspaceId: w, kind: "bubblewrap", state: "running", userId: "u", agentId: "a", managedBy: "pulumi", tags: { team: "red" } });
+      expect(desc).toMatchObject({
+        workspaceId: w,
+        kind: "bubblewrap",
+        state: "running",
+        userId: "u",
+        agentId: "a",
+        managedBy: "pulumi",
+        tags: { team: "red" },
+      });
       expect(desc.location.hostPath).toBe(host);
       expect((await fs.stat(host)).mode & 0o777).toBe(0o700);
       expect((await fs.stat(path.dirname(host))).mode & 0o777).toBe(0o700);

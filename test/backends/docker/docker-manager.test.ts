@@ -131,7 +131,12 @@ process.stdout.write(JSON.stringify({ outcome: ws.ensureOutcome, container: ws.g
 await m.closeAll();
 `,
     );
-    const go = async () => JSON.parse((await run(process.execPath, ["--import", "tsx", script], { cwd: ROOT, env: process.env })).stdout) as { outcome: string; container: string; seen: number };
+    const go = async () =>
+      JSON.parse((await run(process.execPath, ["--import", "tsx", script], { cwd: ROOT, env: process.env })).stdout) as {
+        outcome: string;
+        container: string;
+        seen: number;
+      };
     const first = await go();
     const second = await go();
     expect(first).toMatchObject({ outcome: "created", seen: 0 });

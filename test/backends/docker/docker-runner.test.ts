@@ -23,7 +23,13 @@ describe.skipIf(!engine)("Docker through the in-sandbox runner", () => {
     basedir = await fs.mkdtemp(path.join(os.tmpdir(), "agentws-docker-runner-"));
   });
   afterAll(async () => {
-    await Promise.all(made.map((w) => driver().destroy(w, { deleteData: true }).catch(() => undefined)));
+    await Promise.all(
+      made.map((w) =>
+        driver()
+          .destroy(w, { deleteData: true })
+          .catch(() => undefined),
+      ),
+    );
     await fs.rm(basedir, { recursive: true, force: true });
   });
 

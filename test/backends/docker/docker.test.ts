@@ -116,14 +116,18 @@ describe.skipIf(!engine)("Docker backend", () => {
         } finally {
           await holder.remove({ force: true });
         }
-        const cli = (...args: string[]) => run(process.execPath, [path.join(ROOT, "bin/agentws.js"), "prune-images", "--base", base, ...args], { env: process.env });
+        const cli = (...args: string[]) =>
+          run(process.execPath, [path.join(ROOT, "bin/agentws.js"), "prune-images", "--base", base, ...args], { env: process.env });
         const listed = JSON.parse((await cli("--dry-run")).stdout) as { removed: Array<{ tag: string }> };
         expect(listed.removed.map((r) => r.tag)).toEqual([used]);
         const done = await cli();
         expect(done.stderr).toContain(`removed ${used}`);
         expect(await imageExists(docker, used)).toBe(false);
       } finally {
-        await docker.getImage(base).remove().catch(() => undefined);
+        await docker
+          .getImage(base)
+          .remove()
+          .catch(() => undefined);
       }
     });
 
@@ -152,8 +156,15 @@ describe.skipIf(!engine)("Docker backend", () => {
       } finally {
         await d.destroy(w, { deleteData: true }).catch(() => undefined);
         for (const img of await docker.listImages({ filters: { label: ["agent-workspaces.image-inputs"] } }))
-          if ((img.Labels?.["agent-workspaces.image-inputs"] ?? "").includes(base)) await docker.getImage(img.Id).remove().catch(() => undefined);
-        await docker.getImage(base).remove().catch(() => undefined);
+          if ((img.Labels?.["agent-workspaces.image-inputs"] ?? "").includes(base))
+            await docker
+              .getImage(img.Id)
+              .remove()
+              .catch(() => undefined);
+        await docker
+          .getImage(base)
+          .remove()
+          .catch(() => undefined);
       }
     });
 
@@ -182,8 +193,15 @@ describe.skipIf(!engine)("Docker backend", () => {
         expect(await children()).toEqual([]);
         expect(await imageExists(docker, base)).toBe(true);
       } finally {
-        for (const id of await children()) await docker.getImage(id).remove().catch(() => undefined);
-        await docker.getImage(base).remove().catch(() => undefined);
+        for (const id of await children())
+          await docker
+            .getImage(id)
+            .remove()
+            .catch(() => undefined);
+        await docker
+          .getImage(base)
+          .remove()
+          .catch(() => undefined);
       }
     });
 
@@ -198,7 +216,15 @@ describe.skipIf(!engine)("Docker backend", () => {
       const w = id();
       expect(await d.find(w)).toBeNull();
       const desc = await d.create({ workspaceId: w, userId: "u1", agentId: "a1", managedBy: "pulumi", tags: { team: "blue" } });
-      expect(desc).toMatchObject({ workspaceId: w, kind: "docker", state: "running", userId: "u1", agentId: "a1", managedBy: "pulumi", tags: { team: "blue" } });
+      expect(desc).toMatchObject({
+        workspaceId: w,
+        kind: "docker",
+        state: "running",
+        userId: "u1",
+        agentId: "a1",
+        managedBy: "pulumi",
+        tags: { team: "blue" },
+      });
       expect(desc.location.containerName).toBe(containerName(w));
       const host = path.join(await fs.realpath(basedir), w);
       expect(desc.location.hostPath).toBe(host);
@@ -313,7 +339,11 @@ describe.skipIf(!engine)("Docker backend", () => {
         const c = realGet(cid);
         const realPause = c.pause.bind(c);
         c.pause = (async () => {
-          if (refused++ < 2) throw Object.assign(new Error(`(HTTP code 500) server error - Cannot pause container ${cid}: OCI runtime pause failed: unable to freeze: unknown`), { statusCode: 500 });
+          if (refused++ < 2)
+            throw Object.assign(
+              new Error(`(HTTP code 500) server error - Cannot pause container ${cid}: OCI runtime pause failed: unable to freeze: unknown`),
+              { statusCode: 500 },
+            );
           return realPause();
         }) as typeof c.pause;
         return c;
@@ -389,7 +419,7 @@ describe.skipIf(!engine)("Docker backend", () => {
       expect(r).toMatchObject({ exitCode: 7, timedOut: false, truncated: false });
       expect(r.stdout.toString()).toBe("from-stdin");
       expect(r.stderr.toString()).toBe("to-err\n");
-      expect((await sb.exec(["sh", "-c", "printf %s \"$FOO\""], { env: { FOO: "bar baz" } })).stdout.toString()).toBe("bar baz");
+      expect((await sb.exec(["sh", "-c", 'printf %s "$FOO"'], { env: { FOO: "bar baz" } })).stdout.toString()).toBe("bar baz");
       expect((await sb.exec(["definitely-not-a-command"])).exitCode).toBe(127);
     });
 
@@ -422,7 +452,7 @@ describe.skipIf(!engine)("Docker backend", () => {
     });
 
     it("spawn gives a clean duplex: stdin in, stdout and stderr apart, kill ends it", async () => {
-      const p = sb.spawn(["sh", "-c", "while read l; do echo \"out:$l\"; echo \"err:$l\" >&2; done"]);
+      const p = sb.spawn(["sh", "-c", 'while read l; do echo "out:$l"; echo "err:$l" >&2; done']);
       const out: Buffer[] = [];
       const err: Buffer[] = [];
       p.stdout.on("data", (c: Buffer) => out.push(c));
@@ -590,9 +620,15 @@ process.stdout.write(JSON.stringify({ outcome: ws.ensureOutcome, container: (ws.
 await ws.close();
 `,
       );
-      const first = JSON.parse((await run(process.execPath, ["--import", "tsx", script], { cwd: ROOT, env: process.env })).stdout) as { outcome: string; container: string };
+      const first = JSON.parse((await run(process.execPath, ["--import", "tsx", script], { cwd: ROOT, env: process.env })).stdout) as {
+        outcome: string;
+        container: string;
+      };
       expect(first.outcome).toBe("created");
-      const second = JSON.parse((await run(process.execPath, ["--import", "tsx", script], { cwd: ROOT, env: process.env })).stdout) as { outcome: string; container: string };
+      const second = JSON.parse((await run(process.execPath, ["--import", "tsx", script], { cwd: ROOT, env: process.env })).stdout) as {
+        outcome: string;
+        container: string;
+      };
       expect(second).toEqual({ outcome: "reattached", container: first.container });
       const ws = open(w);
       await ws.initialize();

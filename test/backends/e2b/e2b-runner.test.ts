@@ -91,7 +91,9 @@ describe.skipIf(!emu)("E2B backend: the in-sandbox runner (emulator)", () => {
     const moved = emu!.transfers.slice(mark);
     expect(moved.map((t) => t.route)).toEqual(["upload", "download"]);
     for (const t of moved) expect(t.path).toMatch(new RegExp(`^/proc/${runner}/fd/\\d+$`));
-    expect((await sb.exec(["sha256sum", "bin/big.bin"])).stdout.toString().split(" ")[0]).toBe((await import("node:crypto")).createHash("sha256").update(big).digest("hex"));
+    expect((await sb.exec(["sha256sum", "bin/big.bin"])).stdout.toString().split(" ")[0]).toBe(
+      (await import("node:crypto")).createHash("sha256").update(big).digest("hex"),
+    );
     expect(sb.runnerMode).toBe("runner");
     // Big files cross through the files API, but the runner still resolves their paths: no symlink leads out.
     expect((await sb.exec(["ln", "-s", "/tmp", "out"])).exitCode).toBe(0);

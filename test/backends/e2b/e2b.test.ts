@@ -23,7 +23,8 @@ describe.skipIf(!emu)("E2B backend: reattach, pause, races and faults (emulator)
   const driver = () => new E2BDriver(conn());
   /** The emulator's sandboxes of one workspace id (every copy, running or paused). */
   const copies = (id: string) => emu!.sandboxes().filter((s) => s.metadata[REFERENCE_KEY] === id);
-  const workspace = (workspaceId: string, extra: Record<string, unknown> = {}) => new E2BWorkspace({ workspaceId, userId: "u1", agentId: "a1", ...conn(), ...extra });
+  const workspace = (workspaceId: string, extra: Record<string, unknown> = {}) =>
+    new E2BWorkspace({ workspaceId, userId: "u1", agentId: "a1", ...conn(), ...extra });
 
   afterAll(async () => {
     await emu?.close();
@@ -54,7 +55,11 @@ describe.skipIf(!emu)("E2B backend: reattach, pause, races and faults (emulator)
     const ws = workspace(id);
     await ws.initialize();
     const sb = ws.getBackend();
-    const files: Record<string, Buffer> = { "bin/blob.bin": randomBytes(1024 * 1024), "data/x.json": Buffer.from('{"k":1}'), "deep/a/b/c.txt": Buffer.from("ünïcødé\n") };
+    const files: Record<string, Buffer> = {
+      "bin/blob.bin": randomBytes(1024 * 1024),
+      "data/x.json": Buffer.from('{"k":1}'),
+      "deep/a/b/c.txt": Buffer.from("ünïcødé\n"),
+    };
     for (const [p, b] of Object.entries(files)) await sb.writeFile(p, b);
     await sb.writeFile(ECHO_SERVER_IN_WORKSPACE, await echoServerBundle());
     await ws.addMcp({ name: "echo", transport: { type: "stdio", command: "node", args: [ECHO_SERVER_IN_WORKSPACE] } }, { agentId: "a1" });
@@ -113,7 +118,9 @@ describe.skipIf(!emu)("E2B backend: reattach, pause, races and faults (emulator)
     expect(20 - left).toBe(4);
     expect(copies(id)).toHaveLength(0);
     // A Retry-After the SDK hands over is kept as it is.
-    expect(e2bError(Object.assign(new Error("quota: maximum number of concurrent E2B sandboxes"), { name: "RateLimitError", retryAfter: 7 }), "create")).toMatchObject({
+    expect(
+      e2bError(Object.assign(new Error("quota: maximum number of concurrent E2B sandboxes"), { name: "RateLimitError", retryAfter: 7 }), "create"),
+    ).toMatchObject({
       code: "rate_limited",
       retryAfterMs: 7000,
       message: expect.stringMatching(/quota.*pause or kill idle sandboxes/),

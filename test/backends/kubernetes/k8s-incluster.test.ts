@@ -48,7 +48,11 @@ describe.skipIf(!cluster?.own)("Kubernetes in-cluster configuration (ServiceAcco
     await rbac
       .createNamespacedRoleBinding({
         namespace: ns,
-        body: { metadata: { name: sa }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: sa }, subjects: [{ kind: "ServiceAccount", name: sa, namespace: ns }] },
+        body: {
+          metadata: { name: sa },
+          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: sa },
+          subjects: [{ kind: "ServiceAccount", name: sa, namespace: ns }],
+        },
       })
       .catch(ignore409);
     const modules = await fs.realpath(path.join(ROOT, "node_modules"));

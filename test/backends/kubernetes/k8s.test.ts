@@ -23,9 +23,16 @@ vi.setConfig({ testTimeout: 300_000 });
 const sha = (b: Uint8Array | string) => createHash("sha256").update(b).digest("hex");
 
 /** Runs test/support/k8s-child.ts: a manager in a process of its own, which exits without disposing. */
-async function child(c: K8sCluster, workspaceId: string, write: Record<string, string> = {}): Promise<{ pod?: string; outcome?: string; files?: Record<string, string>; error?: string }> {
+async function child(
+  c: K8sCluster,
+  workspaceId: string,
+  write: Record<string, string> = {},
+): Promise<{ pod?: string; outcome?: string; files?: Record<string, string>; error?: string }> {
   const cfg = { kubeconfig: c.kubeconfig, image: c.image, namespace: c.namespace, workspaceId, write };
-  const { stdout } = await run(process.execPath, ["--import", "tsx", path.join(ROOT, "test/support/k8s-child.ts"), JSON.stringify(cfg)], { cwd: ROOT, timeout: 180_000 });
+  const { stdout } = await run(process.execPath, ["--import", "tsx", path.join(ROOT, "test/support/k8s-child.ts"), JSON.stringify(cfg)], {
+    cwd: ROOT,
+    timeout: 180_000,
+  });
   return JSON.parse(stdout.trim().split("\n").pop()!) as { pod?: string; error?: string };
 }
 
@@ -71,7 +78,12 @@ describe.skipIf(!cluster)("Kubernetes backend (real cluster)", () => {
     const w = id();
     await driver().create({ workspaceId: w, userId: "someone@example.com", agentId: "coder", managedBy: "runtime", tags: { team: "a" } });
     const pvc = await c.core.readNamespacedPersistentVolumeClaim({ name: objectName(w), namespace: c.namespace });
-    expect(pvc.metadata!.labels).toMatchObject({ "agent-workspaces.workspace-id": w, "agent-workspaces.agent-id": "coder", "agent-workspaces.managed-by": "runtime", "tag.agent-workspaces/team": "a" });
+    expect(pvc.metadata!.labels).toMatchObject({
+      "agent-workspaces.workspace-id": w,
+      "agent-workspaces.agent-id": "coder",
+      "agent-workspaces.managed-by": "runtime",
+      "tag.agent-workspaces/team": "a",
+    });
     // An e-mail is no label value: the label holds a hash, the annotation the exact id.
     expect(pvc.metadata!.labels!["agent-workspaces.user-id"]).toMatch(/^h-[0-9a-f]{40}$/);
     expect(pvc.metadata!.annotations!["agent-workspaces/user-id"]).toBe("someone@example.com");
@@ -88,7 +100,11 @@ describe.skipIf(!cluster)("Kubernetes backend (real cluster)", () => {
     expect(ctr.securityContext).toMatchObject({ allowPrivilegeEscalation: false, privileged: false, runAsNonRoot: true, capabilities: { drop: ["ALL"] } });
     const sb = await d.connect(w);
     try {
-      const r = await sb.exec(["sh", "-c", "id -u; grep CapEff /proc/self/status; ls /var/run/secrets/kubernetes.io 2>&1 || true; grep NoNewPrivs /proc/self/status"]);
+      const r = await sb.exec([
+        "sh",
+        "-c",
+        "id -u; grep CapEff /proc/self/status; ls /var/run/secrets/kubernetes.io 2>&1 || true; grep NoNewPrivs /proc/self/status",
+      ]);
       const out = r.stdout.toString();
       expect(out.split("\n")[0]).toBe("1000");
       expect(out).toMatch(/CapEff:\s+0000000000000000/);
@@ -119,7 +135,11 @@ describe.skipIf(!cluster)("Kubernetes backend (real cluster)", () => {
         requeued = pvc?.metadata?.annotations?.[ANNOTATIONS.requeued];
       }
     })();
-    await expectCode(stuck.create({ workspaceId: w, managedBy: "runtime" }), "timeout", new RegExp(`unbound immediate PersistentVolumeClaims.*\\(PVC ${c.namespace}/${objectName(w)} Pending, storage class agentws-no-provisioner\\)`));
+    await expectCode(
+      stuck.create({ workspaceId: w, managedBy: "runtime" }),
+      "timeout",
+      new RegExp(`unbound immediate PersistentVolumeClaims.*\\(PVC ${c.namespace}/${objectName(w)} Pending, storage class agentws-no-provisioner\\)`),
+    );
     await watching;
     expect(requeued).toBe("1");
     expect(await objectsFor(c, w)).toEqual({ pods: [], pvcs: [] });
@@ -197,7 +217,16 @@ describe.skipIf(!cluster)("Kubernetes backend (real cluster)", () => {
     await b.close();
     expect(await objectsFor(c, drop)).toEqual({ pods: [], pvcs: [] });
     // The Delete reclaim policy removes the volume too.
-    for (let i = 0; i < 100 && (await c.core.readPersistentVolume({ name: pv }).then(() => true, () => false)); i++) await new Promise((r) => setTimeout(r, 200));
+    for (
+      let i = 0;
+      i < 100 &&
+      (await c.core.readPersistentVolume({ name: pv }).then(
+        () => true,
+        () => false,
+      ));
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 200));
     await expect(c.core.readPersistentVolume({ name: pv })).rejects.toMatchObject({ code: 404 });
   });
 
@@ -211,7 +240,11 @@ describe.skipIf(!cluster)("Kubernetes backend (real cluster)", () => {
     // The Pod leaves the API at once while the kubelet still tears its container down, so the first
     // accesses may still reach the old runner. Once it dies, the next access makes a new Pod on the
     // same PVC: every access in between answers, with the same file.
-    const uidNow = () => c.core.readNamespacedPod({ name: objectName(w), namespace: c.namespace }).then((p) => p.metadata?.uid, () => undefined);
+    const uidNow = () =>
+      c.core.readNamespacedPod({ name: objectName(w), namespace: c.namespace }).then(
+        (p) => p.metadata?.uid,
+        () => undefined,
+      );
     let now: string | undefined;
     for (let i = 0; i < 300; i++) {
       expect((await ws.getBackend().readFile("survive.txt")).toString()).toBe("yes");
@@ -275,7 +308,7 @@ describe.skipIf(!cluster)("Kubernetes backend (real cluster)", () => {
       await sb.writeFile("big.bin", big);
       expect((await sb.exec(["sha256sum", "big.bin"])).stdout.toString().split(" ")[0]).toBe(sha(big));
       expect(sha(await sb.readFile("big.bin"))).toBe(sha(big));
-      const r = await sb.exec(["sh", "-c", "read x; echo \"got $x\"; echo oops >&2; exit 7"], { stdin: "abc\n" });
+      const r = await sb.exec(["sh", "-c", 'read x; echo "got $x"; echo oops >&2; exit 7'], { stdin: "abc\n" });
       expect([r.exitCode, r.stdout.toString(), r.stderr.toString()]).toEqual([7, "got abc\n", "oops\n"]);
       const t = await sb.exec(["sleep", "30"], { timeoutMs: 300 });
       expect(t.timedOut).toBe(true);

@@ -24,7 +24,8 @@ describe("agentws gc", () => {
     await driver.create({ workspaceId: "declared", managedBy: "pulumi" });
     // A folder without our record is not ours: never listed, never removed.
     await fs.mkdir(path.join(base, "stranger"));
-    const cli = (...args: string[]) => run(process.execPath, [path.join(ROOT, "bin/agentws.js"), "gc", "--kind", "local", "--basedir", base, ...args], { env: process.env });
+    const cli = (...args: string[]) =>
+      run(process.execPath, [path.join(ROOT, "bin/agentws.js"), "gc", "--kind", "local", "--basedir", base, ...args], { env: process.env });
 
     const dry = JSON.parse((await cli()).stdout) as { dryRun: boolean; results: Array<{ orphans: Array<{ workspaceId: string }>; removed: string[] }> };
     expect(dry.dryRun).toBe(true);
@@ -43,7 +44,9 @@ describe("agentws gc", () => {
   });
 
   it("fails on an unknown kind, naming the known ones", async () => {
-    const r = await run(process.execPath, [path.join(ROOT, "bin/agentws.js"), "gc", "--kind", "nope"], { env: process.env }).catch((e: { code: number; stderr: string }) => e);
+    const r = await run(process.execPath, [path.join(ROOT, "bin/agentws.js"), "gc", "--kind", "nope"], { env: process.env }).catch(
+      (e: { code: number; stderr: string }) => e,
+    );
     expect((r as { code: number }).code).toBe(1);
     expect((r as { stderr: string }).stderr).toContain("known: local, bubblewrap, docker");
   });

@@ -16,7 +16,14 @@ afterAll(async () => {
   await fs.rm(base, { recursive: true, force: true });
 });
 
-const identity = (workspaceId: string, extra: Record<string, unknown> = {}) => ({ workspaceId, userId: "u1", agentId: "a1", managedBy: "runtime" as const, tags: { team: "x" }, ...extra });
+const identity = (workspaceId: string, extra: Record<string, unknown> = {}) => ({
+  workspaceId,
+  userId: "u1",
+  agentId: "a1",
+  managedBy: "runtime" as const,
+  tags: { team: "x" },
+  ...extra,
+});
 const readMeta = async (folder: string) => JSON.parse(await fs.readFile(metadataRecordPath(folder), "utf8")) as Record<string, unknown>;
 
 describe("LocalDriver", () => {
@@ -26,7 +33,16 @@ describe("LocalDriver", () => {
     expect(await driver.find("ws1")).toBeNull();
     const created = await driver.create(identity("ws1"));
     const folder = path.join(basedir, "ws1");
-    expect(created).toEqual({ workspaceId: "ws1", kind: "local", state: "running", userId: "u1", agentId: "a1", managedBy: "runtime", tags: { team: "x" }, location: { hostPath: folder } });
+    expect(created).toEqual({
+      workspaceId: "ws1",
+      kind: "local",
+      state: "running",
+      userId: "u1",
+      agentId: "a1",
+      managedBy: "runtime",
+      tags: { team: "x" },
+      location: { hostPath: folder },
+    });
     const meta = await readMeta(folder);
     expect(meta).toMatchObject({ version: 1, workspaceId: "ws1", userId: "u1", agentId: "a1", managedBy: "runtime", tags: { team: "x" } });
     expect(await driver.find("ws1")).toEqual(created);

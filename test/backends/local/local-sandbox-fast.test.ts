@@ -27,10 +27,11 @@ afterAll(async () => {
 });
 
 const host = (rel: string) => path.join(root, rel);
-const code = async (p: Promise<unknown>) => p.then(
-  () => "ok",
-  (e: { code?: string }) => e.code,
-);
+const code = async (p: Promise<unknown>) =>
+  p.then(
+    () => "ok",
+    (e: { code?: string }) => e.code,
+  );
 
 describe("createFile", () => {
   it("creates the file with parents, mode 0644 (umask applied) and refuses an existing name", async () => {

@@ -136,8 +136,23 @@ describe("archive extraction", () => {
   it("checks declared sizes before writing anything", async () => {
     for (const [data, format] of [
       [zipOf({ "a.txt": "small", "b.bin": "x".repeat(5000) }), "zip"],
-      [await tarOf([{ name: "a.txt", data: "small" }, { name: "b.bin", data: "x".repeat(5000) }]), "tar"],
-      [await tarOf([{ name: "a.txt", data: "small" }, { name: "b.bin", data: "x".repeat(5000) }], true), "tar.gz"],
+      [
+        await tarOf([
+          { name: "a.txt", data: "small" },
+          { name: "b.bin", data: "x".repeat(5000) },
+        ]),
+        "tar",
+      ],
+      [
+        await tarOf(
+          [
+            { name: "a.txt", data: "small" },
+            { name: "b.bin", data: "x".repeat(5000) },
+          ],
+          true,
+        ),
+        "tar.gz",
+      ],
     ] as const) {
       const out = await dest();
       await expectCode(extractArchive(await spool(data), format, out, 1000), "too_large", /expands to \d+ bytes/);
@@ -149,13 +164,40 @@ describe("archive extraction", () => {
     const out = await dest();
     await expectCode(extractArchive(await spool(zipOf({ "fine.txt": "ok", "../escape.txt": "x" })), "zip", out, 1 << 20), "path_escape");
     expect(await fs.readdir(out)).toEqual([]);
-    await expectCode(extractArchive(await spool(await tarOf([{ name: "fine.txt", data: "ok" }, { name: "l", type: "symlink", linkname: "/" }])), "tar", out, 1 << 20), "invalid_argument", /symlink/);
+    await expectCode(
+      extractArchive(
+        await spool(
+          await tarOf([
+            { name: "fine.txt", data: "ok" },
+            { name: "l", type: "symlink", linkname: "/" },
+          ]),
+        ),
+        "tar",
+        out,
+        1 << 20,
+      ),
+      "invalid_argument",
+      /symlink/,
+    );
     expect(await fs.readdir(out)).toEqual([]);
   });
 
   it("extracts files, folders and executable bits; auto-detects gzip for 'tar'", async () => {
     const out = await dest();
-    await extractArchive(await spool(await tarOf([{ name: "d/run.sh", data: "echo", mode: 0o755 }, { name: "d/x.txt", data: "x" }], true)), "tar", out, 1 << 20);
+    await extractArchive(
+      await spool(
+        await tarOf(
+          [
+            { name: "d/run.sh", data: "echo", mode: 0o755 },
+            { name: "d/x.txt", data: "x" },
+          ],
+          true,
+        ),
+      ),
+      "tar",
+      out,
+      1 << 20,
+    );
     expect((await fs.stat(path.join(out, "d/run.sh"))).mode & 0o111).not.toBe(0);
     expect((await fs.stat(path.join(out, "d/x.txt"))).mode & 0o111).toBe(0);
     const zout = await dest();
@@ -186,8 +228,16 @@ describe("skill index, names and front matter (reference vectors)", () => {
 
   it("writes .index like Python's json.dumps(indent=2, ensure_ascii=False) and keeps key order on read", () => {
     expect(serializeIndex({ mtime: 0, entries: new Map() })).toBe('{\n  "skills_dir_mtime": 0.0,\n  "skills": {}\n}');
-    const text = serializeIndex({ mtime: 1700000000.25, entries: new Map([["b", { hash: "h1", skillName: "B" }], ["2048", { hash: "h2", skillName: "数字" }]]) });
-    expect(text).toBe('{\n  "skills_dir_mtime": 1700000000.25,\n  "skills": {\n    "b": {\n      "hash": "h1",\n      "skill_name": "B"\n    },\n    "2048": {\n      "hash": "h2",\n      "skill_name": "数字"\n    }\n  }\n}');
+    const text = serializeIndex({
+      mtime: 1700000000.25,
+      entries: new Map([
+        ["b", { hash: "h1", skillName: "B" }],
+        ["2048", { hash: "h2", skillName: "数字" }],
+      ]),
+    });
+    expect(text).toBe(
+      '{\n  "skills_dir_mtime": 1700000000.25,\n  "skills": {\n    "b": {\n      "hash": "h1",\n      "skill_name": "B"\n    },\n    "2048": {\n      "hash": "h2",\n      "skill_name": "数字"\n    }\n  }\n}',
+    );
     const back = parseIndex(text);
     expect([...back.entries.keys()]).toEqual(["b", "2048"]);
     expect(back.mtime).toBe(1700000000.25);
@@ -203,7 +253,10 @@ describe("skill index, names and front matter (reference vectors)", () => {
   });
 
   it("parses front matter with python-frontmatter semantics", () => {
-    expect(parseSkillMarkdown("-----\nname: n\ndescription: d\n-----  \n\n  body  \n")).toEqual({ ok: true, manifest: { name: "n", description: "d", markdown: "body" } });
+    expect(parseSkillMarkdown("-----\nname: n\ndescription: d\n-----  \n\n  body  \n")).toEqual({
+      ok: true,
+      manifest: { name: "n", description: "d", markdown: "body" },
+    });
     expect(parseSkillMarkdown("---\nname: 12\ndescription: true\n---\n")).toEqual({ ok: true, manifest: { name: "12", description: "True", markdown: "" } });
     expect(parseSkillMarkdown("\n---\nname: n\ndescription: d\n---\n")).toMatchObject({ ok: false });
     expect(parseSkillMarkdown("\ufeff---\nname: n\ndescription: d\n---\nb")).toMatchObject({ ok: true, manifest: { name: "n" } });

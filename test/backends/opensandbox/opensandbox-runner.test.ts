@@ -81,7 +81,11 @@ describe.skipIf(!server).sequential("OpenSandbox through the runner's HTTP gatew
     const s = await sandbox();
     const [a, b] = await Promise.all([s.handle(), s.handle()]);
     // One socket listens on the gateway's port (8080 = 1F90); the first runner (forked from the gateway) holds none.
-    const gateways = await a.exec(["sh", "-c", "grep -c ':1F90 00000000:0000 0A' /proc/net/tcp; cat /opt/agentws/gateway.pid; ls -l /proc/$PPID/fd | grep -c socket:"]);
+    const gateways = await a.exec([
+      "sh",
+      "-c",
+      "grep -c ':1F90 00000000:0000 0A' /proc/net/tcp; cat /opt/agentws/gateway.pid; ls -l /proc/$PPID/fd | grep -c socket:",
+    ]);
     const [count, pid, runnerSockets] = gateways.stdout.toString().trim().split("\n");
     expect(count).toBe("1");
     expect(runnerSockets).toBe("0");

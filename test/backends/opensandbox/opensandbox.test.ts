@@ -95,7 +95,13 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
     await ws.addMcp({ name: "echo", transport: { type: "stdio", command: "node", args: [ECHO_SERVER_IN_WORKSPACE] } }, { agentId: "a1" });
     const mcpTools = async (w: OpenSandboxWorkspace) => {
       const handles = await w.listMcps({ agentId: "a1" });
-      return { names: handles.map((h) => h.name), tools: (await Promise.all(handles.map((h) => h.listTools()))).flat().map((t) => t.name).sort() };
+      return {
+        names: handles.map((h) => h.name),
+        tools: (await Promise.all(handles.map((h) => h.listTools())))
+          .flat()
+          .map((t) => t.name)
+          .sort(),
+      };
     };
     const before = await mcpTools(ws);
     expect(before.names).toEqual(["echo"]);
@@ -170,7 +176,12 @@ describe.skipIf(!server).sequential("OpenSandbox backend through the real server
   it("finds a sandbox the Python reference tagged, so a service moving from it keeps its sandboxes", async () => {
     const w = uniqueId("ref");
     const { Sandbox } = await import("@alibaba-group/opensandbox");
-    const theirs = await Sandbox.create({ connectionConfig: { domain: server!.domain, disableMetrics: true }, image: OPENSANDBOX_TEST_IMAGE, metadata: { "agentscope.workspace.id": w }, timeoutSeconds: 600 });
+    const theirs = await Sandbox.create({
+      connectionConfig: { domain: server!.domain, disableMetrics: true },
+      image: OPENSANDBOX_TEST_IMAGE,
+      metadata: { "agentscope.workspace.id": w },
+      timeoutSeconds: 600,
+    });
     const d = new OpenSandboxDriver({ image: OPENSANDBOX_TEST_IMAGE });
     try {
       const found = await d.find(w);

@@ -100,7 +100,9 @@ describe("runner descriptor hand-off", () => {
     // A descriptor that grants no read (O_PATH, or opened write-only) on a workspace file the host could read.
     const secret = path.join(dir, "secret");
     await fs.writeFile(secret, "root only", { mode: 0o600 });
-    const o = spawn("python3", ["-c", "import os,sys,time; os.dup2(os.open(sys.argv[1], os.O_PATH), 0); time.sleep(60)", secret], { stdio: ["ignore", "ignore", "ignore"] });
+    const o = spawn("python3", ["-c", "import os,sys,time; os.dup2(os.open(sys.argv[1], os.O_PATH), 0); time.sleep(60)", secret], {
+      stdio: ["ignore", "ignore", "ignore"],
+    });
     kids.push(o);
     for (let i = 0; i < 100 && !(await fs.readlink(`/proc/${o.pid}/fd/0`).catch(() => "")).endsWith("secret"); i++) await new Promise((r) => setTimeout(r, 20));
     await expect(readHandedOff(o.pid!, { fd: 0, ...idOf(secret) }, 9, MAX, dev)).rejects.toThrow(/not the runner's file/);
@@ -116,7 +118,11 @@ describe("runner descriptor hand-off", () => {
 
   it("takes a pid for the runner only when its own view of its pid is the one reported", async () => {
     const c = holder();
-    const own = (await fs.readFile(`/proc/${c.pid}/status`, "utf8")).match(/^NSpid:\s*(.*)$/m)![1]!.trim().split(/\s+/).map(Number);
+    const own = (await fs.readFile(`/proc/${c.pid}/status`, "utf8"))
+      .match(/^NSpid:\s*(.*)$/m)![1]!
+      .trim()
+      .split(/\s+/)
+      .map(Number);
     expect(await matchRunnerPid([c.pid!], own[own.length - 1]!)).toBe(c.pid);
     expect(await matchRunnerPid([c.pid!], own[own.length - 1]! + 1)).toBeUndefined();
     expect(await matchRunnerPid([2 ** 22 + 12345], 1)).toBeUndefined();
@@ -193,7 +199,10 @@ describe("runner descriptor hand-off", () => {
           ...Array.from({ length: 8 }, (_, i) => client.exec({ argv: ["echo", `n${i}`], cwd: "", env: {}, maxOutputBytes: 64 })),
           ...Array.from({ length: 4 }, (_, i) => client.write(`f${i}.bin`, "w", big, undefined).then(() => client.read(`f${i}.bin`, undefined))),
         ]);
-        expect(results.slice(0, 9).map((r) => (r as { stdout: Buffer }).stdout.toString())).toEqual(["early\n", ...Array.from({ length: 8 }, (_, i) => `n${i}\n`)]);
+        expect(results.slice(0, 9).map((r) => (r as { stdout: Buffer }).stdout.toString())).toEqual([
+          "early\n",
+          ...Array.from({ length: 8 }, (_, i) => `n${i}\n`),
+        ]);
         for (const r of results.slice(9)) expect((r as Buffer).equals(big)).toBe(true);
         expect(await p.exited).toBe(0);
         expect(Buffer.concat(echoed).equals(big)).toBe(true);

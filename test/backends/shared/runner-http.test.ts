@@ -110,16 +110,27 @@ describe("runner over the HTTP gateway", () => {
   it("bounds the connections it serves at once: a flood of idle ones costs no thread each, and service resumes after", async () => {
     const port = Number(new URL(ep.url).port);
     const flood = await Promise.all(
-      Array.from({ length: 300 }, () => new Promise<net.Socket>((resolve) => {
-        const s = net.connect(port, "127.0.0.1", () => resolve(s));
-        s.on("error", () => resolve(s));
-      })),
+      Array.from(
+        { length: 300 },
+        () =>
+          new Promise<net.Socket>((resolve) => {
+            const s = net.connect(port, "127.0.0.1", () => resolve(s));
+            s.on("error", () => resolve(s));
+          }),
+      ),
     );
     await new Promise((r) => setTimeout(r, 500));
     const threads = Number(/^Threads:\s+(\d+)/m.exec(await fs.readFile(`/proc/${gatewayPid}/status`, "utf8"))![1]);
     expect(threads).toBeLessThan(140);
     for (const s of flood) s.destroy();
-    await until("the gateway to serve again", async () => (await fetch(`${ep.url}/ping`, { headers: { "x-agentws-token": ep.token } }).then((r) => r.status, () => 0)) === 200);
+    await until(
+      "the gateway to serve again",
+      async () =>
+        (await fetch(`${ep.url}/ping`, { headers: { "x-agentws-token": ep.token } }).then(
+          (r) => r.status,
+          () => 0,
+        )) === 200,
+    );
     const c = await open();
     expect((await c.exec({ argv: ["true"], cwd: "", env: {}, maxOutputBytes: 10 })).exitCode).toBe(0);
   });
@@ -151,10 +162,25 @@ describe("the HTTP gateway's start", () => {
       // An older version's gateway: its command line names <home>/gateway-<version>.py, and it holds the port.
       await fs.mkdir(home, { recursive: true });
       const older = path.join(home, "gateway-0123456789abcdef.py");
-      await fs.writeFile(older, `import socket, time\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(("0.0.0.0", ${port}))\ns.listen(1)\ntime.sleep(600)\n`);
+      await fs.writeFile(
+        older,
+        `import socket, time\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(("0.0.0.0", ${port}))\ns.listen(1)\ntime.sleep(600)\n`,
+      );
       const old = spawn("python3", [older], { stdio: "ignore" });
       kids.push(old.pid!);
-      await until("the older gateway to listen", () => new Promise<boolean>((r) => net.connect(port, "127.0.0.1").once("connect", function (this: net.Socket) { this.destroy(); r(true); }).once("error", () => r(false))));
+      await until(
+        "the older gateway to listen",
+        () =>
+          new Promise<boolean>((r) =>
+            net
+              .connect(port, "127.0.0.1")
+              .once("connect", function (this: net.Socket) {
+                this.destroy();
+                r(true);
+              })
+              .once("error", () => r(false)),
+          ),
+      );
       await fs.writeFile(path.join(home, "gateway.pid"), `${old.pid}\n`);
       await fs.writeFile(path.join(home, "gateway.token"), "f".repeat(32));
       const script = httpGatewayScript({ home, port, root });
@@ -169,7 +195,15 @@ describe("the HTTP gateway's start", () => {
 
       // The gateway died and its pid file now names some other process (a reused pid): that one lives on.
       process.kill(g1, "SIGKILL");
-      await until("the gateway to be gone", () => !alive(g1) || fs.readFile(`/proc/${g1}/stat`, "utf8").then((s) => / Z /.test(s), () => true));
+      await until(
+        "the gateway to be gone",
+        () =>
+          !alive(g1) ||
+          fs.readFile(`/proc/${g1}/stat`, "utf8").then(
+            (s) => / Z /.test(s),
+            () => true,
+          ),
+      );
       const bystander = spawn("sleep", ["600"], { stdio: "ignore" });
       kids.push(bystander.pid!);
       await fs.writeFile(path.join(home, "gateway.pid"), `${bystander.pid}\n`);

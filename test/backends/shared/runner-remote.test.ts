@@ -37,39 +37,39 @@ describe("runner client: big files through RemoteFiles at the runner's descripto
   });
 
   for (const streams of [false, true])
-  it(`writes and reads a big file byte-exact at /proc/<runner pid>/fd/<n>, never at a workspace name, keeping modes (${streams ? "an upload pipe" : "a spare file"})`, async () => {
-    const { client, log, files } = await open((l) => host(l, streams));
-    try {
-      const big = randomBytes(3 * 1024 * 1024 + 11);
-      await files.writeFile("d/big.bin", big, { mode: 0o640 });
-      expect((await fs.readFile(path.join(root, "d/big.bin"))).equals(big)).toBe(true);
-      expect((await fs.stat(path.join(root, "d/big.bin"))).mode & 0o777).toBe(0o640);
-      expect((await files.readFile("d/big.bin")).equals(big)).toBe(true);
-      expect(log).toHaveLength(2);
-      for (const l of log) expect(l).toMatch(/^(up|down) \/proc\/\d+\/fd\/\d+$/);
-      // A replace keeps the old file's modes; small files stay on the channel.
-      await files.writeFile("d/big.bin", big.subarray(1));
-      expect((await fs.stat(path.join(root, "d/big.bin"))).mode & 0o777).toBe(0o640);
-      await files.writeFile("small.txt", "small");
-      expect((await files.readFile("small.txt")).toString()).toBe("small");
-      expect(log).toHaveLength(3);
-      // A planted symlink at the target is refused, and the file it names is left alone.
-      const outside = path.join(os.tmpdir(), `agentws-outside-${process.pid}-${streams}`);
-      await fs.writeFile(outside, "outside");
-      await fs.symlink(outside, path.join(root, "d/link.bin"));
-      await expect(files.writeFile("d/link.bin", big)).rejects.toMatchObject({ code: "path_escape" });
-      await expect(files.readFile("d/link.bin")).rejects.toMatchObject({ code: "path_escape" });
-      expect(await fs.readFile(outside, "utf8")).toBe("outside");
-      await fs.rm(outside);
-      await expect(files.writeFile("d/big.bin", big, { exclusive: true })).rejects.toMatchObject({ code: "conflict" });
-      await expect(files.readFile("d/big.bin", { maxBytes: 100 })).rejects.toMatchObject({ code: "too_large" });
-      // Nothing but the files themselves is left in the folder.
-      expect((await fs.readdir(path.join(root, "d"))).sort()).toEqual(["big.bin", "link.bin"]);
-      await fs.rm(path.join(root, "d"), { recursive: true });
-    } finally {
-      await client.stop();
-    }
-  });
+    it(`writes and reads a big file byte-exact at /proc/<runner pid>/fd/<n>, never at a workspace name, keeping modes (${streams ? "an upload pipe" : "a spare file"})`, async () => {
+      const { client, log, files } = await open((l) => host(l, streams));
+      try {
+        const big = randomBytes(3 * 1024 * 1024 + 11);
+        await files.writeFile("d/big.bin", big, { mode: 0o640 });
+        expect((await fs.readFile(path.join(root, "d/big.bin"))).equals(big)).toBe(true);
+        expect((await fs.stat(path.join(root, "d/big.bin"))).mode & 0o777).toBe(0o640);
+        expect((await files.readFile("d/big.bin")).equals(big)).toBe(true);
+        expect(log).toHaveLength(2);
+        for (const l of log) expect(l).toMatch(/^(up|down) \/proc\/\d+\/fd\/\d+$/);
+        // A replace keeps the old file's modes; small files stay on the channel.
+        await files.writeFile("d/big.bin", big.subarray(1));
+        expect((await fs.stat(path.join(root, "d/big.bin"))).mode & 0o777).toBe(0o640);
+        await files.writeFile("small.txt", "small");
+        expect((await files.readFile("small.txt")).toString()).toBe("small");
+        expect(log).toHaveLength(3);
+        // A planted symlink at the target is refused, and the file it names is left alone.
+        const outside = path.join(os.tmpdir(), `agentws-outside-${process.pid}-${streams}`);
+        await fs.writeFile(outside, "outside");
+        await fs.symlink(outside, path.join(root, "d/link.bin"));
+        await expect(files.writeFile("d/link.bin", big)).rejects.toMatchObject({ code: "path_escape" });
+        await expect(files.readFile("d/link.bin")).rejects.toMatchObject({ code: "path_escape" });
+        expect(await fs.readFile(outside, "utf8")).toBe("outside");
+        await fs.rm(outside);
+        await expect(files.writeFile("d/big.bin", big, { exclusive: true })).rejects.toMatchObject({ code: "conflict" });
+        await expect(files.readFile("d/big.bin", { maxBytes: 100 })).rejects.toMatchObject({ code: "too_large" });
+        // Nothing but the files themselves is left in the folder.
+        expect((await fs.readdir(path.join(root, "d"))).sort()).toEqual(["big.bin", "link.bin"]);
+        await fs.rm(path.join(root, "d"), { recursive: true });
+      } finally {
+        await client.stop();
+      }
+    });
 
   it("falls back to the channel when the service refuses, tells once and does not try again on that runner", async () => {
     const told: unknown[] = [];

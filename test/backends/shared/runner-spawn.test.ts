@@ -177,7 +177,10 @@ describe("spawn through the runner", () => {
     expect(await p.exited).toBeNull();
     expect(await goneSoon(`sleep\0${secs}`)).toBe(true);
     // A kill before the runner took the process: it never runs.
-    const early = spawnThroughRunner(pause(50).then(() => ({ client })), { argv: ["sleep", secs], cwd: "", env: {} });
+    const early = spawnThroughRunner(
+      pause(50).then(() => ({ client })),
+      { argv: ["sleep", secs], cwd: "", env: {} },
+    );
     early.kill();
     expect(await early.exited).toBeNull();
     const cat = spawn(["cat"]);

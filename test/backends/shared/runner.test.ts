@@ -77,7 +77,13 @@ describe("runner protocol (host process over a folder)", () => {
     // A runner started with one more inheritable descriptor (fd 3) than its stdio.
     const [cmd, ...args] = runnerArgv("python3", root, RUNNER_SOURCE);
     const child = spawn(cmd!, args, { stdio: ["pipe", "pipe", "pipe", "pipe"], detached: true });
-    const extra = new RunnerClient({ stdin: child.stdin!, stdout: child.stdout!, pid: child.pid, exited: new Promise((r) => child.once("close", () => r({ why: "" }))), kill: () => child.kill("SIGKILL") });
+    const extra = new RunnerClient({
+      stdin: child.stdin!,
+      stdout: child.stdout!,
+      pid: child.pid,
+      exited: new Promise((r) => child.once("close", () => r({ why: "" }))),
+      kill: () => child.kill("SIGKILL"),
+    });
     try {
       await extra.ready;
       const run = (argv: string[], env: Record<string, string> = {}, cwd = "") => extra.exec({ argv, cwd, env, maxOutputBytes: 1 << 16 });
@@ -105,11 +111,22 @@ describe("runner protocol (host process over a folder)", () => {
 
   it("kills the whole tree on timeout and at the command's end, setsid escapees included", async () => {
     const secs = uniqueSecs();
-    const r = await client.exec({ argv: ["sh", "-c", `setsid sleep ${secs} >/dev/null 2>&1 & sleep ${secs}`], cwd: "", env: {}, maxOutputBytes: 1024, timeoutMs: 300 });
+    const r = await client.exec({
+      argv: ["sh", "-c", `setsid sleep ${secs} >/dev/null 2>&1 & sleep ${secs}`],
+      cwd: "",
+      env: {},
+      maxOutputBytes: 1024,
+      timeoutMs: 300,
+    });
     expect(r).toMatchObject({ exitCode: -1, timedOut: true });
     expect(await goneSoon(`sleep\0${secs}`)).toEqual([]);
     const later = uniqueSecs();
-    const done = await client.exec({ argv: ["sh", "-c", `setsid sh -c 'sleep ${later}' >/dev/null 2>&1 < /dev/null & echo started`], cwd: "", env: {}, maxOutputBytes: 1024 });
+    const done = await client.exec({
+      argv: ["sh", "-c", `setsid sh -c 'sleep ${later}' >/dev/null 2>&1 < /dev/null & echo started`],
+      cwd: "",
+      env: {},
+      maxOutputBytes: 1024,
+    });
     expect(done.stdout.toString()).toBe("started\n");
     expect(await goneSoon(`sleep\0${later}`)).toEqual([]);
     expect(await goneSoon(`sleep ${later}`)).toEqual([]);
@@ -122,7 +139,9 @@ describe("runner protocol (host process over a folder)", () => {
     try {
       const r = await client.exec({
         argv: ["sh", "-c", `setsid sh -c 'while :; do (setsid sh -c "exec sleep ${secs}" &); done' >/dev/null 2>&1 </dev/null & sleep 0.3; echo started`],
-        cwd: "", env: {}, maxOutputBytes: 1024,
+        cwd: "",
+        env: {},
+        maxOutputBytes: 1024,
       });
       expect(r.stdout.toString()).toBe("started\n");
       await pause(300);
@@ -137,7 +156,9 @@ describe("runner protocol (host process over a folder)", () => {
     try {
       const r = await client.exec({
         argv: ["sh", "-c", `setsid env -i /bin/sleep ${secs} >/dev/null 2>&1 </dev/null & sleep 0.2; echo started`],
-        cwd: "", env: {}, maxOutputBytes: 1024,
+        cwd: "",
+        env: {},
+        maxOutputBytes: 1024,
       });
       expect(r.stdout.toString()).toBe("started\n");
       await pause(300);

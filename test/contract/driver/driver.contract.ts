@@ -88,7 +88,11 @@ export function driverContract(fixture: DriverFixture): void {
       await d.create(ident(owned, { userId: "u-list" }));
       await d.create(ident(declared, { userId: "u-other", managedBy: "pulumi" }));
       await d.create(ident(orphan));
-      const ours = (xs: { workspaceId: string }[]) => xs.map((x) => x.workspaceId).filter((x) => made.has(x)).sort();
+      const ours = (xs: { workspaceId: string }[]) =>
+        xs
+          .map((x) => x.workspaceId)
+          .filter((x) => made.has(x))
+          .sort();
       expect(ours(await d.list({ userId: "u-list" }))).toEqual([owned]);
       expect(ours(await d.list({ managedBy: "pulumi" }))).toEqual([declared]);
       expect(ours(await d.list({ managedBy: "runtime", userId: null }))).toEqual([orphan]);

@@ -44,7 +44,13 @@ describe.skipIf(!emulator)("Daytona backend through the emulator", () => {
     const d = driver({ env: { GREETING: "hi" }, autoStopInterval: 42 });
     const desc = await d.create({ workspaceId: w, managedBy: "pulumi", userId: "u1", agentId: "a1", tags: { team: "x" } });
     const seen = emu.inspect(desc.location.sandboxId!)!;
-    expect(seen.labels).toMatchObject({ [LABELS.workspaceId]: w, [LABELS.userId]: "u1", [LABELS.agentId]: "a1", [LABELS.managedBy]: "pulumi", "agent-workspaces.tag.team": "x" });
+    expect(seen.labels).toMatchObject({
+      [LABELS.workspaceId]: w,
+      [LABELS.userId]: "u1",
+      [LABELS.agentId]: "a1",
+      [LABELS.managedBy]: "pulumi",
+      "agent-workspaces.tag.team": "x",
+    });
     expect(seen.autoStopInterval).toBe(42);
     const sb = await d.connect(w);
     expect((await sb.exec(["sh", "-c", 'printf %s "$GREETING"'])).stdout.toString()).toBe("hi");
@@ -60,10 +66,19 @@ describe.skipIf(!emulator)("Daytona backend through the emulator", () => {
     await ws.getBackend().writeFile("notes/hello.txt", "from the first process");
     await ws.addMcp({ name: "web", transport: { type: "http", url: "http://127.0.0.1:9/mcp" } }, { agentId: "a1", sessionId: "s1" });
     await ws.close();
-    const { stdout } = await run(process.execPath, ["--import", "tsx", path.join(ROOT, "test/support/daytona-reattach.ts"), JSON.stringify({ workspaceId: w, apiKey: EMULATOR_API_KEY, apiUrl: emu.apiUrl, file: "notes/hello.txt" })], {
-      cwd: ROOT,
-      timeout: 120_000,
-    });
+    const { stdout } = await run(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        path.join(ROOT, "test/support/daytona-reattach.ts"),
+        JSON.stringify({ workspaceId: w, apiKey: EMULATOR_API_KEY, apiUrl: emu.apiUrl, file: "notes/hello.txt" }),
+      ],
+      {
+        cwd: ROOT,
+        timeout: 120_000,
+      },
+    );
     const out = JSON.parse(stdout.trim().split("\n").pop()!) as { ok: boolean; outcome: string; text: string; mcps: string[]; error?: string };
     expect(out, out.error).toMatchObject({ ok: true, outcome: "reattached", text: "from the first process", mcps: ["web"] });
     expect(sandboxesOf(w)).toHaveLength(1);

@@ -59,7 +59,15 @@ export function send(res: ServerResponse, reply: Reply): void {
 
 export function sendError(res: ServerResponse, e: unknown): void {
   const err = e instanceof HttpError ? e : new HttpError(500, e instanceof Error ? e.message : String(e));
-  const names: Record<number, string> = { 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 429: "Too Many Requests", 503: "Service Unavailable" };
+  const names: Record<number, string> = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    409: "Conflict",
+    429: "Too Many Requests",
+    503: "Service Unavailable",
+  };
   if (res.headersSent) return void res.destroy();
   send(res, { status: err.status, headers: err.headers, json: { statusCode: err.status, message: err.message, error: names[err.status] ?? "Error" } });
 }

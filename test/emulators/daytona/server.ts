@@ -72,7 +72,15 @@ const LANGUAGE_LABEL = "code-toolbox-language";
  * `apiUrl: emulator.apiUrl` and `useDeprecatedPolling: true`. Each API key is one organization.
  */
 export class DaytonaEmulator {
-  readonly faults: Faults = { rateLimited: 0, retryAfterSeconds: 1, failStarts: 0, createDelayMs: 0, quotaExceeded: false, procFdRefused: false, transferDelayMs: 0 };
+  readonly faults: Faults = {
+    rateLimited: 0,
+    retryAfterSeconds: 1,
+    failStarts: 0,
+    createDelayMs: 0,
+    quotaExceeded: false,
+    procFdRefused: false,
+    transferDelayMs: 0,
+  };
   /** The sandbox paths the toolbox's file routes were asked for, oldest first (the last 200). */
   get transfers(): ReadonlyArray<{ route: "upload" | "download"; path: string }> {
     return this.#toolbox.transfers;
@@ -123,7 +131,14 @@ export class DaytonaEmulator {
     await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()));
     this.#server?.closeAllConnections();
     const rows = await this.#docker.listContainers({ all: true, filters: { label: [`${EMULATOR_LABEL}=${this.#instance}`] } });
-    await Promise.all(rows.map((r) => this.#docker.getContainer(r.Id).remove({ force: true }).catch(() => undefined)));
+    await Promise.all(
+      rows.map((r) =>
+        this.#docker
+          .getContainer(r.Id)
+          .remove({ force: true })
+          .catch(() => undefined),
+      ),
+    );
     this.#boxes.clear();
   }
 
@@ -133,7 +148,9 @@ export class DaytonaEmulator {
   }
 
   /** The state and container of a sandbox, as the emulator sees it. */
-  inspect(id: string): { state: State; containerId: string; autoStopInterval: number; labels: Record<string, string>; env: Record<string, string> } | undefined {
+  inspect(
+    id: string,
+  ): { state: State; containerId: string; autoStopInterval: number; labels: Record<string, string>; env: Record<string, string> } | undefined {
     const b = this.#boxes.get(id);
     return b && { state: b.state, containerId: b.containerId, autoStopInterval: b.autoStopInterval, labels: { ...b.labels }, env: { ...b.env } };
   }
@@ -144,7 +161,10 @@ export class DaytonaEmulator {
     if (!b) return;
     this.#boxes.delete(id);
     this.#toolbox.dropSessions(b);
-    await this.#docker.getContainer(b.containerId).remove({ force: true }).catch(() => undefined);
+    await this.#docker
+      .getContainer(b.containerId)
+      .remove({ force: true })
+      .catch(() => undefined);
   }
 
   async #serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -246,7 +266,11 @@ export class DaytonaEmulator {
   }
 
   async #create(org: string, b: CreateBody): Promise<Box> {
-    if (this.faults.quotaExceeded) throw new HttpError(403, "Total CPU limit exceeded. Maximum allowed: 10. To increase concurrency limits, upgrade your organization's Tier or delete unused sandboxes.");
+    if (this.faults.quotaExceeded)
+      throw new HttpError(
+        403,
+        "Total CPU limit exceeded. Maximum allowed: 10. To increase concurrency limits, upgrade your organization's Tier or delete unused sandboxes.",
+      );
     const id = randomUUID();
     const name = b.name || id;
     if ([...this.#boxes.values()].some((x) => x.org === org && x.name === name)) throw new HttpError(409, `Sandbox with name ${name} already exists`);
@@ -361,7 +385,10 @@ export class DaytonaEmulator {
     box.state = "destroying";
     this.#toolbox.dropSessions(box);
     await box.transition?.catch(() => undefined);
-    await this.#docker.getContainer(box.containerId).remove({ force: true }).catch(() => undefined);
+    await this.#docker
+      .getContainer(box.containerId)
+      .remove({ force: true })
+      .catch(() => undefined);
     this.#boxes.delete(box.id);
     return box;
   }

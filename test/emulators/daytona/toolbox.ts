@@ -62,7 +62,11 @@ export class Toolbox {
    * (the project's runner, started with one attached `docker exec`), as Daytona's daemon does:
    * a `docker exec` per call would cost the engine's overhead every time.
    */
-  async run(box: ToolboxBox, argv: string[], options: { env?: Record<string, string> | undefined; cwd?: string | undefined; stdin?: Buffer | undefined; timeoutMs?: number } = {}): Promise<Captured> {
+  async run(
+    box: ToolboxBox,
+    argv: string[],
+    options: { env?: Record<string, string> | undefined; cwd?: string | undefined; stdin?: Buffer | undefined; timeoutMs?: number } = {},
+  ): Promise<Captured> {
     if (!box.daemon?.client.alive) {
       const info = await this.docker.getContainer(box.containerId).inspect();
       const env = Object.fromEntries((info.Config.Env ?? []).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
@@ -139,7 +143,11 @@ export class Toolbox {
     if (route === "/files/info" && method === "GET") return { json: await this.#info(box, this.abs(box, q.get("path"))) };
     if (route === "/files" && method === "DELETE") {
       const p = this.abs(box, q.get("path"));
-      await this.#sh(box, `[ -e "$1" ] || [ -L "$1" ] || exit 66; if [ "$2" = true ]; then rm -rf -- "$1"; else rm -d -- "$1" 2>/dev/null || rm -f -- "$1"; fi`, [p, q.get("recursive") ?? "false"]);
+      await this.#sh(
+        box,
+        `[ -e "$1" ] || [ -L "$1" ] || exit 66; if [ "$2" = true ]; then rm -rf -- "$1"; else rm -d -- "$1" 2>/dev/null || rm -f -- "$1"; fi`,
+        [p, q.get("recursive") ?? "false"],
+      );
       return { status: 204 };
     }
     if (route === "/files/folder" && method === "POST") {
@@ -190,7 +198,10 @@ export class Toolbox {
   #session(box: ToolboxBox, sid: string) {
     const cmds = box.sessions.get(sid);
     if (!cmds) throw new HttpError(404, `session ${sid} not found`);
-    return { sessionId: sid, commands: [...cmds.values()].map((c) => ({ id: c.id, command: c.command, ...(c.exitCode !== undefined ? { exitCode: c.exitCode } : {}) })) };
+    return {
+      sessionId: sid,
+      commands: [...cmds.values()].map((c) => ({ id: c.id, command: c.command, ...(c.exitCode !== undefined ? { exitCode: c.exitCode } : {}) })),
+    };
   }
 
   #command(box: ToolboxBox, sid: string, cid: string): SessionCommand {
@@ -287,15 +298,27 @@ export class Toolbox {
         type = "application/json";
         data = Buffer.from(JSON.stringify({ message: he.message, statusCode: he.status, code: he.status === 404 ? "FILE_NOT_FOUND" : "BAD_REQUEST" }));
       }
-      parts.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${name}"; filename="${p.replaceAll('"', "%22")}"\r\nContent-Type: ${type}\r\n\r\n`), data, Buffer.from("\r\n"));
+      parts.push(
+        Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${name}"; filename="${p.replaceAll('"', "%22")}"\r\nContent-Type: ${type}\r\n\r\n`),
+        data,
+        Buffer.from("\r\n"),
+      );
     }
     parts.push(Buffer.from(`--${boundary}--\r\n`));
     return { status: 200, raw: Buffer.concat(parts), contentType: `multipart/form-data; boundary=${boundary}` };
   }
 
   async #list(box: ToolboxBox, p: string) {
-    const out = await this.#sh(box, `[ -e "$1" ] || exit 66; [ -d "$1" ] || exit 68; exec find "$1" -mindepth 1 -maxdepth 1 -printf '%f\\t%y\\t%s\\t%m\\t%u\\t%g\\t%T@\\0'`, [p]);
-    return out.toString().split("\0").filter(Boolean).map((row) => fileInfo(row, p));
+    const out = await this.#sh(
+      box,
+      `[ -e "$1" ] || exit 66; [ -d "$1" ] || exit 68; exec find "$1" -mindepth 1 -maxdepth 1 -printf '%f\\t%y\\t%s\\t%m\\t%u\\t%g\\t%T@\\0'`,
+      [p],
+    );
+    return out
+      .toString()
+      .split("\0")
+      .filter(Boolean)
+      .map((row) => fileInfo(row, p));
   }
 
   async #info(box: ToolboxBox, p: string) {

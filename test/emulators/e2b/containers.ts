@@ -19,11 +19,23 @@ export interface RunResult {
 /** The image for template `base`: the base image with E2B's `user`, made once per engine. */
 export async function templateImage(docker: Docker, baseImage: string): Promise<string> {
   const tag = `agentws-e2b-template:${baseImage.replace(/[^A-Za-z0-9_.-]/g, "-")}`;
-  if (await docker.getImage(tag).inspect().then(() => true, () => false)) return tag;
+  if (
+    await docker
+      .getImage(tag)
+      .inspect()
+      .then(
+        () => true,
+        () => false,
+      )
+  )
+    return tag;
   const c = await docker.createContainer({ Image: baseImage, Cmd: ["sleep", "infinity"], HostConfig: { NetworkMode: "none", Init: true } });
   try {
     await c.start();
-    const r = await run(docker, c, ["sh", "-c", "id user >/dev/null 2>&1 || useradd -m -s /bin/bash user; mkdir -p /home/user && chown user:user /home/user"], { user: "root", cwd: "/" });
+    const r = await run(docker, c, ["sh", "-c", "id user >/dev/null 2>&1 || useradd -m -s /bin/bash user; mkdir -p /home/user && chown user:user /home/user"], {
+      user: "root",
+      cwd: "/",
+    });
     if (r.code !== 0) throw new Error(`template setup failed (${r.code}): ${r.stderr.toString()}${r.stdout.toString()}`);
     await c.commit({ repo: tag.split(":")[0], tag: tag.split(":")[1], changes: ["WORKDIR /home/user"] } as never);
   } finally {

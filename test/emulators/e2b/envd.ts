@@ -130,7 +130,12 @@ export class Envd {
       }
       case "filesystem.Filesystem/Move": {
         const [a, b] = [this.#path(msg.source, user), this.#path(msg.destination, user)];
-        const r = await run(this.docker, this.container, ["sh", "-c", '[ -e "$1" ] || [ -L "$1" ] || exit 2; mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2"', "sh", a, b], { user });
+        const r = await run(
+          this.docker,
+          this.container,
+          ["sh", "-c", '[ -e "$1" ] || [ -L "$1" ] || exit 2; mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2"', "sh", a, b],
+          { user },
+        );
         if (r.code === 2) throw new RpcError("not_found", `${a} not found`);
         if (r.code !== 0) throw new RpcError("internal", r.stderr.toString());
         return { entry: await this.#entry(b, user) };
@@ -253,7 +258,10 @@ export class Envd {
   async #download(res: ServerResponse, url: URL, user: string): Promise<void> {
     const p = this.#path(url.searchParams.get("path") ?? "", user);
     this.onTransfer({ route: "download", path: p });
-    const r = await run(this.docker, this.container, ["sh", "-c", '[ -e "$1" ] || exit 44; [ -d "$1" ] && exit 45; exec cat -- "$1"', "sh", p], { ...as(user, p), max: 1024 ** 3 });
+    const r = await run(this.docker, this.container, ["sh", "-c", '[ -e "$1" ] || exit 44; [ -d "$1" ] && exit 45; exec cat -- "$1"', "sh", p], {
+      ...as(user, p),
+      max: 1024 ** 3,
+    });
     if (r.code === 44) return jsonError(res, 404, `path '${p}' does not exist`);
     if (r.code === 45) return jsonError(res, 400, `path '${p}' is a directory`);
     if (r.code !== 0) return jsonError(res, 500, r.stderr.toString().slice(0, 500));
@@ -272,13 +280,19 @@ export class Envd {
         files.push({ path: url.searchParams.get("path") || v.name, data: Buffer.from(await v.arrayBuffer()) });
       }
     } else {
-      files.push({ path: url.searchParams.get("path") ?? "", data: req.headers["content-encoding"] === "gzip" ? (await import("node:zlib")).gunzipSync(body) : body });
+      files.push({
+        path: url.searchParams.get("path") ?? "",
+        data: req.headers["content-encoding"] === "gzip" ? (await import("node:zlib")).gunzipSync(body) : body,
+      });
     }
     const out: unknown[] = [];
     for (const f of files) {
       const p = this.#path(f.path, user);
       this.onTransfer({ route: "upload", path: p });
-      const r = await run(this.docker, this.container, ["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh", p], { ...as(user, p), stdin: f.data });
+      const r = await run(this.docker, this.container, ["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh", p], {
+        ...as(user, p),
+        stdin: f.data,
+      });
       if (r.code !== 0) return jsonError(res, 500, r.stderr.toString().slice(0, 500));
       out.push({ name: path.posix.basename(p), type: "file", path: p });
     }

@@ -149,10 +149,15 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
         autoPause: body.autoPause === true,
         state: "running",
         container,
-        envd: new Envd(docker, container, () => envVars, (t) => {
-          transfers.push(t);
-          if (transfers.length > 200) transfers.shift();
-        }),
+        envd: new Envd(
+          docker,
+          container,
+          () => envVars,
+          (t) => {
+            transfers.push(t);
+            if (transfers.length > 200) transfers.shift();
+          },
+        ),
       };
       sandboxes.set(sandboxID, s);
       arm(s);
@@ -191,7 +196,8 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
     if (route === "POST /v2/sandboxes/:id/connect") {
       const s = own(parts[2]);
       if (!s) return notFound(parts[2]);
-      if (body.timeout !== undefined) s.timeoutSec = Math.max(s.state === "paused" ? 0 : Math.ceil((Date.parse(s.endAt) - Date.now()) / 1000), clampTimeout(body.timeout));
+      if (body.timeout !== undefined)
+        s.timeoutSec = Math.max(s.state === "paused" ? 0 : Math.ceil((Date.parse(s.endAt) - Date.now()) / 1000), clampTimeout(body.timeout));
       if (s.state === "running") {
         arm(s);
         return send(res, 200, created(s));
@@ -228,7 +234,11 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
       } finally {
         if (wasRunning) await s.container.unpause();
       }
-      if (existing) await docker.getImage(existing.image).remove().catch(() => undefined);
+      if (existing)
+        await docker
+          .getImage(existing.image)
+          .remove()
+          .catch(() => undefined);
       snapshots.set(snapshotID, { snapshotID, team, names: [snapshotID], image: `${repo}:${tag}`, sourceSandboxID: s.sandboxID });
       return send(res, 201, { snapshotID, names: [snapshotID] });
     }
@@ -236,16 +246,26 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
       const name = url.searchParams.get("name");
       const sid = url.searchParams.get("sandboxID");
       const rows = [...snapshots.values()].filter(
-        (x) => x.team === team && (!sid || x.sourceSandboxID === sid) && (!name || x.snapshotID === name || x.names.some((n) => n === name || n.split(":")[0] === name)),
+        (x) =>
+          x.team === team &&
+          (!sid || x.sourceSandboxID === sid) &&
+          (!name || x.snapshotID === name || x.names.some((n) => n === name || n.split(":")[0] === name)),
       );
-      return send(res, 200, rows.map((x) => ({ snapshotID: x.snapshotID, names: x.names })));
+      return send(
+        res,
+        200,
+        rows.map((x) => ({ snapshotID: x.snapshotID, names: x.names })),
+      );
     }
     if (route === "DELETE /templates/:id") {
       const id = decodeURIComponent(parts[1] ?? "");
       const snap = snapshots.get(id);
       if (!snap || snap.team !== team) return send(res, 404, { code: 404, message: `template '${id}' not found` });
       snapshots.delete(id);
-      await docker.getImage(snap.image).remove({ force: true }).catch(() => undefined);
+      await docker
+        .getImage(snap.image)
+        .remove({ force: true })
+        .catch(() => undefined);
       return send(res, 204);
     }
     return send(res, 404, { code: 404, message: `no route ${route}` });
@@ -279,7 +299,9 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
     transfers,
     calls,
     sandboxes: (team) =>
-      [...sandboxes.values()].filter((s) => !team || s.team === team).map((s) => ({ sandboxID: s.sandboxID, state: s.state, metadata: s.metadata, containerId: s.container.id })),
+      [...sandboxes.values()]
+        .filter((s) => !team || s.team === team)
+        .map((s) => ({ sandboxID: s.sandboxID, state: s.state, metadata: s.metadata, containerId: s.container.id })),
     async vanish(sandboxId) {
       const s = sandboxes.get(sandboxId);
       if (s) await kill(s);
@@ -288,7 +310,14 @@ export async function startE2BEmulator(docker: Docker, options: { baseImage: str
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await Promise.all([...sandboxes.values()].map(kill));
-      await Promise.all([...snapshots.values()].map((x) => docker.getImage(x.image).remove({ force: true }).catch(() => undefined)));
+      await Promise.all(
+        [...snapshots.values()].map((x) =>
+          docker
+            .getImage(x.image)
+            .remove({ force: true })
+            .catch(() => undefined),
+        ),
+      );
     },
   };
 }
