@@ -8,12 +8,5 @@ export { workspaceProvider, ledgerProvider } from "./provider.js";
 export { workspaceProviderImpl, ledgerProviderImpl, parseBackend, setProviderLogger, OUTPUTS_SCHEMA_VERSION } from "./impl.js";
 export { diffWorkspace, stableJson, type WorkspaceDiff, type FieldChange, type ChangeKind } from "./diff.js";
 export { checkInputs, defaultWorkspaceId, UNKNOWN, type CheckFailure } from "./inputs.js";
-export {
-  FLEET_OUTPUT_NAME,
-  FleetOutputsSchema,
-  SecretRefSchema,
-  secretFieldPaths,
-  maskSecretFields,
-  type FleetOutputs,
-  type SecretRef,
-} from "../sdk/contract/fleet.js";
+export { FLEET_OUTPUT_NAME, FleetOutputsSchema, SecretRefSchema, secretFieldPaths, maskSecretFields } from "../sdk/contract/fleet.js";
+export { type FleetOutputs, type SecretRef } from "../sdk/contract/fleet.js";

@@ -1,14 +1,8 @@
 import { z } from "zod";
 import type { BackendDefaults, BackendModule, SpecField } from "../contract/module.js";
 import { fromZodError } from "../errors.js";
-import {
-  DriverWorkspace,
-  TeardownSchema,
-  type DriverWorkspaceOptions,
-  type DriverWorkspaceOptionsFor,
-  type PersistentAwareDriver,
-  type Teardown,
-} from "../kit/driver-workspace.js";
+import { DriverWorkspace, TeardownSchema, type DriverWorkspaceOptions, type DriverWorkspaceOptionsFor } from "../kit/driver-workspace.js";
+import { type PersistentAwareDriver, type Teardown } from "../kit/driver-workspace.js";
 import { ManagerOptionsSchema, WorkspaceManager, type ManagerOptions } from "../manager/manager.js";
 import { SandboxSeedOptionsShape, SandboxWorkspaceManager, type SandboxManagerParsedOptions } from "../manager/sandbox-manager.js";
 import type { WorkspaceOptions } from "../workspace/workspace.js";

@@ -4,16 +4,8 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError, InvalidArgumentError as UsageError, Option } from "commander";
 import type { BackendCommand } from "../contract/module.js";
 import { backendCommands } from "../backends/load.js";
-import {
-  CONNECTION_FLAGS,
-  LIMIT_FLAGS,
-  parsePort,
-  serveCommand,
-  type ServeCommandOptions,
-  tokenCreateCommand,
-  tokenListCommand,
-  tokenRevokeCommand,
-} from "./serve.js";
+import { CONNECTION_FLAGS, LIMIT_FLAGS, parsePort, serveCommand, type ServeCommandOptions, tokenCreateCommand, tokenListCommand } from "./serve.js";
+import { tokenRevokeCommand } from "./serve.js";
 import { stackCommand, type StackCommand, type StackCommandOptions } from "./stack-commands.js";
 import { execCommand, gcCommand, statusCommand } from "./workspaces.js";
 

@@ -1,13 +1,6 @@
 import { z } from "zod";
-import {
-  ensureBackend,
-  type BackendDescription,
-  type Driver,
-  type DriverContext,
-  type EnsureOutcome,
-  type ManagedBy,
-  type WorkspaceIdentity,
-} from "../contract/driver.js";
+import { ensureBackend, type BackendDescription, type Driver, type DriverContext, type EnsureOutcome, type ManagedBy } from "../contract/driver.js";
+import { type WorkspaceIdentity } from "../contract/driver.js";
 import type { BackendModule, ReconcileArgs, Teardown } from "../contract/module.js";
 import { ConflictError, InternalError, WorkspaceError, fromZodError } from "../errors.js";
 import type { ProgressListener } from "../logger.js";

@@ -6,23 +6,9 @@ import fsSync, { promises as fs, constants as fsc, type Dirent } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, isWorkspaceError, InvalidArgumentError } from "../errors.js";
-import {
-  checkRange,
-  cursorAt,
-  pageBounds,
-  type DirEntry,
-  type ExecOptions,
-  type ExecResult,
-  type FileInfo,
-  type ListPage,
-  type ListPageOptions,
-  type Sandbox,
-  type SandboxProcess,
-  type SpawnOptions,
-  type TreeEntry,
-  type WalkTreeOptions,
-  type WalkTreeResult,
-} from "../sandbox.js";
+import { checkRange, cursorAt, pageBounds, type DirEntry, type ExecOptions, type ExecResult, type FileInfo, type ListPage } from "../sandbox.js";
+import { type ListPageOptions, type Sandbox, type SandboxProcess, type SpawnOptions, type TreeEntry, type WalkTreeOptions } from "../sandbox.js";
+import { type WalkTreeResult } from "../sandbox.js";
 import { checkRelativePath } from "../paths.js";
 import { collectOutput } from "../util/process.js";
 import { RootedPaths, errnoOf, fdPath } from "./rooted.js";

@@ -8,20 +8,8 @@
  */
 import { InvalidArgumentError } from "../errors.js";
 import { checkRelativePath } from "../paths.js";
-import {
-  rangeOfWholeRead,
-  type DirEntry,
-  type ExecOptions,
-  type ExecResult,
-  type FileInfo,
-  type ListPage,
-  type ListPageOptions,
-  type Sandbox,
-  type SandboxProcess,
-  type SpawnOptions,
-  type WalkTreeOptions,
-  type WalkTreeResult,
-} from "../sandbox.js";
+import { rangeOfWholeRead, type DirEntry, type ExecOptions, type ExecResult, type FileInfo, type ListPage } from "../sandbox.js";
+import { type ListPageOptions, type Sandbox, type SandboxProcess, type SpawnOptions, type WalkTreeOptions, type WalkTreeResult } from "../sandbox.js";
 import { pageOfEntries, walkTreeByList } from "../util/listing.js";
 import { RunnerFiles, runnerExec, spawnThroughRunner, type RunnerClient, type RunnerLease } from "./runner/index.js";
 import { copyTreeFileByFile } from "./shell-files.js";

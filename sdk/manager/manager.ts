@@ -7,16 +7,8 @@ import type { FleetEntry, FleetOutputs } from "../contract/fleet.js";
 import { silentLogger, type Logger } from "../logger.js";
 import { ManagerEvents, errorCode, errorMessage, type EvictReason, type ManagerEventListener } from "./events.js";
 import { parseFleetOutputs, readStackOutputs, type StackSelector } from "./fleet-source.js";
-import {
-  IsolationPolicy,
-  ISOLATION_POLICIES,
-  assignWorkspaceId,
-  checkIdentityId,
-  checkWorkspaceId,
-  isNonBlank,
-  newWorkspaceId,
-  sessionWorkspaceId,
-} from "./ids.js";
+import { IsolationPolicy, ISOLATION_POLICIES, assignWorkspaceId, checkIdentityId, checkWorkspaceId, isNonBlank, newWorkspaceId } from "./ids.js";
+import { sessionWorkspaceId } from "./ids.js";
 import { PrewarmSchema, WarmPool, type PoolStats } from "./pool.js";
 import { LeaseKeeper, type Leases } from "./lease.js";
 import { SingleFlight } from "./single-flight.js";

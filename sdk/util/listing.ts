@@ -1,14 +1,5 @@
-import {
-  cursorAt,
-  pageBounds,
-  type FileInfo,
-  type ListPage,
-  type ListPageOptions,
-  type Sandbox,
-  type TreeEntry,
-  type WalkTreeOptions,
-  type WalkTreeResult,
-} from "../sandbox.js";
+import { cursorAt, pageBounds, type FileInfo, type ListPage, type ListPageOptions, type Sandbox, type TreeEntry } from "../sandbox.js";
+import { type WalkTreeOptions, type WalkTreeResult } from "../sandbox.js";
 
 /**
  * One page of a workspace folder through any Sandbox: its own `listPage` (bounded work per call)

@@ -11,18 +11,8 @@ import type { DirEntry, FileInfo, Sandbox } from "../sandbox.js";
 import { DEFAULT_MAX_EXTRACTED_BYTES, extractArchive, inputLimitFor, spoolInput, type ArchiveFormat } from "./archive.js";
 import { MAX_SKILL_MD_BYTES, parseSkillMarkdown, type FrontMatterResult, type SkillManifest } from "./frontmatter.js";
 import { readCapped } from "./capped-read.js";
-import {
-  INDEX_FILE,
-  emptyIndex,
-  SEED_PARTITION,
-  freeSkillName,
-  parseIndex,
-  partitionName,
-  sanitizeSkillDirName,
-  serializeIndex,
-  skillHash,
-  type SkillIndex,
-} from "./skill-index.js";
+import { INDEX_FILE, emptyIndex, SEED_PARTITION, freeSkillName, parseIndex, partitionName, sanitizeSkillDirName } from "./skill-index.js";
+import { serializeIndex, skillHash, type SkillIndex } from "./skill-index.js";
 
 /** A skill as an agent sees it. */
 export interface Skill {

@@ -6,16 +6,8 @@ import { promises as fs } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { ConflictError, NotFoundError, UnavailableError, fromZodError, InternalError, ProvisionFailedError } from "../../errors.js";
-import {
-  matchesSelector,
-  type BackendDescription,
-  type DestroyOptions,
-  type Driver,
-  type DriverContext,
-  type ListSelector,
-  type ManagedBy,
-  type WorkspaceIdentity,
-} from "../../contract/driver.js";
+import { matchesSelector, type BackendDescription, type DestroyOptions, type Driver, type DriverContext } from "../../contract/driver.js";
+import { type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { recordNames } from "../../kit/list.js";
 import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../../kit/owner-store.js";
 import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../../contract/schema.js";

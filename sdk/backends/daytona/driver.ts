@@ -2,17 +2,8 @@
 import { createHash } from "node:crypto";
 import type { Daytona, Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
 import { ConflictError, InvalidArgumentError, NotFoundError, ProvisionFailedError, TooLargeError, UnavailableError, fromZodError } from "../../errors.js";
-import {
-  LABELS,
-  matchesSelector,
-  type BackendDescription,
-  type BackendState,
-  type Driver,
-  type DriverContext,
-  type ListSelector,
-  type ManagedBy,
-  type WorkspaceIdentity,
-} from "../../contract/driver.js";
+import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext } from "../../contract/driver.js";
+import { type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { parseWorkspaceId } from "../../contract/schema.js";
 import { daytonaClient } from "./client.js";

@@ -1,15 +1,5 @@
-import {
-  ConflictError,
-  ExecFailedError,
-  InvalidArgumentError,
-  NotFoundError,
-  RateLimitedError,
-  TimeoutError,
-  UnauthenticatedError,
-  UnavailableError,
-  WorkspaceError,
-  parseRetryAfter,
-} from "../../errors.js";
+import { ConflictError, ExecFailedError, InvalidArgumentError, NotFoundError, RateLimitedError, TimeoutError } from "../../errors.js";
+import { UnauthenticatedError, UnavailableError, WorkspaceError, parseRetryAfter } from "../../errors.js";
 
 /** Socket errors meaning the API cannot be reached at all. */
 const UNREACHABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ETIMEDOUT", "EPIPE"]);

@@ -3,17 +3,8 @@ import { randomBytes } from "node:crypto";
 import { PassThrough, Writable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import type { Sandbox as DaytonaSdkSandbox } from "@daytonaio/sdk";
-import {
-  ClosedError,
-  ConflictError,
-  NotFoundError,
-  PathEscapeError,
-  TooLargeError,
-  UnavailableError,
-  WorkspaceError,
-  InvalidArgumentError,
-  ExecFailedError,
-} from "../../errors.js";
+import { ClosedError, ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { InvalidArgumentError, ExecFailedError } from "../../errors.js";
 import type { ExecOptions, ExecResult, SandboxProcess, SpawnOptions } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { DEFAULT_MAX_OUTPUT } from "../../util/process.js";

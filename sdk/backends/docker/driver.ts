@@ -4,46 +4,18 @@ import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import type Docker from "dockerode";
-import {
-  ConflictError,
-  NotFoundError,
-  PathEscapeError,
-  TooLargeError,
-  UnavailableError,
-  WorkspaceError,
-  fromZodError,
-  InvalidArgumentError,
-  ProvisionFailedError,
-} from "../../errors.js";
+import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, WorkspaceError, fromZodError } from "../../errors.js";
+import { InvalidArgumentError, ProvisionFailedError } from "../../errors.js";
 import type { FileLeases } from "../../kit/lease.js";
-import {
-  LABELS,
-  matchesSelector,
-  type BackendDescription,
-  type BackendState,
-  type DestroyOptions,
-  type Driver,
-  type DriverContext,
-  type ListSelector,
-  type ManagedBy,
-  type WorkspaceIdentity,
-} from "../../contract/driver.js";
+import { LABELS, matchesSelector, type BackendDescription, type BackendState, type DestroyOptions, type Driver } from "../../contract/driver.js";
+import { type DriverContext, type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../../contract/schema.js";
 import { DockerBackendSchema, type DockerBackendSpec } from "./schema.js";
 import { sharedDockerClient, statusCode } from "./client.js";
 import { dockerLeases } from "./lease.js";
-import {
-  IMAGE_REPO,
-  dockerUnavailable,
-  ensureImage,
-  imageExists,
-  pruneImages,
-  renderBuildContext,
-  type ImageInputs,
-  type PruneImagesOptions,
-  type PruneImagesResult,
-} from "./image.js";
+import { IMAGE_REPO, dockerUnavailable, ensureImage, imageExists, pruneImages, renderBuildContext, type ImageInputs } from "./image.js";
+import { type PruneImagesOptions, type PruneImagesResult } from "./image.js";
 import { guardWorkspaceNetwork, ensureWorkspaceNetwork, removeWorkspaceNetwork } from "./network.js";
 import { dockerError } from "./errors.js";
 import { expandHome } from "../../paths.js";

@@ -1,16 +1,5 @@
-import {
-  ConflictError,
-  ExecFailedError,
-  InvalidArgumentError,
-  RateLimitedError,
-  TimeoutError,
-  UnauthenticatedError,
-  UnavailableError,
-  WorkspaceError,
-  parseRetryAfter,
-  type WorkspaceErrorCode,
-  NotFoundError,
-} from "../../errors.js";
+import { ConflictError, ExecFailedError, InvalidArgumentError, RateLimitedError, TimeoutError, UnauthenticatedError } from "../../errors.js";
+import { UnavailableError, WorkspaceError, parseRetryAfter, type WorkspaceErrorCode, NotFoundError } from "../../errors.js";
 
 /**
  * The one table from the Docker engine's answers to the error family: HTTP status → code. Errors

@@ -5,16 +5,8 @@ import os from "node:os";
 import path from "node:path";
 import type { Sandbox as E2BSdkSandbox, SandboxInfo } from "e2b";
 import { NotFoundError, TooLargeError, UnavailableError, fromZodError, ProvisionFailedError } from "../../errors.js";
-import {
-  LABELS,
-  matchesSelector,
-  type BackendDescription,
-  type Driver,
-  type DriverContext,
-  type ListSelector,
-  type ManagedBy,
-  type WorkspaceIdentity,
-} from "../../contract/driver.js";
+import { LABELS, matchesSelector, type BackendDescription, type Driver, type DriverContext, type ListSelector } from "../../contract/driver.js";
+import { type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { FileLeases } from "../../kit/lease.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { parseWorkspaceId } from "../../contract/schema.js";

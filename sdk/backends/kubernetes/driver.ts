@@ -3,27 +3,10 @@
 // and owner claims; manifests, names, exec and errors already live in their own files.
 import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
 import { loadKubernetesClient } from "./sdk.js";
-import {
-  ConflictError,
-  NotFoundError,
-  ProvisionFailedError,
-  TimeoutError,
-  TooLargeError,
-  UnavailableError,
-  WorkspaceError,
-  fromZodError,
-} from "../../errors.js";
-import {
-  LABELS,
-  matchesSelector,
-  type BackendDescription,
-  type BackendState,
-  type Driver,
-  type DriverContext,
-  type ListSelector,
-  type ManagedBy,
-  type WorkspaceIdentity,
-} from "../../contract/driver.js";
+import { ConflictError, NotFoundError, ProvisionFailedError, TimeoutError, TooLargeError, UnavailableError, WorkspaceError } from "../../errors.js";
+import { fromZodError } from "../../errors.js";
+import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext } from "../../contract/driver.js";
+import { type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { WORKSPACE_ID_PATTERN, parseWorkspaceId } from "../../contract/schema.js";
 import { kubeClients, kubeError, statusOf, withRetry, type KubeClients } from "./client.js";

@@ -6,15 +6,8 @@ import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, fr
 import type { Logger } from "../../logger.js";
 import { expandHome } from "../../paths.js";
 import type { Sandbox } from "../../sandbox.js";
-import {
-  matchesSelector,
-  type BackendDescription,
-  type DestroyOptions,
-  type Driver,
-  type DriverContext,
-  type ListSelector,
-  type WorkspaceIdentity,
-} from "../../contract/driver.js";
+import { matchesSelector, type BackendDescription, type DestroyOptions, type Driver, type DriverContext } from "../../contract/driver.js";
+import { type ListSelector, type WorkspaceIdentity } from "../../contract/driver.js";
 import { recordNames } from "../../kit/list.js";
 import { HostRecordStore, ownerConflict, readClaim, readJsonFile, recordClaim } from "../../kit/owner-store.js";
 import { WorkspaceIdSchema, parseWorkspaceId } from "../../contract/schema.js";

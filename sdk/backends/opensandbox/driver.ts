@@ -5,27 +5,10 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import type { Sandbox as OsbSandbox, SandboxManager, ConnectionConfigOptions, SandboxInfo } from "@alibaba-group/opensandbox";
 import { loadOpenSandbox } from "./sdk.js";
-import {
-  ConflictError,
-  InvalidArgumentError,
-  NotFoundError,
-  PathEscapeError,
-  TooLargeError,
-  UnavailableError,
-  fromZodError,
-  ClosedError,
-} from "../../errors.js";
-import {
-  LABELS,
-  matchesSelector,
-  type BackendDescription,
-  type BackendState,
-  type Driver,
-  type DriverContext,
-  type ListSelector,
-  type ManagedBy,
-  type WorkspaceIdentity,
-} from "../../contract/driver.js";
+import { ConflictError, InvalidArgumentError, NotFoundError, PathEscapeError, TooLargeError, UnavailableError, fromZodError } from "../../errors.js";
+import { ClosedError } from "../../errors.js";
+import { LABELS, matchesSelector, type BackendDescription, type BackendState, type Driver, type DriverContext } from "../../contract/driver.js";
+import { type ListSelector, type ManagedBy, type WorkspaceIdentity } from "../../contract/driver.js";
 import { MAX_LISTED } from "../../kit/list.js";
 import { parseWorkspaceId } from "../../contract/schema.js";
 import { isSandboxGone, openSandboxError } from "./errors.js";

@@ -1,12 +1,5 @@
-import {
-  NotFoundError,
-  RateLimitedError,
-  UnauthenticatedError,
-  UnavailableError,
-  WorkspaceError,
-  parseRetryAfter,
-  ProvisionFailedError,
-} from "../../errors.js";
+import { NotFoundError, RateLimitedError, UnauthenticatedError, UnavailableError, WorkspaceError, parseRetryAfter } from "../../errors.js";
+import { ProvisionFailedError } from "../../errors.js";
 import { isObject } from "../../util/records.js";
 
 /** What the SDK's SandboxApiException carries (duck-typed: a second copy of the SDK must not break instanceof). */

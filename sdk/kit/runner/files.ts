@@ -2,18 +2,8 @@ import { randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 import { ConflictError, NotFoundError, PathEscapeError, TooLargeError, WorkspaceError, ExecFailedError, InvalidArgumentError } from "../../errors.js";
-import {
-  checkRange,
-  cursorAt,
-  pageBounds,
-  type DirEntry,
-  type FileInfo,
-  type ListPage,
-  type ListPageOptions,
-  type TreeEntry,
-  type WalkTreeOptions,
-  type WalkTreeResult,
-} from "../../sandbox.js";
+import { checkRange, cursorAt, pageBounds, type DirEntry, type FileInfo, type ListPage, type ListPageOptions } from "../../sandbox.js";
+import { type TreeEntry, type WalkTreeOptions, type WalkTreeResult } from "../../sandbox.js";
 import { checkRelativePath } from "../../paths.js";
 import { MAX_READ_BYTES, RunnerFailure, type RunnerClient } from "./client.js";
 

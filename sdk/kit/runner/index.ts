@@ -10,22 +10,9 @@ import { RunnerClient, type RunnerClientOptions, type RunnerTransport } from "./
 import { cwdError } from "./files.js";
 
 export { RUNNER_SOURCE } from "./source.js";
-export {
-  CALL_TIMEOUT_MS,
-  KILL_GRACE_MS,
-  MAX_DATA_FRAME,
-  MAX_HEADER_BYTES,
-  MAX_LIST_BYTES,
-  MAX_READ_BYTES,
-  RunnerClient,
-  RunnerFailure,
-  runnerGone,
-  type RemoteFiles,
-  type RunnerClientOptions,
-  type RunnerExec,
-  type RunnerSpawn,
-  type RunnerTransport,
-} from "./client.js";
+export { CALL_TIMEOUT_MS, KILL_GRACE_MS, MAX_DATA_FRAME, MAX_HEADER_BYTES, MAX_LIST_BYTES, MAX_READ_BYTES, RunnerClient } from "./client.js";
+export { RunnerFailure, runnerGone, type RemoteFiles, type RunnerClientOptions, type RunnerExec, type RunnerSpawn } from "./client.js";
+export { type RunnerTransport } from "./client.js";
 export { RunnerFiles, cwdError, mapRunnerError, type RunnerLease } from "./files.js";
 export { spawnThroughRunner, SPAWN_WINDOW } from "./spawn.js";
 

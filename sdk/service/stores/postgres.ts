@@ -1,25 +1,9 @@
 import type pg from "pg";
 import { ConflictError } from "../../errors.js";
 import { requirePeer } from "../../util/peer.js";
-import {
-  SESSION_COLUMNS,
-  TOKEN_COLUMNS,
-  applyPatch,
-  sessionQuotaError,
-  fromRow,
-  newTokenRow,
-  toRow,
-  tokenFromRow,
-  type CreateOptions,
-  type ListOptions,
-  type NewTokenOptions,
-  type SessionPatch,
-  type SessionRecord,
-  type SessionRow,
-  type SessionStore,
-  type TokenRecord,
-  type TokenRow,
-} from "./store.js";
+import { SESSION_COLUMNS, TOKEN_COLUMNS, applyPatch, sessionQuotaError, fromRow, newTokenRow, toRow, tokenFromRow } from "./store.js";
+import { type CreateOptions, type ListOptions, type NewTokenOptions, type SessionPatch, type SessionRecord, type SessionRow } from "./store.js";
+import { type SessionStore, type TokenRecord, type TokenRow } from "./store.js";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS agentws_sessions (
