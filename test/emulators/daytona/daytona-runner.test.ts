@@ -28,7 +28,7 @@ for p in os.listdir("/proc"):
         a = open("/proc/%s/cmdline" % p, "rb").read().split(b"\\0")
     except OSError:
         continue
-    if len(a) > 5 and a[3] == b"-c" and a[4].startswith(b"\\nimport errno, os, select, stat") and a[5] == root:
+    if len(a) > 5 and a[3] == b"-c" and a[4].lstrip().startswith(b"import errno, os, select, stat") and a[5] == root:
         print("RUNNER", p)
 `;
 
